@@ -1,0 +1,271 @@
+"""The ``rebalancer`` command line: one sub-command per stage, each working on a run directory.
+
+Errors are one line on stderr with a non-zero exit code (see ``rebalancer.errors``); ``--debug`` adds tracebacks
+and library logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from .errors import InputError, RebalancerError
+
+__all__ = ["main"]
+
+log = logging.getLogger("rebalancer")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump), matching every other error of the tool."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# -- commands -----------------------------------------------------------------------------------------------
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from .balance import broker_loads, format_broker_table
+    from .snapshot import REPLICAS_FILE, SNAPSHOT_FILE, take_snapshot
+
+    cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout)
+    out = Path(args.out)
+    dead = [b.id for b in cluster.brokers if not b.alive]
+    print(
+        f"snapshot of {cluster.meta.get('source', args.source)}: {len(cluster.brokers)} brokers"
+        f" ({len(cluster.racks)} racks{', down: ' + ','.join(map(str, dead)) if dead else ''}),"
+        f" {len(cluster.topics)} topics, {len(cluster.partitions)} partitions, {cluster.replica_count} replicas"
+    )
+    if cluster.meta.get("reassignment_in_progress"):
+        print(f"WARNING: a reassignment of {len(cluster.meta['reassignment_in_progress'])} partitions is in progress")
+    if args.source.startswith("zk://") and not args.sizes:
+        print("note: ZooKeeper holds no partition sizes; pass --sizes file://LOG_DIRS.json (kafka-log-dirs --describe)")
+    print(f"wrote {out / SNAPSHOT_FILE} and {out / REPLICAS_FILE}")
+    if not args.quiet:
+        print()
+        print(format_broker_table(broker_loads(cluster)))
+    return 0
+
+
+def cmd_skew(args: argparse.Namespace) -> int:
+    from .balance import broker_loads, format_broker_table
+    from .snapshot import load_snapshot
+
+    print(format_broker_table(broker_loads(load_snapshot(args.run_dir)), band_pct=args.band))
+    return 0
+
+
+def _scenario_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .sim.scenarios import ScenarioParams
+
+    return ScenarioParams(brokers=args.brokers, racks=args.racks, partitions=args.partitions, topics=args.topics,
+                          rf=args.rf, new_brokers=args.new_brokers, seed=args.seed)
+
+
+def cmd_sim_run(args: argparse.Namespace) -> int:
+    from .sim.service import run_foreground
+
+    return run_foreground(args.zk, scenario=args.scenario, params=_scenario_params(args),
+                          acceleration=args.acceleration, state_dir=args.state_dir, attach=args.attach)
+
+
+def cmd_sim_up(args: argparse.Namespace) -> int:
+    from .sim.service import up
+
+    state = up(args.dir, scenario=args.scenario, params=_scenario_params(args), acceleration=args.acceleration,
+               zk_hosts=args.zookeeper, chroot=args.chroot, port=args.port)
+    print(f"simulated cluster up: {state['zk_url']}  (sizes: {state['sizes']})")
+    print(f"state in {Path(args.dir) / 'sim.json'}; stop with: rebalancer sim down --dir {args.dir}")
+    return 0
+
+
+def cmd_sim_down(args: argparse.Namespace) -> int:
+    from .sim.service import down
+
+    state = down(args.dir)
+    print(f"simulated cluster at {state['zk_url']} stopped")
+    return 0
+
+
+def cmd_sim_status(args: argparse.Namespace) -> int:
+    import json
+
+    from .sim.controller import STATUS_PATH
+    from .sim.service import read_state
+    from .zkclient import parse_zk_url, zk_session
+
+    state = read_state(args.dir)
+    with zk_session(parse_zk_url(state["zk_url"]), timeout=5) as zk:
+        data, _ = zk.get(STATUS_PATH)  # type: ignore[attr-defined]
+    status = json.loads(data)
+    print(f"{state['zk_url']}: brokers alive {status['alive']}, in-flight moves {status['in_flight']},"
+          f" completed {status['completed']}, simulated time {status['sim_time_s']:.1f} s (x{status['acceleration']:g})")
+    return 0
+
+
+def cmd_sim_broker(args: argparse.Namespace) -> int:
+    from .sim.service import read_state, send_command
+
+    zk_url = args.zk or read_state(args.dir)["zk_url"]
+    send_command(zk_url, args.op, args.broker)
+    print(f"broker {args.broker}: {'killed' if args.op == 'kill-broker' else 'restarted'}")
+    return 0
+
+
+def cmd_sim_scenario(args: argparse.Namespace) -> int:
+    from .formats import write_cluster_json
+    from .sim.scenarios import build_scenario
+
+    cluster = build_scenario(args.scenario, _scenario_params(args))
+    write_cluster_json(cluster, args.out)
+    print(f"wrote {args.out}: {len(cluster.brokers)} brokers, {len(cluster.partitions)} partitions")
+    return 0
+
+
+def cmd_zookeeper(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from .zkserver import ZooKeeperServer
+
+    server = ZooKeeperServer(args.dir, port=args.port, tick_ms=args.tick_ms)
+    server.start()
+    print(f"ZooKeeper on {server.hosts} (data in {args.dir}); Ctrl-C stops it", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        if server.process is None or server.process.poll() is not None:
+            raise InputError("ZooKeeper exited; see its log in " + str(server.log_path))
+    server.stop()
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------------------------
+def _add_scenario_options(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--scenario", required=required,
+                   help="wix | pinterest | new-brokers | sqooba | file:PATH (cluster description JSON)")
+    p.add_argument("--brokers", type=int, help="number of brokers (scenario default otherwise)")
+    p.add_argument("--racks", type=int, help="number of racks")
+    p.add_argument("--partitions", type=int, help="total partitions")
+    p.add_argument("--topics", type=int, help="number of topics")
+    p.add_argument("--rf", type=int, help="replication factor")
+    p.add_argument("--new-brokers", type=int, help="new-brokers scenario: how many empty brokers")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
+    parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("snapshot", help="read a cluster and write RUN_DIR/snapshot.json and replicas.parquet")
+    p.add_argument("--source", required=True, help="file://PATH.json or zk://HOST:PORT[/chroot]")
+    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--sizes", help="file://PATH: kafka-log-dirs --describe JSON with partition sizes (for zk://)")
+    p.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout in seconds (default 10)")
+    p.add_argument("--quiet", action="store_true", help="no per-broker table")
+    p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("skew", help="print the per-broker skew table of a run directory's snapshot")
+    p.add_argument("run_dir")
+    p.add_argument("--band", type=_positive_float, default=15.0, help="flag deviations beyond this %% (default 15)")
+    p.set_defaults(func=cmd_skew)
+
+    sim = sub.add_parser("sim", help="the simulated Kafka cluster (ZooKeeper mode) for demos and tests")
+    simsub = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)
+
+    p = simsub.add_parser("up", help="start ZooKeeper and the simulated cluster in the background")
+    p.add_argument("--dir", required=True, help="directory for logs, sizes and sim.json")
+    _add_scenario_options(p, required=True)
+    p.add_argument("--acceleration", type=_positive_float, default=1.0, help="simulated seconds per wall second")
+    p.add_argument("--zookeeper", help="HOST:PORT of an existing ZooKeeper (default: start one)")
+    p.add_argument("--port", type=int, help="port for the started ZooKeeper (default: a free one)")
+    p.add_argument("--chroot", default="/kafka", help="ZooKeeper chroot for the Kafka metadata (default /kafka)")
+    p.set_defaults(func=cmd_sim_up)
+
+    p = simsub.add_parser("down", help="stop what 'sim up' started")
+    p.add_argument("--dir", required=True)
+    p.set_defaults(func=cmd_sim_down)
+
+    p = simsub.add_parser("status", help="brokers alive, moves in flight, simulated clock")
+    p.add_argument("--dir", required=True)
+    p.set_defaults(func=cmd_sim_status)
+
+    p = simsub.add_parser("run", help="run the simulated controller in the foreground")
+    p.add_argument("--zk", required=True, help="zk://HOST:PORT[/chroot]")
+    _add_scenario_options(p, required=False)
+    p.add_argument("--attach", action="store_true", help="adopt the metadata already in ZooKeeper")
+    p.add_argument("--acceleration", type=_positive_float, default=1.0)
+    p.add_argument("--state-dir", help="where log-dirs.json and events.jsonl are written")
+    p.set_defaults(func=cmd_sim_run)
+
+    for op, text in (("kill-broker", "kill a broker (its registration vanishes, leaders fail over)"),
+                     ("restart-broker", "bring a killed broker back")):
+        p = simsub.add_parser(op, help=text)
+        p.add_argument("broker", type=int)
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--dir", help="directory of 'sim up'")
+        where.add_argument("--zk", help="zk://HOST:PORT[/chroot] of a running simulator")
+        p.set_defaults(func=cmd_sim_broker, op=op)
+
+    p = simsub.add_parser("scenario", help="write a scenario as a cluster description JSON")
+    _add_scenario_options(p, required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_sim_scenario)
+
+    p = sub.add_parser("zookeeper", help="run a ZooKeeper server in the foreground (from the pyspark jars)")
+    p.add_argument("--dir", required=True, help="data and log directory")
+    p.add_argument("--port", type=int, default=2181)
+    p.add_argument("--tick-ms", type=int, default=2000)
+    p.set_defaults(func=cmd_zookeeper)
+    return parser
+
+
+def _configure_logging(debug: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # kazoo reports every failed connection attempt; the error we raise says it in one line.
+    logging.getLogger("kazoo").setLevel(logging.INFO if debug else logging.CRITICAL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.debug)
+    try:
+        return int(args.func(args))
+    except RebalancerError as exc:
+        if args.debug:
+            log.exception("error")
+        print(f"rebalancer: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("rebalancer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: still one line unless --debug
+        if args.debug:
+            raise
+        print(f"rebalancer: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""Reading and writing the JSON formats the tool exchanges with people and with Kafka.
+
+- Cluster description (the project's own, also the body of ``snapshot.json``)::
+
+      {"brokers": [{"id": 0, "rack": "a"}],
+       "partitions": [{"topic": "t", "partition": 0, "replicas": [0, 1],
+                       "leader": 0, "isr": [0, 1], "size_bytes": 123}]}
+
+  ``leader``, ``isr``, ``size_bytes`` and ``rack`` are optional; unknown keys are ignored.
+- Kafka's reassignment JSON, as read and written by ``kafka-reassign-partitions``::
+
+      {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [0, 1]}]}
+
+- Kafka's ``kafka-log-dirs --describe`` JSON, used as a source of partition sizes.
+
+Every malformed input is an ``InputError`` (or ``ModelError``) that names the file and the offending entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, ModelError
+from .model import Broker, Cluster, Partition, TopicPartition
+
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "read_json",
+    "atomic_write_text",
+    "atomic_write_json",
+    "cluster_from_dict",
+    "cluster_from_reassignment",
+    "load_cluster_file",
+    "cluster_to_dict",
+    "write_cluster_json",
+    "reassignment_json",
+    "parse_log_dirs",
+]
+
+SNAPSHOT_FORMAT = "kafka-rebalancer/cluster"
+SNAPSHOT_VERSION = 1
+
+
+# -- generic helpers ------------------------------------------------------------------------------------------
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file; a missing, unreadable or malformed file is a one-line ``InputError``."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, expected a JSON file") from None
+    except PermissionError:
+        raise InputError(f"{p}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` so that readers see either the old file or the whole new one, never a torn write."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# -- field parsing ------------------------------------------------------------------------------------------
+def _req(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in obj:
+        raise ModelError(f"{where}: missing required key {key!r}")
+    return obj[key]
+
+
+def _int(value: Any, what: str, where: str, *, minimum: int | None = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelError(f"{where}: {what} {value!r} is not an integer")
+    if minimum is not None and value < minimum:
+        raise ModelError(f"{where}: {what} {value} is negative" if minimum == 0 else f"{where}: {what} {value} < {minimum}")
+    return value
+
+
+def _int_list(value: Any, what: str, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise ModelError(f"{where}: {what} must be a list of broker ids, got {type(value).__name__}")
+    return tuple(_int(v, f"{what} entry", where) for v in value)
+
+
+def _opt_positive(obj: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _int(value, key, where, minimum=1)
+
+
+def _broker_from_dict(obj: Any, i: int) -> Broker:
+    where = f"brokers[{i}]"
+    if not isinstance(obj, dict):
+        raise ModelError(f"{where}: expected an object, got {type(obj).__name__}")
+    bid = _int(_req(obj, "id", where), "id", where)
+    where = f"broker {bid}"
+    rack = obj.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise ModelError(f"{where}: rack {rack!r} is not a string")
+    alive = obj.get("alive", True)
+    if not isinstance(alive, bool):
+        raise ModelError(f"{where}: alive {alive!r} is not true/false")
+    port = obj.get("port")
+    return Broker(
+        id=bid,
+        rack=rack or None,
+        disk_capacity_bytes=_opt_positive(obj, "disk_capacity_bytes", where),
+        network_capacity_bytes_per_s=_opt_positive(obj, "network_capacity_bytes_per_s", where),
+        alive=alive,
+        host=obj.get("host") if isinstance(obj.get("host"), str) else None,
+        port=port if isinstance(port, int) and not isinstance(port, bool) else None,
+    )
+
+
+def _partition_from_dict(obj: Any, i: int) -> Partition:
+    if not isinstance(obj, dict):
+        raise ModelError(f"partitions[{i}]: expected an object, got {type(obj).__name__}")
+    topic = _req(obj, "topic", f"partitions[{i}]")
+    if not isinstance(topic, str) or not topic:
+        raise ModelError(f"partitions[{i}]: topic {topic!r} is not a non-empty string")
+    num = _int(_req(obj, "partition", f"topic {topic}, partitions[{i}]"), "partition", f"topic {topic}")
+    where = f"partition {topic}-{num}"
+    replicas = _int_list(_req(obj, "replicas", where), "replicas", where)
+    isr_raw = obj.get("isr")
+    isr = replicas if isr_raw is None else _int_list(isr_raw, "isr", where)
+    leader_raw = obj.get("leader", "default")
+    if leader_raw == "default":
+        leader: int | None = next((b for b in replicas if b in isr), replicas[0] if replicas else None)
+    elif leader_raw is None or leader_raw == -1:
+        leader = None
+    else:
+        leader = _int(leader_raw, "leader", where)
+    size = obj.get("size_bytes", 0)
+    if size is None:
+        size = 0
+    if isinstance(size, float) and size.is_integer():
+        size = int(size)
+    size = _int(size, "size_bytes", where, minimum=None)
+    rate = obj.get("bytes_in_per_s")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
+        raise ModelError(f"{where}: bytes_in_per_s {rate!r} is not a number")
+    adding = _int_list(obj.get("adding_replicas") or [], "adding_replicas", where)
+    removing = _int_list(obj.get("removing_replicas") or [], "removing_replicas", where)
+    return Partition(
+        topic=topic,
+        partition=num,
+        replicas=replicas,
+        leader=leader,
+        isr=isr,
+        size_bytes=size,
+        bytes_in_per_s=None if rate is None else float(rate),
+        adding=adding,
+        removing=removing,
+    )
+
+
+# -- cluster description ------------------------------------------------------------------------------------
+def cluster_from_dict(doc: Any, *, meta: Mapping[str, Any] | None = None) -> Cluster:
+    """Build a validated cluster from the project's cluster description (or a snapshot.json body)."""
+    if not isinstance(doc, dict):
+        raise ModelError(f"cluster description must be a JSON object, got {type(doc).__name__}")
+    brokers_raw = _req(doc, "brokers", "cluster description")
+    parts_raw = _req(doc, "partitions", "cluster description")
+    if not isinstance(brokers_raw, list):
+        raise ModelError("cluster description: 'brokers' must be a list")
+    if not isinstance(parts_raw, list):
+        raise ModelError("cluster description: 'partitions' must be a list")
+    brokers = [_broker_from_dict(b, i) for i, b in enumerate(brokers_raw)]
+    partitions = [_partition_from_dict(p, i) for i, p in enumerate(parts_raw)]
+    merged: dict[str, Any] = dict(doc.get("meta") or {}) if isinstance(doc.get("meta"), dict) else {}
+    merged.update(meta or {})
+    return Cluster.build(brokers, partitions, merged)
+
+
+def cluster_from_reassignment(doc: Any, *, meta: Mapping[str, Any] | None = None) -> Cluster:
+    """Build a cluster from Kafka's reassignment JSON: brokers are those named, leaders the preferred ones."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise ModelError("reassignment JSON must be an object with a 'partitions' list")
+    version = doc.get("version", 1)
+    if version != 1:
+        raise ModelError(f"reassignment JSON: unsupported version {version!r} (Kafka writes version 1)")
+    partitions = []
+    for i, entry in enumerate(doc["partitions"]):
+        if not isinstance(entry, dict):
+            raise ModelError(f"partitions[{i}]: expected an object, got {type(entry).__name__}")
+        clean = {k: entry[k] for k in ("topic", "partition", "replicas") if k in entry}
+        partitions.append(_partition_from_dict(clean, i))
+    broker_ids = sorted({b for p in partitions for b in p.replicas})
+    return Cluster.build((Broker(id=b) for b in broker_ids), partitions, meta)
+
+
+def load_cluster_file(path: str | os.PathLike[str]) -> Cluster:
+    """Load either format, telling them apart by the presence of a 'brokers' list."""
+    doc = read_json(path)
+    try:
+        if isinstance(doc, dict) and "brokers" in doc:
+            return cluster_from_dict(doc, meta={"source": f"file://{Path(path).resolve()}"})
+        if isinstance(doc, dict) and "partitions" in doc:
+            return cluster_from_reassignment(doc, meta={"source": f"file://{Path(path).resolve()}", "format": "kafka-reassignment"})
+    except ModelError as exc:
+        raise ModelError(f"{path}: {exc}") from None
+    raise InputError(
+        f"{path}: neither a cluster description (needs 'brokers' and 'partitions') "
+        "nor a Kafka reassignment JSON (needs 'version' and 'partitions')"
+    )
+
+
+def _broker_to_dict(b: Broker) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": b.id, "rack": b.rack}
+    if b.disk_capacity_bytes is not None:
+        d["disk_capacity_bytes"] = b.disk_capacity_bytes
+    if b.network_capacity_bytes_per_s is not None:
+        d["network_capacity_bytes_per_s"] = b.network_capacity_bytes_per_s
+    if not b.alive:
+        d["alive"] = False
+    if b.host is not None:
+        d["host"] = b.host
+        d["port"] = b.port
+    return d
+
+
+def _partition_to_dict(p: Partition) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "topic": p.topic,
+        "partition": p.partition,
+        "replicas": list(p.replicas),
+        "leader": p.leader,
+        "isr": list(p.isr),
+        "size_bytes": p.size_bytes,
+    }
+    if p.bytes_in_per_s is not None:
+        d["bytes_in_per_s"] = p.bytes_in_per_s
+    if p.adding:
+        d["adding_replicas"] = list(p.adding)
+    if p.removing:
+        d["removing_replicas"] = list(p.removing)
+    return d
+
+
+def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "version": SNAPSHOT_VERSION,
+        "meta": dict(cluster.meta),
+        "brokers": [_broker_to_dict(b) for b in cluster.brokers],
+        "partitions": [_partition_to_dict(p) for p in cluster.partitions],
+    }
+
+
+def write_cluster_json(cluster: Cluster, path: str | os.PathLike[str]) -> None:
+    """Write the cluster description, one broker or partition per line (readable, diffable, fast)."""
+    dumps = json.dumps
+    lines = [
+        "{",
+        f'"format": {dumps(SNAPSHOT_FORMAT)},',
+        f'"version": {SNAPSHOT_VERSION},',
+        f'"meta": {dumps(dict(cluster.meta), sort_keys=True)},',
+        '"brokers": [',
+        ",\n".join(dumps(_broker_to_dict(b)) for b in cluster.brokers),
+        "],",
+        '"partitions": [',
+        ",\n".join(dumps(_partition_to_dict(p)) for p in cluster.partitions),
+        "]",
+        "}",
+    ]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def reassignment_json(assignments: Iterable[tuple[str, int, Iterable[int]]]) -> dict[str, Any]:
+    """Kafka's reassignment document for (topic, partition, replicas) triples."""
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": t, "partition": p, "replicas": list(r)} for t, p, r in sorted(assignments, key=lambda x: (x[0], x[1]))
+        ],
+    }
+
+
+# -- kafka-log-dirs --describe ------------------------------------------------------------------------------
+def parse_log_dirs(doc: Any, where: str = "log-dirs JSON") -> dict[TopicPartition, dict[int, int]]:
+    """Sizes per replica from ``kafka-log-dirs --describe`` output: {(topic, partition): {broker: bytes}}.
+
+    Future replicas (``isFuture``: a move between log dirs on one broker) are ignored.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("brokers"), list):
+        raise InputError(f"{where}: expected kafka-log-dirs --describe output with a 'brokers' list")
+    out: dict[TopicPartition, dict[int, int]] = {}
+    for b in doc["brokers"]:
+        try:
+            broker = int(b["broker"])
+            for d in b.get("logDirs") or []:
+                for entry in d.get("partitions") or []:
+                    if entry.get("isFuture"):
+                        continue
+                    topic, _, num = str(entry["partition"]).rpartition("-")
+                    size = int(entry["size"])
+                    if not topic or size < 0:
+                        raise ValueError(entry["partition"])
+                    out.setdefault((topic, int(num)), {})[broker] = size
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{where}: malformed entry for broker {b.get('broker') if isinstance(b, dict) else b!r}: {exc}") from None
+    return out

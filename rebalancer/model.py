@@ -1,0 +1,201 @@
+"""The cluster model: brokers, partitions and the cluster that holds them.
+
+Immutable and validated on construction. Every invariant violation raises ``ModelError`` naming the topic,
+partition or broker at fault, so a bad snapshot is rejected before any planner sees it.
+
+A partition's ``replicas`` are ordered: the first replica is the preferred leader, as in Kafka. ``leader`` is the
+broker currently leading (``None`` when the partition is offline). During a reassignment ``replicas`` is the full
+replica set Kafka reports (target followed by the replicas being removed) and ``adding``/``removing`` name the
+brokers joining and leaving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ModelError
+
+__all__ = ["Broker", "Partition", "Cluster", "TopicPartition"]
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """A broker: its id, rack, optional capacities, and whether it is registered (alive)."""
+
+    id: int
+    rack: str | None = None
+    disk_capacity_bytes: int | None = None
+    network_capacity_bytes_per_s: int | None = None
+    alive: bool = True
+    host: str | None = None
+    port: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, int) or isinstance(self.id, bool) or self.id < 0:
+            raise ModelError(f"broker id {self.id!r} is not a non-negative integer")
+        if self.rack is not None and (not isinstance(self.rack, str) or not self.rack):
+            raise ModelError(f"broker {self.id}: rack {self.rack!r} is not a non-empty string")
+        for name in ("disk_capacity_bytes", "network_capacity_bytes_per_s"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise ModelError(f"broker {self.id}: {name} {value!r} is not a positive integer")
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One partition: ordered replicas (preferred leader first), leader, ISR, size and optional load."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int | None
+    isr: tuple[int, ...]
+    size_bytes: int = 0
+    bytes_in_per_s: float | None = None
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def validate(self, broker_ids: Mapping[int, Any] | set[int] | frozenset[int]) -> None:
+        """Check every invariant of this partition against the known broker ids."""
+        where = f"partition {self.topic}-{self.partition}"
+        if not isinstance(self.topic, str) or not self.topic:
+            raise ModelError(f"partition {self.partition!r}: topic name {self.topic!r} is not a non-empty string")
+        if not isinstance(self.partition, int) or isinstance(self.partition, bool) or self.partition < 0:
+            raise ModelError(f"topic {self.topic}: partition number {self.partition!r} is not a non-negative integer")
+        if not self.replicas:
+            raise ModelError(f"{where}: empty replica list")
+        seen: set[int] = set()
+        for b in self.replicas:
+            if not isinstance(b, int) or isinstance(b, bool):
+                raise ModelError(f"{where}: replica {b!r} is not a broker id")
+            if b in seen:
+                raise ModelError(f"{where}: duplicate replica on broker {b} in {list(self.replicas)}")
+            seen.add(b)
+            if b not in broker_ids:
+                raise ModelError(f"{where}: replica on unknown broker {b}")
+        if self.leader is not None and self.leader not in seen:
+            raise ModelError(f"{where}: leader {self.leader} is not one of its replicas {list(self.replicas)}")
+        if len(set(self.isr)) != len(self.isr):
+            raise ModelError(f"{where}: duplicate broker in ISR {list(self.isr)}")
+        for b in self.isr:
+            if b not in seen:
+                raise ModelError(f"{where}: ISR broker {b} is not one of its replicas {list(self.replicas)}")
+        if self.leader is not None and self.isr and self.leader not in self.isr:
+            raise ModelError(f"{where}: leader {self.leader} is not in the ISR {list(self.isr)}")
+        if not isinstance(self.size_bytes, int) or isinstance(self.size_bytes, bool) or self.size_bytes < 0:
+            raise ModelError(f"{where}: size_bytes {self.size_bytes!r} is negative or not an integer")
+        if self.bytes_in_per_s is not None and not (self.bytes_in_per_s >= 0):
+            raise ModelError(f"{where}: bytes_in_per_s {self.bytes_in_per_s!r} is negative")
+        for label, group in (("adding", self.adding), ("removing", self.removing)):
+            for b in group:
+                if b not in seen:
+                    raise ModelError(f"{where}: {label} replica {b} is not one of its replicas")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Brokers and partitions, validated together. Build with ``Cluster.build``.
+
+    ``brokers`` is sorted by id and ``partitions`` by (topic, partition); ``meta`` carries provenance (source,
+    time taken, in-flight reassignment) and never affects planning.
+    """
+
+    brokers: tuple[Broker, ...]
+    partitions: tuple[Partition, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    _broker_index: dict[int, Broker] = field(init=False, repr=False, compare=False)
+    _partition_index: dict[TopicPartition, Partition] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[int, Broker] = {}
+        for b in self.brokers:
+            if b.id in index:
+                raise ModelError(f"duplicate broker id {b.id}")
+            index[b.id] = b
+        pindex: dict[TopicPartition, Partition] = {}
+        for p in self.partitions:
+            p.validate(index)
+            if p.tp in pindex:
+                raise ModelError(f"duplicate partition {p.topic}-{p.partition}")
+            pindex[p.tp] = p
+        object.__setattr__(self, "_broker_index", index)
+        object.__setattr__(self, "_partition_index", pindex)
+
+    @classmethod
+    def build(
+        cls,
+        brokers: Iterable[Broker],
+        partitions: Iterable[Partition],
+        meta: Mapping[str, Any] | None = None,
+    ) -> Cluster:
+        return cls(
+            brokers=tuple(sorted(brokers, key=lambda b: b.id)),
+            partitions=tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
+            meta=dict(meta or {}),
+        )
+
+    # -- lookups ---------------------------------------------------------------------------------------------
+    def broker(self, broker_id: int) -> Broker:
+        try:
+            return self._broker_index[broker_id]
+        except KeyError:
+            raise ModelError(f"unknown broker {broker_id}") from None
+
+    def partition(self, topic: str, partition: int) -> Partition:
+        try:
+            return self._partition_index[(topic, partition)]
+        except KeyError:
+            raise ModelError(f"unknown partition {topic}-{partition}") from None
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._partition_index
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(b.id for b in self.brokers)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for p in self.partitions:
+            seen.setdefault(p.topic, None)
+        return tuple(seen)
+
+    @property
+    def replica_count(self) -> int:
+        return sum(len(p.replicas) for p in self.partitions)
+
+    @property
+    def racks(self) -> tuple[str, ...]:
+        return tuple(sorted({b.rack for b in self.brokers if b.rack is not None}))
+
+    def iter_replicas(self) -> Iterator[tuple[Partition, int, int]]:
+        """Yield (partition, position, broker) for every replica."""
+        for p in self.partitions:
+            for pos, b in enumerate(p.replicas):
+                yield p, pos, b
+
+    def with_meta(self, **updates: Any) -> Cluster:
+        meta = dict(self.meta)
+        meta.update(updates)
+        return Cluster(brokers=self.brokers, partitions=self.partitions, meta=meta)

@@ -1,0 +1,659 @@
+"""The simulated cluster: Kafka's ZooKeeper-mode controller and brokers, minus the log data.
+
+It keeps real Kafka metadata in a real ZooKeeper and reacts to it as Kafka 3.x's controller does:
+
+- ``/admin/reassign_partitions`` (on creation, as Kafka's ``PartitionReassignmentHandler``): for every partition
+  the full replica set becomes ``target ++ (original -- target)`` with ``adding_replicas``/``removing_replicas``
+  in the topic znode; each adding replica copies the partition's bytes from the leader; a caught-up replica joins
+  the ISR; when every target replica is in the ISR the partition completes (replicas = target, removed replicas
+  dropped from the ISR, a new leader elected if the old one left) and is removed from the admin znode, which is
+  deleted when empty. A target on a dead broker never catches up: the reassignment stalls, as in Kafka.
+- Copy speed obeys Kafka's replication quotas, read (as brokers do) on ``/config/changes`` notifications:
+  ``leader.replication.throttled.rate``/``follower.replication.throttled.rate`` on ``/config/brokers/<id>`` (or
+  ``<default>``) cap the throttled traffic out of a leader and into a follower; only replicas listed in the topic's
+  ``leader.replication.throttled.replicas``/``follower.replication.throttled.replicas`` (``p:b`` lists or ``*``)
+  are throttled. Every broker's network interface (``network_capacity_bytes_per_s``, default 125 MB/s in and out)
+  bounds all traffic. Rates are shared by max-min fairness (progressive filling).
+- ``/admin/preferred_replica_election``: the preferred replica leads where it is alive and in the ISR; the znode is
+  deleted when done.
+- Broker failure: the ephemeral ``/brokers/ids/<id>`` disappears, the broker leaves every ISR (unless it is the
+  last member), and partitions it led fail over to the next live ISR replica in assignment order (leader -1 when
+  none, no unclean election). A restarted broker re-registers and rejoins the ISR of the partitions it holds in
+  full; a partially copied replica resumes copying.
+- Time runs ``acceleration`` times faster than the wall clock, so gigabytes copy in seconds while every duration
+  is still bytes / rate in simulated seconds.
+
+Not simulated: producer traffic (partition sizes are static), log retention, auto leader rebalancing
+(``auto.leader.rebalance.enable`` behaves as false), controller fail-over.
+
+Private state lives outside Kafka's paths: ``/kafka-sim/status`` (simulated clock, live brokers) and
+``/kafka-sim/commands`` (fault injection requests from ``rebalancer sim kill-broker``); per-replica sizes are
+written to ``STATE_DIR/log-dirs.json`` in ``kafka-log-dirs --describe`` format and completed moves appended to
+``STATE_DIR/events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import kafka_zk as kz
+from ..errors import SimulationError
+from ..formats import atomic_write_json, parse_log_dirs, read_json
+from ..model import Broker, Cluster, TopicPartition
+
+__all__ = ["SimulatedCluster", "Move", "allocate_rates", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DEFAULT_NIC"]
+
+log = logging.getLogger(__name__)
+
+SIM_ROOT = "/kafka-sim"
+STATUS_PATH = f"{SIM_ROOT}/status"
+COMMANDS_PATH = f"{SIM_ROOT}/commands"
+DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
+UNLIMITED = math.inf
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+
+
+@dataclass
+class Move:
+    """One partition being reassigned."""
+
+    tp: TopicPartition
+    original: list[int]
+    target: list[int]
+    started: float  # simulated seconds
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+    bytes_copied: float = 0.0
+
+    @property
+    def full(self) -> list[int]:
+        return self.target + [b for b in self.original if b not in self.target]
+
+
+@dataclass
+class _Flow:
+    tp: TopicPartition
+    src: int
+    dst: int
+    remaining: float
+    throttled_out: bool
+    throttled_in: bool
+    rate: float = 0.0
+
+
+def allocate_rates(flows: list[_Flow], nic_out: dict[int, float], nic_in: dict[int, float],
+                   leader_cap: dict[int, float], follower_cap: dict[int, float]) -> None:
+    """Max-min fair rates (progressive filling) under every broker's NIC and throttle limits; sets ``flow.rate``."""
+    constraints: list[tuple[float, list[_Flow]]] = []
+    by_key: dict[tuple[str, int], list[_Flow]] = {}
+    for f in flows:
+        by_key.setdefault(("out", f.src), []).append(f)
+        by_key.setdefault(("in", f.dst), []).append(f)
+        if f.throttled_out:
+            by_key.setdefault(("lead", f.src), []).append(f)
+        if f.throttled_in:
+            by_key.setdefault(("follow", f.dst), []).append(f)
+    for (kind, b), members in by_key.items():
+        cap = {"out": nic_out, "in": nic_in, "lead": leader_cap, "follow": follower_cap}[kind].get(b, UNLIMITED)
+        if cap < UNLIMITED:
+            constraints.append((cap, members))
+    for f in flows:
+        f.rate = 0.0
+    active = {id(f): f for f in flows}
+    caps = [[cap, members] for cap, members in constraints]
+    while active:
+        best = UNLIMITED
+        for cap, members in caps:
+            n = sum(1 for m in members if id(m) in active)
+            if n:
+                best = min(best, cap / n)
+        if best == UNLIMITED:  # no constraint binds (cannot happen with NIC limits set); leave rates at 0
+            break
+        for f in active.values():
+            f.rate += best
+        saturated: set[int] = set()
+        for c in caps:
+            n = sum(1 for m in c[1] if id(m) in active)
+            if n:
+                c[0] -= best * n
+                if c[0] <= 1e-9 * max(1.0, best):
+                    saturated.update(id(m) for m in c[1])
+        for key in saturated:
+            active.pop(key, None)
+
+
+def _parse_throttled(value: str) -> set[tuple[int, int]] | str:
+    value = (value or "").strip()
+    if value == "*":
+        return "*"
+    out: set[tuple[int, int]] = set()
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        p, _, b = item.partition(":")
+        try:
+            out.add((int(p), int(b)))
+        except ValueError:
+            log.warning("ignoring malformed throttled replica %r", item)
+    return out
+
+
+def _parse_rate(value: Any) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        log.warning("ignoring malformed throttle rate %r", value)
+        return UNLIMITED
+    return rate if rate > 0 else UNLIMITED
+
+
+class SimulatedCluster:
+    """The controller loop over one ZooKeeper chroot. Use ``load`` or ``attach``, then ``start``/``stop``."""
+
+    def __init__(self, zk: Any, *, acceleration: float = 1.0, tick: float = 0.02,
+                 state_dir: str | Path | None = None, nic_bytes_per_s: float = DEFAULT_NIC) -> None:
+        if acceleration <= 0:
+            raise SimulationError(f"acceleration must be positive, got {acceleration}")
+        self.zk = zk
+        self.acceleration = float(acceleration)
+        self.tick = tick
+        self.state_dir = Path(state_dir) if state_dir else None
+        self.nic = nic_bytes_per_s
+        self.brokers: dict[int, Broker] = {}
+        self.alive: set[int] = set()
+        self.topics: dict[str, kz.TopicAssignment] = {}
+        self.state: dict[TopicPartition, list[Any]] = {}  # tp -> [leader, isr, leader_epoch]
+        self.size: dict[TopicPartition, int] = {}
+        self.disk: dict[TopicPartition, dict[int, float]] = {}  # bytes each replica holds
+        self.moves: dict[TopicPartition, Move] = {}
+        self.completed: list[dict[str, Any]] = []
+        self.broker_config: dict[str, dict[str, str]] = {}
+        self.topic_config: dict[str, dict[str, str]] = {}
+        self.sim_time = 0.0
+        self._last_wall: float | None = None
+        self._seen_config_change = -1
+        self._reassign_czxid: int | None = None
+        self._dirty_sizes = True
+        self._last_flush = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reregister = threading.Event()
+        self._lock = threading.RLock()
+        self.error: BaseException | None = None
+        zk.add_listener(self._on_state)
+
+    # -- setting up ----------------------------------------------------------------------------------------
+    def load(self, cluster: Cluster) -> None:
+        """Write a scenario's metadata into ZooKeeper (which must hold no Kafka metadata yet) and adopt it."""
+        if self.zk.exists(kz.TOPICS) and self.zk.get_children(kz.TOPICS):
+            raise SimulationError("ZooKeeper already holds Kafka topics here: use attach, or a fresh chroot")
+        kz.write_cluster(self.zk, cluster, register_brokers=True, ephemeral=True)
+        self.zk.ensure_path(COMMANDS_PATH)
+        self._adopt(cluster)
+        self._load_configs()
+        self._publish_status()
+        self._flush_sizes(force=True)
+
+    def attach(self) -> None:
+        """Adopt the metadata already in ZooKeeper (sizes from ``STATE_DIR/log-dirs.json`` when present)."""
+        sizes = None
+        if self.state_dir and (self.state_dir / "log-dirs.json").exists():
+            sizes = parse_log_dirs(read_json(self.state_dir / "log-dirs.json"))
+        cluster = kz.read_cluster(self.zk, display="zk", sizes=sizes)
+        alive_before = {b.id for b in cluster.brokers if b.alive}
+        self._adopt(cluster)
+        if sizes:
+            for tp, per in sizes.items():
+                if tp in self.disk:
+                    self.disk[tp].update({b: float(v) for b, v in per.items() if b in self.disk[tp]})
+        # Our brokers' ephemeral znodes died with the previous session: register them again.
+        for b in cluster.brokers:
+            if b.id not in alive_before:
+                self.alive.add(b.id)
+        self._register_all()
+        self.zk.ensure_path(COMMANDS_PATH)
+        self._load_configs()
+        self._publish_status()
+
+    def _adopt(self, cluster: Cluster) -> None:
+        with self._lock:
+            self.brokers = {b.id: b for b in cluster.brokers}
+            self.alive = {b.id for b in cluster.brokers if b.alive}
+            self.topics = {}
+            for p in cluster.partitions:
+                a = self.topics.setdefault(p.topic, kz.TopicAssignment(partitions={}))
+                a.partitions[p.partition] = list(p.replicas)
+                if p.adding:
+                    a.adding[p.partition] = list(p.adding)
+                if p.removing:
+                    a.removing[p.partition] = list(p.removing)
+                self.state[p.tp] = [p.leader, list(p.isr), 0]
+                self.size[p.tp] = p.size_bytes
+                self.disk[p.tp] = {b: float(p.size_bytes if b in p.isr or b not in p.adding else 0) for b in p.replicas}
+            for name in list(self.topics):
+                if self.zk.exists(kz.topic_path(name)):
+                    data, _ = self.zk.get(kz.topic_path(name))
+                    self.topics[name].topic_id = kz.parse_topic_znode(data, name).topic_id
+                for num in self.topics[name].partitions:
+                    st = self.zk.exists(kz.state_path(name, num))
+                    if st is not None:
+                        data, _ = self.zk.get(kz.state_path(name, num))
+                        self.state[(name, num)][2] = kz.parse_state_znode(data, name, num)[2]
+
+    # -- running -------------------------------------------------------------------------------------------
+    def start(self) -> SimulatedCluster:
+        self._thread = threading.Thread(target=self.run, name="sim-controller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def run(self) -> None:
+        """The loop: one ``step`` per tick until ``stop``. ZooKeeper hiccups are retried on the next tick."""
+        from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
+
+        self._last_wall = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except (ConnectionLoss, SessionExpiredError) as exc:
+                log.warning("ZooKeeper unavailable (%s); retrying", type(exc).__name__)
+                self._stop.wait(0.2)
+            except KazooException as exc:
+                log.warning("ZooKeeper error %r; retrying", exc)
+                self._stop.wait(0.2)
+            except Exception as exc:  # a bug: keep it visible to tests and the CLI, and stop
+                log.exception("simulated controller failed")
+                self.error = exc
+                return
+            self._stop.wait(self.tick)
+        self._flush_sizes(force=True)
+
+    def step(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            dt = 0.0 if self._last_wall is None else (now - self._last_wall) * self.acceleration
+            self._last_wall = now
+            if self._reregister.is_set():
+                self._reregister.clear()
+                self._register_all()
+            self._process_commands()
+            self._process_config_changes()
+            self._process_reassignment()
+            self._copy(dt)
+            self.sim_time += dt
+            self._process_election()
+            if now - self._last_flush > 0.5:
+                self._publish_status()
+                self._flush_sizes()
+                self._last_flush = now
+
+    def _on_state(self, state: str) -> None:
+        # Kazoo calls this from its own thread: only flag the work, the loop does it.
+        if state == "LOST":
+            self._reregister.set()
+
+    # -- brokers -------------------------------------------------------------------------------------------
+    def _register(self, bid: int) -> None:
+        path = kz.broker_path(bid)
+        if self.zk.exists(path):
+            self.zk.delete(path)
+        self.zk.create(path, kz.encode(kz.broker_znode(self.brokers[bid], port=9092 + bid)), ephemeral=True, makepath=True)
+
+    def _register_all(self) -> None:
+        for bid in sorted(self.alive):
+            self._register(bid)
+
+    def kill_broker(self, bid: int) -> None:
+        """The broker dies: its registration vanishes, it leaves the ISRs, its leaderships fail over."""
+        with self._lock:
+            if bid not in self.brokers:
+                raise SimulationError(f"unknown broker {bid}")
+            if bid not in self.alive:
+                return
+            self.alive.discard(bid)
+            try:
+                self.zk.delete(kz.broker_path(bid))
+            except Exception:  # already gone with a lost session
+                pass
+            for tp, (leader, isr, epoch) in list(self.state.items()):
+                if bid not in isr:
+                    continue
+                replicas = self.topics[tp[0]].partitions[tp[1]]
+                new_isr = [b for b in isr if b != bid] or isr  # the last ISR member stays (no unclean election)
+                new_leader = leader
+                if leader == bid:
+                    new_leader = next((b for b in replicas if b in new_isr and b in self.alive), None)
+                self._set_state(tp, new_leader, new_isr, epoch + (1 if new_leader != leader else 0))
+            log.info("broker %d killed", bid)
+
+    def restart_broker(self, bid: int) -> None:
+        """The broker comes back: registers, rejoins the ISR where its replica is complete, leads offline partitions."""
+        with self._lock:
+            if bid not in self.brokers:
+                raise SimulationError(f"unknown broker {bid}")
+            if bid in self.alive:
+                return
+            self.alive.add(bid)
+            self._register(bid)
+            for tp, (leader, isr, epoch) in list(self.state.items()):
+                replicas = self.topics[tp[0]].partitions[tp[1]]
+                if bid not in replicas:
+                    continue
+                complete = self.disk[tp].get(bid, 0.0) >= self.size[tp]
+                if leader is None and bid in isr:
+                    self._set_state(tp, bid, isr, epoch + 1)
+                elif complete and bid not in isr and leader is not None:
+                    self._set_state(tp, leader, isr + [bid], epoch)
+            log.info("broker %d restarted", bid)
+
+    def _process_commands(self) -> None:
+        if not self.zk.exists(COMMANDS_PATH):
+            return
+        for child in sorted(self.zk.get_children(COMMANDS_PATH)):
+            path = f"{COMMANDS_PATH}/{child}"
+            try:
+                data, _ = self.zk.get(path)
+                cmd = json.loads(data)
+                op, bid = cmd["op"], int(cmd["broker"])
+                if op == "kill-broker":
+                    self.kill_broker(bid)
+                elif op == "restart-broker":
+                    self.restart_broker(bid)
+                else:
+                    log.warning("unknown simulator command %r", op)
+            except (ValueError, KeyError, TypeError, SimulationError) as exc:
+                log.warning("bad simulator command %s: %s", child, exc)
+            self.zk.delete(path)
+
+    # -- configs -------------------------------------------------------------------------------------------
+    def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
+        path = kz.config_path(entity_type, name)
+        if not self.zk.exists(path):
+            return {}
+        data, _ = self.zk.get(path)
+        try:
+            cfg = json.loads(data).get("config") or {}
+            return {str(k): str(v) for k, v in cfg.items()}
+        except (ValueError, AttributeError):
+            log.warning("malformed config znode %s", path)
+            return {}
+
+    def _load_configs(self) -> None:
+        for entity_type, store in (("brokers", self.broker_config), ("topics", self.topic_config)):
+            store.clear()
+            path = f"/config/{entity_type}"
+            if self.zk.exists(path):
+                for name in self.zk.get_children(path):
+                    store[name] = self._read_config(entity_type, name)
+        changes = self.zk.get_children(kz.CONFIG_CHANGES) if self.zk.exists(kz.CONFIG_CHANGES) else []
+        seqs = [int(c[len(kz.CONFIG_CHANGE_PREFIX):]) for c in changes if c.startswith(kz.CONFIG_CHANGE_PREFIX)]
+        self._seen_config_change = max(seqs, default=-1)
+
+    def _process_config_changes(self) -> None:
+        if not self.zk.exists(kz.CONFIG_CHANGES):
+            return
+        pending = []
+        for c in self.zk.get_children(kz.CONFIG_CHANGES):
+            if c.startswith(kz.CONFIG_CHANGE_PREFIX):
+                seq = int(c[len(kz.CONFIG_CHANGE_PREFIX):])
+                if seq > self._seen_config_change:
+                    pending.append((seq, c))
+        for seq, child in sorted(pending):
+            try:
+                data, _ = self.zk.get(f"{kz.CONFIG_CHANGES}/{child}")
+                entity_path = json.loads(data)["entity_path"]
+                entity_type, _, name = entity_path.partition("/")
+            except Exception:
+                log.warning("malformed config change notification %s", child)
+                self._seen_config_change = seq
+                continue
+            if entity_type == "brokers":
+                self.broker_config[name] = self._read_config("brokers", name)
+            elif entity_type == "topics":
+                self.topic_config[name] = self._read_config("topics", name)
+            self._seen_config_change = seq
+
+    def _broker_rate(self, bid: int, key: str) -> float:
+        cfg = self.broker_config.get(str(bid), {})
+        if key in cfg:
+            return _parse_rate(cfg[key])
+        default = self.broker_config.get("<default>", {})
+        return _parse_rate(default[key]) if key in default else UNLIMITED
+
+    def _throttled(self, topic: str, key: str, partition: int, broker: int) -> bool:
+        listed = _parse_throttled(self.topic_config.get(topic, {}).get(key, ""))
+        return listed == "*" or (partition, broker) in listed  # type: ignore[operator]
+
+    # -- reassignment --------------------------------------------------------------------------------------
+    def _process_reassignment(self) -> None:
+        stat = self.zk.exists(kz.REASSIGN)
+        if stat is None:
+            self._reassign_czxid = None
+            return
+        if stat.czxid == self._reassign_czxid:
+            return  # Kafka acts on the znode's creation only; edits to an existing one are ignored
+        self._reassign_czxid = stat.czxid
+        data, _ = self.zk.get(kz.REASSIGN)
+        try:
+            wanted = kz.parse_reassignment(data)
+        except Exception as exc:
+            log.error("rejecting malformed %s: %s", kz.REASSIGN, exc)
+            self.zk.delete(kz.REASSIGN)
+            return
+        finished: list[TopicPartition] = []
+        for tp, target in wanted.items():
+            if tp in self.moves:
+                continue
+            topic = self.topics.get(tp[0])
+            if topic is None or tp[1] not in topic.partitions:
+                log.error("reassignment of %s-%d ignored: no such partition", *tp)
+                finished.append(tp)
+                continue
+            if not target or len(set(target)) != len(target) or any(b not in self.brokers and b < 0 for b in target):
+                log.error("reassignment of %s-%d ignored: invalid replica list %s", *tp, target)
+                finished.append(tp)
+                continue
+            current = topic.partitions[tp[1]]
+            if target == current:
+                finished.append(tp)
+                continue
+            self._start_move(tp, current, target)
+        # Partitions whose replica set is already complete (a reorder only) finish at once.
+        for tp, move in list(self.moves.items()):
+            if not move.adding:
+                self._complete(move)
+                finished.append(tp)
+        if finished:
+            self._remove_from_admin(finished)
+
+    def _start_move(self, tp: TopicPartition, current: list[int], target: list[int]) -> None:
+        move = Move(tp=tp, original=list(current), target=list(target), started=self.sim_time)
+        move.adding = [b for b in target if b not in current]
+        move.removing = [b for b in current if b not in target]
+        for b in move.adding:
+            if b not in self.brokers:  # a broker never seen: Kafka would wait for it forever, so do we
+                self.brokers[b] = Broker(id=b, alive=False)
+            self.disk[tp].setdefault(b, 0.0)
+        self.moves[tp] = move
+        topic = self.topics[tp[0]]
+        topic.partitions[tp[1]] = move.full
+        topic.adding[tp[1]] = list(move.adding)
+        topic.removing[tp[1]] = list(move.removing)
+        self._write_topic(tp[0])
+        leader, isr, epoch = self.state[tp]
+        self._set_state(tp, leader, isr, epoch + 1)
+        log.info("reassigning %s-%d %s -> %s", tp[0], tp[1], current, target)
+
+    def _copy(self, dt: float) -> None:
+        """Advance every copying replica by ``dt`` simulated seconds; caught-up replicas join the ISR."""
+        flows: list[_Flow] = []
+        for tp, move in self.moves.items():
+            leader, isr, _ = self.state[tp]
+            if leader is None or leader not in self.alive:
+                continue
+            for b in move.adding:
+                if b in isr or b not in self.alive:
+                    continue
+                remaining = self.size[tp] - self.disk[tp].get(b, 0.0)
+                flows.append(_Flow(tp, leader, b, max(0.0, remaining),
+                                   self._throttled(tp[0], LEADER_REPLICAS, tp[1], leader),
+                                   self._throttled(tp[0], FOLLOWER_REPLICAS, tp[1], b)))
+        if flows:
+            nic_out = {b: float(self.brokers[b].network_capacity_bytes_per_s or self.nic) for b in self.brokers}
+            allocate_rates(flows, nic_out, dict(nic_out),
+                           {b: self._broker_rate(b, LEADER_RATE) for b in self.brokers},
+                           {b: self._broker_rate(b, FOLLOWER_RATE) for b in self.brokers})
+        for f in flows:
+            step = f.rate * dt
+            move = self.moves[f.tp]
+            if f.remaining <= step:
+                self.disk[f.tp][f.dst] = float(self.size[f.tp])
+                move.bytes_copied += f.remaining
+                done_at = self.sim_time + (f.remaining / f.rate if f.rate > 0 else 0.0)
+                self._caught_up(move, f.dst, done_at)
+            else:
+                self.disk[f.tp][f.dst] = self.disk[f.tp].get(f.dst, 0.0) + step
+                move.bytes_copied += step
+        if flows:
+            self._dirty_sizes = True
+
+    def _caught_up(self, move: Move, broker: int, when: float) -> None:
+        tp = move.tp
+        leader, isr, epoch = self.state[tp]
+        if broker not in isr:
+            self._set_state(tp, leader, isr + [broker], epoch)
+        if all(b in self.state[tp][1] for b in move.target):
+            self._complete(move, when)
+            self._remove_from_admin([tp])
+
+    def _complete(self, move: Move, when: float | None = None) -> None:
+        tp = move.tp
+        leader, isr, epoch = self.state[tp]
+        new_isr = [b for b in isr if b in move.target]
+        new_leader = leader
+        if leader not in move.target or leader not in self.alive:
+            new_leader = next((b for b in move.target if b in new_isr and b in self.alive), None)
+        topic = self.topics[tp[0]]
+        topic.partitions[tp[1]] = list(move.target)
+        topic.adding.pop(tp[1], None)
+        topic.removing.pop(tp[1], None)
+        self._write_topic(tp[0])
+        self._set_state(tp, new_leader, new_isr, epoch + 1)
+        for b in move.removing:
+            self.disk[tp].pop(b, None)
+        self.moves.pop(tp, None)
+        finished = self.sim_time if when is None else when
+        event = {
+            "topic": tp[0], "partition": tp[1], "original": move.original, "target": move.target,
+            "started_sim_s": round(move.started, 6), "finished_sim_s": round(finished, 6),
+            "bytes_copied": int(move.bytes_copied), "size_bytes": self.size[tp],
+        }
+        self.completed.append(event)
+        if self.state_dir:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.state_dir / "events.jsonl", "a") as fh:
+                fh.write(json.dumps(event) + "\n")
+        self._dirty_sizes = True
+        log.info("reassignment of %s-%d complete: %s", tp[0], tp[1], move.target)
+
+    def _remove_from_admin(self, done: Iterable[TopicPartition]) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        done = set(done)
+        try:
+            data, stat = self.zk.get(kz.REASSIGN)
+        except NoNodeError:
+            return
+        if stat.czxid != self._reassign_czxid:
+            return
+        remaining = {tp: r for tp, r in kz.parse_reassignment(data).items() if tp not in done}
+        if remaining:
+            body = {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in sorted(remaining.items())]}
+            self.zk.set(kz.REASSIGN, kz.encode(body), version=stat.version)
+        else:
+            self.zk.delete(kz.REASSIGN, version=stat.version)
+            self._reassign_czxid = None
+
+    # -- leader election -----------------------------------------------------------------------------------
+    def _process_election(self) -> None:
+        if not self.zk.exists(kz.PREFERRED_ELECTION):
+            return
+        data, _ = self.zk.get(kz.PREFERRED_ELECTION)
+        try:
+            entries = json.loads(data)["partitions"]
+            tps = [(str(e["topic"]), int(e["partition"])) for e in entries]
+        except Exception:
+            log.error("rejecting malformed %s", kz.PREFERRED_ELECTION)
+            tps = []
+        for tp in tps:
+            if tp not in self.state:
+                continue
+            leader, isr, epoch = self.state[tp]
+            preferred = self.topics[tp[0]].partitions[tp[1]][0]
+            if preferred != leader and preferred in isr and preferred in self.alive:
+                self._set_state(tp, preferred, isr, epoch + 1)
+        self.zk.delete(kz.PREFERRED_ELECTION)
+
+    # -- znode writes --------------------------------------------------------------------------------------
+    def _set_state(self, tp: TopicPartition, leader: int | None, isr: list[int], epoch: int) -> None:
+        self.state[tp] = [leader, list(isr), epoch]
+        self.zk.set(kz.state_path(*tp), kz.encode(kz.state_znode(leader, isr, leader_epoch=epoch)))
+
+    def _write_topic(self, topic: str) -> None:
+        self.zk.set(kz.topic_path(topic), kz.encode(kz.topic_znode(self.topics[topic])))
+
+    # -- outputs -------------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {
+            "sim_time_s": round(self.sim_time, 3),
+            "acceleration": self.acceleration,
+            "alive": sorted(self.alive),
+            "brokers": sorted(self.brokers),
+            "in_flight": len(self.moves),
+            "completed": len(self.completed),
+            "wall_time": time.time(),
+        }
+
+    def _publish_status(self) -> None:
+        body = kz.encode(self.status())
+        if self.zk.exists(STATUS_PATH):
+            self.zk.set(STATUS_PATH, body)
+        else:
+            self.zk.create(STATUS_PATH, body, makepath=True)
+
+    def log_dirs(self) -> dict[str, Any]:
+        """Per-replica sizes in ``kafka-log-dirs --describe`` format (live brokers only, as Kafka reports)."""
+        per_broker: dict[int, list[dict[str, Any]]] = {b: [] for b in sorted(self.alive)}
+        for tp, held in self.disk.items():
+            for b, nbytes in held.items():
+                if b in per_broker:
+                    lag = max(0, int(self.size[tp] - nbytes))
+                    per_broker[b].append({"partition": f"{tp[0]}-{tp[1]}", "size": int(nbytes), "offsetLag": lag, "isFuture": False})
+        return {
+            "version": 1,
+            "brokers": [
+                {"broker": b, "logDirs": [{"logDir": f"/var/lib/kafka/data-{b}", "error": None, "partitions": parts}]}
+                for b, parts in per_broker.items()
+            ],
+        }
+
+    def _flush_sizes(self, force: bool = False) -> None:
+        if self.state_dir is None or not (force or self._dirty_sizes):
+            return
+        atomic_write_json(self.state_dir / "log-dirs.json", self.log_dirs())
+        self._dirty_sizes = False

@@ -1,0 +1,198 @@
+"""Running the simulated cluster: in the foreground, or as background processes managed through a directory.
+
+``up(DIR)`` starts a ZooKeeper server (unless one is given) and ``rebalancer sim run`` as detached processes, waits
+until the controller has published its status, and records everything in ``DIR/sim.json``::
+
+    {"zk_url": "zk://127.0.0.1:PORT/kafka", "sizes": "file://DIR/log-dirs.json",
+     "zookeeper": {"pid": .., "port": ..} | null, "controller": {"pid": ..}, "scenario": ..}
+
+``down(DIR)`` stops both; ``send_command`` asks a running controller to kill or restart a broker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..errors import SimulationError, SourceError
+from ..formats import atomic_write_json, read_json
+from ..zkclient import ZkTarget, parse_zk_url, zk_session
+from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
+from .scenarios import ScenarioParams, build_scenario
+
+__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "DEFAULT_CHROOT"]
+
+log = logging.getLogger(__name__)
+DEFAULT_CHROOT = "/kafka"
+STATE_FILE = "sim.json"
+
+
+def run_foreground(zk_url: str, *, scenario: str | None, params: ScenarioParams, acceleration: float,
+                   state_dir: str | Path | None, attach: bool = False, stop: threading.Event | None = None) -> int:
+    """Load (or attach to) a cluster and run the controller until SIGTERM/SIGINT or ``stop``."""
+    target = parse_zk_url(zk_url)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    with zk_session(target, create_chroot=True) as zk:
+        sim = SimulatedCluster(zk, acceleration=acceleration, state_dir=state_dir)
+        if attach:
+            sim.attach()
+        else:
+            if scenario is None:
+                raise SimulationError("give a scenario to load, or attach to existing metadata")
+            sim.load(build_scenario(scenario, params))
+        log.warning("simulated cluster running on %s: %d brokers, %d partitions, acceleration x%g",
+                    target.display, len(sim.brokers), len(sim.state), acceleration)
+        sim.start()
+        while not stop.wait(0.2):
+            if sim.error is not None:
+                sim.stop()
+                raise SimulationError(f"simulated controller failed: {sim.error!r}")
+        sim.stop()
+    return 0
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def read_state(directory: str | Path) -> dict[str, Any]:
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        raise SimulationError(f"no simulated cluster in {directory} (run 'rebalancer sim up --dir {directory}')")
+    state = read_json(path)
+    if not isinstance(state, dict) or "zk_url" not in state:
+        raise SimulationError(f"{path} is not a simulator state file")
+    return state
+
+
+def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path: Path | None, timeout: float) -> dict[str, Any]:
+    """Wait until the controller publishes its status znode; fail early if its process dies."""
+    deadline = time.monotonic() + timeout
+    with zk_session(target, timeout=min(10.0, timeout), create_chroot=True) as zk:
+        while time.monotonic() < deadline:
+            if zk.exists(STATUS_PATH):  # type: ignore[attr-defined]
+                data, _ = zk.get(STATUS_PATH)  # type: ignore[attr-defined]
+                return dict(json.loads(data))
+            if proc is not None and proc.poll() is not None:
+                raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
+            time.sleep(0.1)
+    raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {_last_line(log_path)}")
+
+
+def _last_line(path: Path | None) -> str:
+    if path is None or not path.exists():
+        return "(no log)"
+    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "(empty log)"
+
+
+def up(directory: str | Path, *, scenario: str, params: ScenarioParams, acceleration: float = 1.0,
+       zk_hosts: str | None = None, chroot: str = DEFAULT_CHROOT, port: int | None = None,
+       timeout: float = 120.0) -> dict[str, Any]:
+    """Start ZooKeeper (unless ``zk_hosts``) and the controller in the background; returns the state record."""
+    from ..zkserver import ZooKeeperServer
+
+    d = Path(directory).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    if (d / STATE_FILE).exists():
+        old = read_json(d / STATE_FILE)
+        if _alive((old.get("controller") or {}).get("pid")):
+            raise SimulationError(f"a simulated cluster is already running from {d} (rebalancer sim down --dir {d})")
+    zk_record = None
+    server = None
+    if zk_hosts is None:
+        server = ZooKeeperServer(d / "zookeeper", port=port)
+        server.start(detach=True)
+        zk_hosts = server.hosts
+        zk_record = {"pid": server.process.pid if server.process else None, "port": server.port}
+    zk_url = f"zk://{zk_hosts}{chroot}"
+    log_path = d / "sim.log"
+    cmd = [sys.executable, "-m", "rebalancer", "sim", "run", "--zk", zk_url, "--scenario", scenario,
+           "--acceleration", str(acceleration), "--state-dir", str(d), "--seed", str(params.seed)]
+    for flag, value in (("--brokers", params.brokers), ("--racks", params.racks), ("--partitions", params.partitions),
+                        ("--topics", params.topics), ("--rf", params.rf), ("--new-brokers", params.new_brokers)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    try:
+        wait_ready(parse_zk_url(zk_url), proc, log_path, timeout)
+    except BaseException:
+        proc.terminate()
+        if server is not None:
+            server.stop()
+        raise
+    state = {
+        "zk_url": zk_url,
+        "sizes": f"file://{d / 'log-dirs.json'}",
+        "zookeeper": zk_record,
+        "controller": {"pid": proc.pid, "log": str(log_path)},
+        "scenario": scenario,
+        "acceleration": acceleration,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    atomic_write_json(d / STATE_FILE, state)
+    return state
+
+
+def _terminate(pid: int | None, timeout: float = 10.0) -> None:
+    if not _alive(pid):
+        return
+    assert pid is not None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def down(directory: str | Path) -> dict[str, Any]:
+    """Stop the controller, then ZooKeeper (if ``up`` started it). Safe to call twice."""
+    state = read_state(directory)
+    _terminate((state.get("controller") or {}).get("pid"))
+    _terminate((state.get("zookeeper") or {}).get("pid"))
+    (Path(directory) / STATE_FILE).unlink(missing_ok=True)
+    return state
+
+
+def send_command(zk_url: str, op: str, broker: int, *, timeout: float = 30.0) -> None:
+    """Ask the running controller to ``kill-broker`` or ``restart-broker``; waits until it has done so."""
+    target = parse_zk_url(zk_url)
+    with zk_session(target, timeout=min(timeout, 10.0)) as zk:
+        if not zk.exists(STATUS_PATH):  # type: ignore[attr-defined]
+            raise SourceError(f"no simulated cluster at {target.display}")
+        path = zk.create(f"{COMMANDS_PATH}/cmd-", json.dumps({"op": op, "broker": broker, "id": uuid.uuid4().hex}).encode(),  # type: ignore[attr-defined]
+                         sequence=True, makepath=True)
+        deadline = time.monotonic() + timeout
+        while zk.exists(path):  # type: ignore[attr-defined]
+            if time.monotonic() > deadline:
+                zk.delete(path)  # type: ignore[attr-defined]
+                raise SimulationError(f"the simulated controller did not act on {op} {broker} within {timeout:g} s")
+            time.sleep(0.05)

@@ -1,0 +1,145 @@
+"""The snapshot stage: read a cluster from a source and write the run directory's first artifacts.
+
+``RUN_DIR/snapshot.json``    the cluster model (``formats.write_cluster_json``), reloadable with ``load_snapshot``
+``RUN_DIR/replicas.parquet`` one row per replica, for the Spark analysis stage
+
+Sources: ``file://PATH`` (cluster description or Kafka reassignment JSON) and ``zk://HOST:PORT[/chroot]``
+(ZooKeeper-mode Kafka metadata). ZooKeeper holds no sizes: ``sizes`` names a ``kafka-log-dirs --describe`` JSON
+(``file://PATH``) whose per-replica sizes fill them in.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .errors import InputError
+from .formats import load_cluster_file, parse_log_dirs, read_json, write_cluster_json
+from .model import Cluster, TopicPartition
+
+__all__ = ["SNAPSHOT_FILE", "REPLICAS_FILE", "read_source", "take_snapshot", "load_snapshot", "write_replicas_parquet"]
+
+SNAPSHOT_FILE = "snapshot.json"
+REPLICAS_FILE = "replicas.parquet"
+
+
+def _file_path(url: str) -> Path:
+    path = url[len("file://") :]
+    if not path:
+        raise InputError(f"{url!r} names no file")
+    return Path(path)
+
+
+def read_sizes(url: str) -> dict[TopicPartition, dict[int, int]]:
+    if not url.startswith("file://"):
+        raise InputError(f"--sizes takes file://PATH to kafka-log-dirs --describe JSON, got {url!r}")
+    path = _file_path(url)
+    return parse_log_dirs(read_json(path), where=str(path))
+
+
+def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0) -> Cluster:
+    """Read a cluster from ``file://`` or ``zk://``; raises ``InputError``/``SourceError`` with one line."""
+    size_map = read_sizes(sizes) if sizes else None
+    if source.startswith("file://"):
+        cluster = load_cluster_file(_file_path(source))
+        if size_map:
+            cluster = _apply_sizes(cluster, size_map)
+        return cluster
+    if source.startswith("zk://"):
+        from .kafka_zk import read_cluster
+        from .zkclient import parse_zk_url, zk_session
+
+        target = parse_zk_url(source)
+        with zk_session(target, timeout=timeout) as zk:
+            return read_cluster(zk, display=target.display, sizes=size_map)
+    if source.startswith("kafka://"):
+        raise InputError("kafka:// (Admin API) sources are not available yet: use zk://HOST:PORT[/chroot] or file://PATH")
+    raise InputError(f"unknown source {source!r}: expected file://PATH or zk://HOST:PORT[/chroot]")
+
+
+def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]]) -> Cluster:
+    from dataclasses import replace
+
+    parts = []
+    for p in cluster.partitions:
+        sizes = size_map.get(p.tp)
+        if sizes:
+            size = sizes.get(p.leader, max(sizes.values())) if p.leader is not None else max(sizes.values())
+            p = replace(p, size_bytes=size)
+        parts.append(p)
+    return Cluster.build(cluster.brokers, parts, {**cluster.meta, "sizes_known": True})
+
+
+def write_replicas_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> None:
+    """One row per replica: topic, partition, broker, position, is_leader, in_isr, size_bytes, rack, bytes_in."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rack_of = {b.id: b.rack for b in cluster.brokers}
+    topic, part, broker, pos, is_leader, in_isr, size, rack, rate = ([] for _ in range(9))
+    for p in cluster.partitions:
+        isr = set(p.isr)
+        for i, b in enumerate(p.replicas):
+            topic.append(p.topic)
+            part.append(p.partition)
+            broker.append(b)
+            pos.append(i)
+            is_leader.append(b == p.leader)
+            in_isr.append(b in isr)
+            size.append(p.size_bytes)
+            rack.append(rack_of[b])
+            rate.append(p.bytes_in_per_s)
+    table = pa.table(
+        {
+            "topic": pa.array(topic, pa.string()).dictionary_encode(),
+            "partition": pa.array(part, pa.int32()),
+            "broker": pa.array(broker, pa.int32()),
+            "position": pa.array(pos, pa.int16()),
+            "is_leader": pa.array(is_leader, pa.bool_()),
+            "in_isr": pa.array(in_isr, pa.bool_()),
+            "size_bytes": pa.array(size, pa.int64()),
+            "rack": pa.array(rack, pa.string()),
+            "bytes_in_per_s": pa.array(rate, pa.float64()),
+        }
+    )
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, target)
+
+
+def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0) -> Cluster:
+    """Read the source and write ``snapshot.json`` and ``replicas.parquet`` into ``out_dir``.
+
+    Nothing is written unless the whole cluster was read and validated.
+    """
+    started = time.monotonic()
+    cluster = read_source(source, sizes=sizes, timeout=timeout)
+    meta = dict(cluster.meta)
+    meta.setdefault("source", source)
+    meta.setdefault("taken_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    meta["read_seconds"] = round(time.monotonic() - started, 3)
+    cluster = cluster.with_meta(**meta)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    write_cluster_json(cluster, out / SNAPSHOT_FILE)
+    write_replicas_parquet(cluster, out / REPLICAS_FILE)
+    return cluster
+
+
+def load_snapshot(run_dir: str | os.PathLike[str]) -> Cluster:
+    """Load ``RUN_DIR/snapshot.json`` written by ``take_snapshot``."""
+    from .formats import cluster_from_dict
+
+    path = Path(run_dir) / SNAPSHOT_FILE
+    if not path.exists():
+        raise InputError(f"{path}: no snapshot in this run directory (run 'rebalancer snapshot' first)")
+    try:
+        return cluster_from_dict(read_json(path))
+    except InputError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise type(exc)(f"{path}: {exc}") from None

@@ -561,7 +561,7 @@ class SimulatedCluster:
         event = {
             "topic": tp[0], "partition": tp[1], "original": move.original, "target": move.target,
             "started_sim_s": round(move.started, 6), "finished_sim_s": round(finished, 6),
-            "bytes_copied": int(move.bytes_copied), "size_bytes": self.size[tp],
+            "bytes_copied": round(move.bytes_copied), "size_bytes": self.size[tp],
         }
         self.completed.append(event)
         if self.state_dir:

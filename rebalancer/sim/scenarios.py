@@ -1,7 +1,7 @@
 """Scenarios for the simulated cluster: deterministic (seeded) cluster models with partition sizes.
 
-- ``wix``: replica-count skew shaped like the Wix article's "before" profile (its 40 brokers' partition counts,
-  stretched to any broker count), rack-safe.
+- ``wix``: replica counts proportional to the Wix article's "before" counts (its 40 brokers, stretched to any
+  broker count), rack-safe; at 87,845 partitions x RF 3 they are the article's own counts to within a few.
 - ``pinterest``: leader skew without replica skew, after the Pinterest posts: a 180-partition RF3 topic over 122
   brokers and a 120-partition topic over 135 brokers, whose preferred leaders crowd onto a few brokers.
 - ``new-brokers``: a balanced, rack-aware cluster (12 brokers in racks a-c by default) plus empty new brokers in a
@@ -54,34 +54,41 @@ def _size(rng: random.Random, mean_mib: float) -> int:
     return max(1, int(rng.lognormvariate(mu, sigma) * mean_mib * MiB))
 
 
-def _weighted_replicas(
-    rng: random.Random, rf: int, brokers: Sequence[Broker], weights: Sequence[float]
-) -> tuple[int, ...]:
-    """Pick ``rf`` distinct brokers with probability by weight, never two in one rack while racks remain."""
-    chosen: list[Broker] = []
-    racks_used: set[str | None] = set()
-    n_racks = len({b.rack for b in brokers})
-    candidates = list(zip(brokers, weights))
-    for _ in range(rf):
-        pool = [(b, w) for b, w in candidates if b not in chosen and (len(racks_used) >= n_racks or b.rack not in racks_used)]
-        total = sum(w for _, w in pool)
-        x = rng.random() * total
-        for b, w in pool:
-            x -= w
-            if x <= 0:
-                break
-        chosen.append(b)
-        racks_used.add(b.rack)
-        if len(racks_used) >= n_racks:
-            racks_used = set()
-    return tuple(b.id for b in chosen)
-
-
 def _partition(topic: str, num: int, replicas: tuple[int, ...], size: int) -> Partition:
     return Partition(topic=topic, partition=num, replicas=replicas, leader=replicas[0], isr=replicas, size_bytes=size)
 
 
+def _quota_replicas(rng: random.Random, rf: int, brokers: Sequence[Broker], quota: list[float]) -> tuple[int, ...]:
+    """Pick ``rf`` distinct brokers weighted by their remaining quota (rack-distinct while racks remain)."""
+    chosen: list[int] = []
+    racks_used: set[str | None] = set()
+    n_racks = len({b.rack for b in brokers})
+    for _ in range(rf):
+        pool = [i for i, b in enumerate(brokers) if i not in chosen and b.rack not in racks_used]
+        total = sum(max(quota[i], 0.0) for i in pool)
+        if total <= 0:  # quotas spent (rounding at the very end): any allowed broker
+            pick = pool[int(rng.random() * len(pool))]
+        else:
+            x = rng.random() * total
+            pick = pool[-1]
+            for i in pool:
+                x -= max(quota[i], 0.0)
+                if x <= 0:
+                    pick = i
+                    break
+        chosen.append(pick)
+        quota[pick] -= 1
+        racks_used.add(brokers[pick].rack)
+        if len(racks_used) >= n_racks:
+            racks_used = set()
+    return tuple(brokers[i].id for i in chosen)
+
+
 def wix(p: ScenarioParams) -> Cluster:
+    """Replica counts per broker proportional to the Wix article's "before" counts (stretched to n brokers).
+
+    With the defaults scaled up (40 brokers, 87,845 partitions at RF 3) the counts are the article's own.
+    """
     n = p.brokers or 40
     n_racks = p.racks or 4
     rf = p.rf or 3
@@ -90,16 +97,16 @@ def wix(p: ScenarioParams) -> Cluster:
     rng = random.Random(p.seed)
     racks = _rack_names(n_racks)
     brokers = [Broker(id=i, rack=racks[i % n_racks]) for i in range(n)]
-    # Stretch the Wix profile over n brokers.
-    weights = [float(WIX_BEFORE[min(len(WIX_BEFORE) - 1, i * len(WIX_BEFORE) // n)]) for i in range(n)]
-    weights = [w**3 for w in weights]  # the article's spread is narrow; sharpen it so the skew survives sampling
+    profile = [float(WIX_BEFORE[min(len(WIX_BEFORE) - 1, i * len(WIX_BEFORE) // n)]) for i in range(n)]
+    scale = total_partitions * rf / sum(profile)
+    quota = [w * scale for w in profile]
     parts = []
     per_topic = [total_partitions // n_topics + (1 if i < total_partitions % n_topics else 0) for i in range(n_topics)]
     for t, count in enumerate(per_topic):
         topic = f"wix.events.{t:03d}"
         mean = p.mean_partition_mib * rng.uniform(0.25, 2.0)
         for num in range(count):
-            parts.append(_partition(topic, num, _weighted_replicas(rng, rf, brokers, weights), _size(rng, mean)))
+            parts.append(_partition(topic, num, _quota_replicas(rng, rf, brokers, quota), _size(rng, mean)))
     return Cluster.build(brokers, parts, {"scenario": "wix"})
 
 

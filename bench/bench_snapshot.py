@@ -1,0 +1,72 @@
+"""Benchmark: `rebalancer snapshot --source file://X.json` on large cluster descriptions.
+
+Generates descriptions (brokers in 6 racks, RF 3, rack-distinct replicas, ISR/leader/sizes filled in), runs the
+real CLI in a subprocess for each, and prints a table: replicas, input size, wall time, peak RSS of the process.
+Targets (issue 2): 300 brokers / 600,000 replicas in under 60 s and under 2 GiB.
+
+    .venv/bin/python bench/bench_snapshot.py [--sizes 60000,600000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def make_description(path: Path, brokers: int, replicas: int, racks: int = 6, rf: int = 3, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    by_rack = [[b for b in range(brokers) if b % racks == r] for r in range(racks)]
+    partitions = replicas // rf
+    per_topic = 500
+    with path.open("w") as fh:
+        fh.write('{"brokers": [')
+        fh.write(",".join(json.dumps({"id": b, "rack": f"rack{b % racks}"}) for b in range(brokers)))
+        fh.write('], "partitions": [\n')
+        for i in range(partitions):
+            chosen_racks = rng.sample(range(racks), rf)
+            reps = [rng.choice(by_rack[r]) for r in chosen_racks]
+            entry = {"topic": f"topic-{i // per_topic:04d}", "partition": i % per_topic, "replicas": reps,
+                     "leader": reps[0], "isr": reps, "size_bytes": rng.randint(1, 2**34)}
+            fh.write(("," if i else "") + json.dumps(entry) + "\n")
+        fh.write("]}\n")
+
+
+def run(path: Path, out: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of the CLI process, measured by /proc-free wait4 accounting."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "rebalancer", "snapshot", "--source", f"file://{path}",
+                             "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"snapshot failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="60000,600000", help="replica counts to benchmark (300 brokers each)")
+    ap.add_argument("--brokers", type=int, default=300)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(x) for x in args.sizes.split(",")):
+            src = Path(tmp) / f"cluster-{n}.json"
+            make_description(src, args.brokers, n)
+            secs, rss = run(src, Path(tmp) / f"run-{n}")
+            rows.append((args.brokers, n, src.stat().st_size / 2**20, secs, rss))
+    print(f"{'brokers':>7} {'replicas':>9} {'input MiB':>9} {'seconds':>8} {'peak MiB':>9}  target")
+    for b, n, mib, secs, rss in rows:
+        verdict = "ok" if (secs < 60 and rss < 2048) else "MISSED (<60 s, <2048 MiB)"
+        print(f"{b:>7} {n:>9} {mib:>9.1f} {secs:>8.2f} {rss:>9.0f}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()

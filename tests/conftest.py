@@ -1,0 +1,91 @@
+"""Shared fixtures: one real ZooKeeper server per test session, a fresh chroot per test (kazoo's harness style),
+and simulated clusters running their controller in a thread of the test process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rebalancer.zkserver import ZooKeeperServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    # A short tick allows session timeouts down to 1 s, so expiry can be provoked quickly.
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_url(zk_server: ZooKeeperServer) -> str:
+    """A zk:// URL with a chroot of its own (created), so tests never see each other's metadata."""
+    from kazoo.client import KazooClient
+
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    root = KazooClient(hosts=zk_server.hosts)
+    root.start(timeout=10)
+    root.ensure_path(chroot)
+    root.stop()
+    root.close()
+    return f"zk://{zk_server.hosts}{chroot}"
+
+
+@pytest.fixture
+def zk(zk_url: str) -> Iterator[object]:
+    """A started kazoo client rooted at the test's chroot."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_url[len("zk://"):])
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
+    """Factory: load a cluster into the test's chroot and start the simulated controller in a thread."""
+    from rebalancer.sim.controller import SimulatedCluster
+
+    sims: list[SimulatedCluster] = []
+
+    def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01) -> SimulatedCluster:  # type: ignore[no-untyped-def]
+        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim")
+        sim.load(cluster)
+        sims.append(sim.start())
+        return sim
+
+    yield factory
+    for sim in sims:
+        sim.stop()
+        assert sim.error is None, f"simulated controller crashed: {sim.error!r}"
+
+
+def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point in a subprocess, as an operator would."""
+    return subprocess.run(
+        [sys.executable, "-m", "rebalancer", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """On a failure in a test that used ZooKeeper, append the server log's tail to the report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "zk_server" in getattr(item, "fixturenames", ()):
+        server = item.funcargs.get("zk_server") if hasattr(item, "funcargs") else None
+        if server is not None and server.log_path.exists():
+            tail = server.log_path.read_text(errors="replace").splitlines()[-30:]
+            report.sections.append(("zookeeper log (tail)", "\n".join(tail)))

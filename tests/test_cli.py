@@ -1,0 +1,112 @@
+"""The console entry point as an operator meets it: outputs, files, one-line errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from rebalancer.zkserver import free_port
+
+
+def assert_one_line_error(result, code: int, *fragments: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_snapshot_from_file_writes_run_dir_and_prints_table(tmp_path: Path):
+    src = tmp_path / "cluster.json"
+    src.write_text(json.dumps({
+        "brokers": [{"id": 0, "rack": "a"}, {"id": 1, "rack": "b"}, {"id": 2, "rack": "c"}],
+        "partitions": [{"topic": "t", "partition": i, "replicas": [i % 3, (i + 1) % 3], "size_bytes": 1000} for i in range(6)],
+    }))
+    result = run_cli("snapshot", "--source", f"file://{src}", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "run" / "snapshot.json").exists() and (tmp_path / "run" / "replicas.parquet").exists()
+    assert "3 brokers (3 racks), 1 topics, 6 partitions, 12 replicas" in result.stdout
+    rows = [ln.split() for ln in result.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert [(r[0], r[2], r[4]) for r in rows] == [("0", "4", "2"), ("1", "4", "2"), ("2", "4", "2")]
+    again = run_cli("skew", str(tmp_path / "run"))
+    assert again.returncode == 0 and "max |deviation from median|: replicas 0.0%" in again.stdout
+
+
+def test_malformed_json_is_one_line_and_writes_nothing(tmp_path: Path):
+    src = tmp_path / "bad.json"
+    src.write_text('{"brokers": [{"id": 0}], "partitions": [')
+    result = run_cli("snapshot", "--source", f"file://{src}", "--out", str(tmp_path / "run"))
+    assert_one_line_error(result, 2, "malformed JSON at line 1")
+    assert not (tmp_path / "run").exists()
+
+
+def test_replica_on_unknown_broker_is_one_line(tmp_path: Path):
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps({"brokers": [{"id": 0}, {"id": 1}],
+                               "partitions": [{"topic": "orders", "partition": 4, "replicas": [0, 9]}]}))
+    result = run_cli("snapshot", "--source", f"file://{src}", "--out", str(tmp_path / "run"))
+    assert_one_line_error(result, 3, "partition orders-4: replica on unknown broker 9")
+    assert not (tmp_path / "run").exists()
+
+
+def test_unreachable_zookeeper_is_one_line(tmp_path: Path):
+    result = run_cli("snapshot", "--source", f"zk://127.0.0.1:{free_port()}/kafka", "--timeout", "2", "--out", str(tmp_path / "r"))
+    assert_one_line_error(result, 4, "cannot connect to ZooKeeper at zk://127.0.0.1:", "/kafka within 2 s")
+    assert not (tmp_path / "r").exists()
+
+
+def test_credentials_never_printed(tmp_path: Path):
+    result = run_cli("snapshot", "--source", f"zk://admin:s3cret@127.0.0.1:{free_port()}", "--timeout", "1", "--out", str(tmp_path / "r"))
+    assert result.returncode == 4
+    assert "s3cret" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["snapshot", "--out", "x"], "the following arguments are required: --source"),
+        (["snapshot", "--source", "ftp://x", "--out", "x"], "unknown source 'ftp://x'"),
+        (["snapshot", "--source", "zk://nohost", "--out", "x"], "'nohost' is not HOST:PORT"),
+        (["snapshot", "--source", "file:///nonexistent.json", "--out", "x"], "/nonexistent.json: no such file"),
+        (["snapshot", "--source", "file:///tmp", "--out", "x", "--timeout", "-1"], "'-1' must be positive"),
+        (["sim", "status", "--dir", "/nonexistent"], "no simulated cluster in /nonexistent"),
+        (["skew", "/nonexistent"], "no snapshot in this run directory"),
+    ],
+)
+def test_bad_usage_is_one_line(args: list[str], fragment: str):
+    result = run_cli(*args)
+    assert result.returncode != 0
+    assert_one_line_error(result, result.returncode, fragment)
+
+
+def test_sim_up_snapshot_kill_down(tmp_path: Path):
+    """The main job's path: a simulated cluster in the background, read back through zk://."""
+    sim_dir = tmp_path / "sim"
+    up = run_cli("sim", "up", "--dir", str(sim_dir), "--scenario", "new-brokers", "--partitions", "96", "--acceleration", "50")
+    assert up.returncode == 0, up.stderr
+    try:
+        state = json.loads((sim_dir / "sim.json").read_text())
+        snap = run_cli("snapshot", "--source", state["zk_url"], "--sizes", state["sizes"], "--out", str(tmp_path / "run"))
+        assert snap.returncode == 0, snap.stderr
+        assert "16 brokers (4 racks), 8 topics, 96 partitions, 288 replicas" in snap.stdout
+        table = {ln.split()[0]: ln.split() for ln in snap.stdout.splitlines() if ln.strip()[:1].isdigit()}
+        assert table["12"][2] == "0" and table["12"][3] == "-100.0"  # new broker: empty
+        assert table["0"][7] in ("MiB", "GiB") and float(table["0"][6]) > 0  # sizes came through log-dirs.json
+
+        kill = run_cli("sim", "kill-broker", "0", "--dir", str(sim_dir))
+        assert kill.returncode == 0, kill.stderr
+        snap2 = run_cli("snapshot", "--source", state["zk_url"], "--out", str(tmp_path / "run2"), "--quiet")
+        assert "down: 0" in snap2.stdout
+        status = run_cli("sim", "status", "--dir", str(sim_dir))
+        assert "brokers alive [1, 2," in status.stdout
+        again = run_cli("sim", "up", "--dir", str(sim_dir), "--scenario", "wix")
+        assert_one_line_error(again, 5, "already running")
+    finally:
+        down = run_cli("sim", "down", "--dir", str(sim_dir))
+    assert down.returncode == 0, down.stderr
+    gone = run_cli("snapshot", "--source", state["zk_url"], "--timeout", "1", "--out", str(tmp_path / "run3"))
+    assert_one_line_error(gone, 4, "cannot connect")

@@ -1,0 +1,146 @@
+"""The cluster model's invariants and the two input file formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rebalancer.errors import InputError, ModelError
+from rebalancer.formats import (
+    cluster_from_dict,
+    cluster_to_dict,
+    load_cluster_file,
+    parse_log_dirs,
+    reassignment_json,
+    write_cluster_json,
+)
+from rebalancer.model import Broker, Cluster, Partition
+
+
+def desc(partitions, brokers=None):  # type: ignore[no-untyped-def]
+    return {"brokers": brokers if brokers is not None else [{"id": 0, "rack": "a"}, {"id": 1, "rack": "b"}, {"id": 2}],
+            "partitions": partitions}
+
+
+@pytest.mark.parametrize(
+    ("partition", "message"),
+    [
+        ({"topic": "t", "partition": 0, "replicas": [0, 7]}, "partition t-0: replica on unknown broker 7"),
+        ({"topic": "t", "partition": 0, "replicas": [0, 1, 0]}, "partition t-0: duplicate replica on broker 0"),
+        ({"topic": "t", "partition": 3, "replicas": [0, 1], "leader": 2}, "partition t-3: leader 2 is not one of its replicas"),
+        ({"topic": "t", "partition": 0, "replicas": [0, 1], "isr": [0, 2]}, "partition t-0: ISR broker 2 is not one of its replicas"),
+        ({"topic": "t", "partition": 0, "replicas": []}, "partition t-0: empty replica list"),
+        ({"topic": "t", "partition": 0, "replicas": [0], "size_bytes": -5}, "partition t-0: size_bytes -5 is negative"),
+        ({"topic": "t", "partition": 0, "replicas": [0, 1], "leader": 1, "isr": [0]}, "leader 1 is not in the ISR"),
+        ({"topic": "t", "partition": -1, "replicas": [0]}, "partition -1 is negative"),
+        ({"topic": "", "partition": 0, "replicas": [0]}, "topic '' is not a non-empty string"),
+        ({"topic": "t", "partition": 0, "replicas": "0,1"}, "replicas must be a list"),
+        ({"topic": "t", "replicas": [0]}, "missing required key 'partition'"),
+    ],
+)
+def test_each_invariant_violation_is_a_named_error(partition, message):  # type: ignore[no-untyped-def]
+    with pytest.raises(ModelError) as err:
+        cluster_from_dict(desc([partition]))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_duplicate_partition_and_duplicate_broker_are_rejected():
+    p = {"topic": "t", "partition": 0, "replicas": [0, 1]}
+    with pytest.raises(ModelError, match="duplicate partition t-0"):
+        cluster_from_dict(desc([p, dict(p)]))
+    with pytest.raises(ModelError, match="duplicate broker id 1"):
+        cluster_from_dict(desc([p], brokers=[{"id": 0}, {"id": 1}, {"id": 1}]))
+
+
+def test_minimal_description_gets_kafka_defaults_and_ignores_unknown_keys():
+    cluster = cluster_from_dict({
+        "brokers": [{"id": 0, "rack": "a", "colour": "blue"}, {"id": 1}],
+        "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 0], "extra": True}],
+        "whatever": 1,
+    })
+    p = cluster.partition("t", 0)
+    assert p.leader == 1 and p.isr == (1, 0) and p.size_bytes == 0
+    assert cluster.broker(0).rack == "a" and cluster.broker(1).rack is None
+
+
+def test_issue_example_description_loads(tmp_path: Path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"brokers": [{"id": 0, "rack": "a"}, {"id": 1, "rack": "b"}],
+                                "partitions": [{"topic": "t", "partition": 0, "replicas": [0, 1], "leader": 0,
+                                                "isr": [0, 1], "size_bytes": 123}]}))
+    cluster = load_cluster_file(path)
+    assert cluster.partitions == (Partition("t", 0, (0, 1), 0, (0, 1), 123),)
+    assert cluster.meta["source"].startswith("file://")
+
+
+def test_offline_leader_is_accepted_as_none():
+    cluster = cluster_from_dict(desc([{"topic": "t", "partition": 0, "replicas": [0, 1], "leader": -1, "isr": [1]}]))
+    assert cluster.partition("t", 0).leader is None
+
+
+def test_kafka_reassignment_json_is_read_with_preferred_leaders(tmp_path: Path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(reassignment_json([("x", 1, [8, 19]), ("x", 0, [7, 18])])))
+    cluster = load_cluster_file(path)
+    assert cluster.broker_ids == (7, 8, 18, 19)
+    assert [(p.partition, p.replicas, p.leader) for p in cluster.partitions] == [(0, (7, 18), 7), (1, (8, 19), 8)]
+
+
+def test_reassignment_json_with_bad_version_or_duplicates_is_rejected(tmp_path: Path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"version": 2, "partitions": []}))
+    with pytest.raises(ModelError, match="unsupported version 2"):
+        load_cluster_file(path)
+    path.write_text(json.dumps({"version": 1, "partitions": [{"topic": "x", "partition": 0, "replicas": [1, 1]}]}))
+    with pytest.raises(ModelError, match="duplicate replica on broker 1"):
+        load_cluster_file(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"brokers": [', "malformed JSON at line 1"),
+        ("[1, 2]", "neither a cluster description"),
+        ('{"topics": []}', "neither a cluster description"),
+        ('{"brokers": {}, "partitions": []}', "'brokers' must be a list"),
+    ],
+)
+def test_unusable_files_are_input_errors(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        load_cluster_file(path)
+
+
+def test_missing_file_is_input_error(tmp_path: Path):
+    with pytest.raises(InputError, match="no such file"):
+        load_cluster_file(tmp_path / "nope.json")
+
+
+def test_snapshot_json_round_trips(tmp_path: Path):
+    cluster = Cluster.build(
+        [Broker(0, "a", disk_capacity_bytes=10**12), Broker(1, "b", network_capacity_bytes_per_s=10**8), Broker(2, alive=False)],
+        [Partition("t", 0, (0, 1, 2), 1, (1, 0), 10, bytes_in_per_s=2.5, adding=(2,)), Partition("u", 3, (2, 0), None, (2,), 0)],
+        {"source": "test"},
+    )
+    path = tmp_path / "snap.json"
+    write_cluster_json(cluster, path)
+    again = cluster_from_dict(json.loads(path.read_text()))
+    assert again == cluster
+    assert cluster_to_dict(again)["partitions"] == cluster_to_dict(cluster)["partitions"]
+
+
+def test_log_dirs_sizes_are_per_replica_and_skip_future_replicas():
+    doc = {"version": 1, "brokers": [
+        {"broker": 0, "logDirs": [{"logDir": "/d", "error": None, "partitions": [
+            {"partition": "my-topic-3", "size": 100, "offsetLag": 0, "isFuture": False},
+            {"partition": "my-topic-3", "size": 7, "offsetLag": 0, "isFuture": True}]}]},
+        {"broker": 1, "logDirs": [{"logDir": "/d", "error": None, "partitions": [
+            {"partition": "my-topic-3", "size": 90, "offsetLag": 10, "isFuture": False}]}]},
+    ]}
+    assert parse_log_dirs(doc) == {("my-topic-3"[:-2], 3): {0: 100, 1: 90}}
+    with pytest.raises(InputError, match="malformed entry for broker 0"):
+        parse_log_dirs({"brokers": [{"broker": 0, "logDirs": [{"partitions": [{"partition": "t-0"}]}]}]})

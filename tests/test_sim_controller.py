@@ -1,0 +1,235 @@
+"""The simulated controller against a real ZooKeeper: reassignment, quotas, elections, broker failure.
+
+Every interaction goes through the znodes a ZooKeeper-mode Kafka cluster uses, written here the way Kafka's own
+tools write them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rebalancer import kafka_zk as kz
+from rebalancer.model import Broker, Cluster, Partition
+from rebalancer.sim.controller import _Flow, allocate_rates
+
+MB = 1_000_000
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def state(zk, topic: str, p: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return json.loads(zk.get(kz.state_path(topic, p))[0])
+
+
+def assignment(zk, topic: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return json.loads(zk.get(kz.topic_path(topic))[0])
+
+
+def reassign(zk, moves: dict[tuple[str, int], list[int]]) -> None:  # type: ignore[no-untyped-def]
+    body = {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in moves.items()]}
+    zk.create(kz.REASSIGN, kz.encode(body))
+
+
+def set_config(zk, entity_type: str, name: str, config: dict[str, str], notify: bool = True) -> None:  # type: ignore[no-untyped-def]
+    """What kafka-configs --alter does in ZooKeeper mode: the entity znode, then a change notification."""
+    path = kz.config_path(entity_type, name)
+    body = kz.encode({"version": 1, "config": config})
+    if zk.exists(path):
+        zk.set(path, body)
+    else:
+        zk.create(path, body, makepath=True)
+    if notify:
+        zk.create(f"{kz.CONFIG_CHANGES}/{kz.CONFIG_CHANGE_PREFIX}", kz.encode({"version": 2, "entity_path": f"{entity_type}/{name}"}),
+                  sequence=True)
+
+
+def throttle(zk, rate: int, brokers: list[int], topic: str, leader_replicas: str, follower_replicas: str) -> None:  # type: ignore[no-untyped-def]
+    for b in brokers:
+        set_config(zk, "brokers", str(b), {"leader.replication.throttled.rate": str(rate),
+                                           "follower.replication.throttled.rate": str(rate)})
+    set_config(zk, "topics", topic, {"leader.replication.throttled.replicas": leader_replicas,
+                                     "follower.replication.throttled.replicas": follower_replicas})
+
+
+def six_brokers(*partitions: Partition) -> Cluster:
+    return Cluster.build([Broker(i, "ab"[i % 2]) for i in range(6)], partitions)
+
+
+def test_reassignment_completes_with_target_replicas_isr_leader_and_throttled_duration(zk, make_sim):  # type: ignore[no-untyped-def]
+    size = 400 * MB
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), size)), acceleration=50)
+    rate = 10 * MB
+    throttle(zk, rate, [0, 3, 4], "t", "0:0,0:1,0:2", "0:3,0:4")
+    time.sleep(0.1)
+    reassign(zk, {("t", 0): [3, 4, 1]})
+
+    during = wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="adding replicas in the topic znode")
+    assert during == {"0": [3, 4]}
+    assert assignment(zk, "t")["partitions"]["0"] == [3, 4, 1, 0, 2]
+    assert assignment(zk, "t")["removing_replicas"] == {"0": [0, 2]}
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=60, what="reassignment to complete")
+
+    topic = assignment(zk, "t")
+    assert topic["partitions"]["0"] == [3, 4, 1]
+    assert topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+    st_ = state(zk, "t", 0)
+    assert sorted(st_["isr"]) == [1, 3, 4]
+    assert st_["leader"] == 3  # the old leader left: the first live ISR replica of the target leads
+    # Both new replicas copy from leader 0, whose leader-side quota is shared: 2 x 400 MB at 10 MB/s = 80 s.
+    event = sim.completed[-1]
+    duration = event["finished_sim_s"] - event["started_sim_s"]
+    expected = 2 * size / rate
+    assert abs(duration - expected) / expected < 0.10, (duration, expected)
+    assert event["bytes_copied"] == 2 * size
+
+
+def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):  # type: ignore[no-untyped-def]
+    size = 300 * MB
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size), Partition("t", 1, (1, 2), 1, (1, 2), size)),
+                   acceleration=40)
+    rate = 5 * MB
+    throttle(zk, rate, [0, 1, 5], "t", "0:0,0:1", "0:5")
+    time.sleep(0.1)
+    reassign(zk, {("t", 0): [0, 5]})
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=60, what="reassignment to complete")
+    event = sim.completed[-1]
+    duration = event["finished_sim_s"] - event["started_sim_s"]
+    assert abs(duration - size / rate) / (size / rate) < 0.10, duration
+    assert state(zk, "t", 0)["leader"] == 0
+    assert assignment(zk, "t")["partitions"] == {"0": [0, 5], "1": [1, 2]}
+
+
+def test_throttle_applies_only_after_the_change_notification(zk, make_sim):  # type: ignore[no-untyped-def]
+    size = 250 * MB
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)
+    # Config written but no /config/changes notification: Kafka brokers never see it, so the copy runs at
+    # interface speed (125 MB/s): 2 s simulated instead of 250 s.
+    for b in (0, 4):
+        set_config(zk, "brokers", str(b), {"leader.replication.throttled.rate": str(MB),
+                                           "follower.replication.throttled.rate": str(MB)}, notify=False)
+    set_config(zk, "topics", "t", {"leader.replication.throttled.replicas": "*",
+                                   "follower.replication.throttled.replicas": "*"}, notify=False)
+    reassign(zk, {("t", 0): [0, 4]})
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=30, what="reassignment to complete")
+    event = sim.completed[-1]
+    assert event["finished_sim_s"] - event["started_sim_s"] == pytest.approx(size / 125e6, rel=0.1)
+
+
+def test_reorder_only_reassignment_completes_without_copying(zk, make_sim):  # type: ignore[no-untyped-def]
+    make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 10**9)))
+    reassign(zk, {("t", 0): [2, 0, 1]})
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=10, what="reorder to complete")
+    assert assignment(zk, "t")["partitions"]["0"] == [2, 0, 1]
+    assert state(zk, "t", 0)["leader"] == 0  # a reorder alone does not move leadership...
+    zk.create(kz.PREFERRED_ELECTION, kz.encode({"version": 1, "partitions": [{"topic": "t", "partition": 0}]}))
+    wait_for(lambda: not zk.exists(kz.PREFERRED_ELECTION), timeout=10, what="election to finish")
+    assert state(zk, "t", 0)["leader"] == 2  # ...the preferred replica election does
+    assert state(zk, "t", 0)["leader_epoch"] >= 1
+
+
+def test_killed_broker_leaves_isr_and_leadership_moves(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(
+        Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 1),
+        Partition("t", 1, (1, 0, 2), 1, (1, 0, 2), 1),
+        Partition("u", 0, (0,), 0, (0,), 1),
+    ))
+    sim.kill_broker(0)
+    assert not zk.exists("/brokers/ids/0")
+    assert state(zk, "t", 0)["leader"] == 1 and state(zk, "t", 0)["isr"] == [1, 2]
+    assert state(zk, "t", 0)["leader_epoch"] == 1
+    assert state(zk, "t", 1)["leader"] == 1 and state(zk, "t", 1)["isr"] == [1, 2]
+    assert state(zk, "u", 0)["leader"] == -1 and state(zk, "u", 0)["isr"] == [0]  # no unclean election
+    sim.restart_broker(0)
+    assert zk.exists("/brokers/ids/0")
+    assert sorted(state(zk, "t", 0)["isr"]) == [0, 1, 2]
+    assert state(zk, "t", 0)["leader"] == 1  # leadership stays until a preferred election
+    assert state(zk, "u", 0)["leader"] == 0
+
+
+def test_dead_destination_stalls_the_move_until_it_returns(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=20)
+    sim.kill_broker(5)
+    reassign(zk, {("t", 0): [0, 5]})
+    time.sleep(1.0)  # 20 simulated seconds: at interface speed the copy would have finished ten times over
+    assert zk.exists(kz.REASSIGN)
+    assert assignment(zk, "t")["adding_replicas"] == {"0": [5]}
+    sim.restart_broker(5)
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=10, what="move to resume and complete")
+    assert assignment(zk, "t")["partitions"]["0"] == [0, 5]
+
+
+def test_broker_killed_through_the_command_znode(zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    from rebalancer.sim.service import send_command
+
+    make_sim(six_brokers(Partition("t", 0, (3, 1), 3, (3, 1), 1)))
+    send_command(zk_url, "kill-broker", 3, timeout=10)
+    assert state(zk, "t", 0)["leader"] == 1
+    send_command(zk_url, "restart-broker", 3, timeout=10)
+    assert zk.exists("/brokers/ids/3")
+
+
+def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, make_sim):  # type: ignore[no-untyped-def]
+    make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 50 * MB), Partition("t", 1, (0, 1), 0, (0, 1), 1)), acceleration=5)
+    throttle(zk, MB, [0, 2], "t", "*", "*")
+    time.sleep(0.1)
+    reassign(zk, {("t", 0): [0, 2]})
+    wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="move to start")
+    zk.set(kz.REASSIGN, kz.encode({"version": 1, "partitions": [{"topic": "t", "partition": 1, "replicas": [1, 3]}]}))
+    time.sleep(0.3)
+    assert assignment(zk, "t")["partitions"]["1"] == [0, 1]
+
+
+def test_sizes_are_published_in_kafka_log_dirs_format(zk, make_sim, tmp_path):  # type: ignore[no-untyped-def]
+    from rebalancer.formats import parse_log_dirs, read_json
+
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1234)))
+    sim.stop()
+    sizes = parse_log_dirs(read_json(tmp_path / "sim" / "log-dirs.json"))
+    assert sizes == {("t", 0): {0: 1234, 1: 1234}}
+
+
+# -- the rate allocator ---------------------------------------------------------------------------------------
+flows_strategy = st.lists(
+    st.tuples(st.integers(0, 4), st.integers(0, 4), st.booleans(), st.booleans()).filter(lambda f: f[0] != f[1]),
+    min_size=1, max_size=12,
+)
+caps_strategy = st.dictionaries(st.integers(0, 4), st.integers(1, 1000), min_size=0, max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(flows_strategy, st.integers(1, 1000), caps_strategy, caps_strategy)
+def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead, follow):  # type: ignore[no-untyped-def]
+    flows = [_Flow(("t", i), s, d, 1.0, to, ti) for i, (s, d, to, ti) in enumerate(raw)]
+    nic_map = {b: float(nic) for b in range(5)}
+    allocate_rates(flows, nic_map, dict(nic_map), {k: float(v) for k, v in lead.items()}, {k: float(v) for k, v in follow.items()})
+    groups: list[tuple[float, list[_Flow]]] = []
+    for b in range(5):
+        groups.append((nic, [f for f in flows if f.src == b]))
+        groups.append((nic, [f for f in flows if f.dst == b]))
+        if b in lead:
+            groups.append((lead[b], [f for f in flows if f.src == b and f.throttled_out]))
+        if b in follow:
+            groups.append((follow[b], [f for f in flows if f.dst == b and f.throttled_in]))
+    for cap, members in groups:
+        assert sum(f.rate for f in members) <= cap * (1 + 1e-9)
+    # Max-min fairness: each flow sits in a saturated group where no other flow gets more.
+    for f in flows:
+        assert f.rate > 0
+        assert any(
+            f in members and sum(m.rate for m in members) >= cap * (1 - 1e-9) and all(m.rate <= f.rate * (1 + 1e-9) for m in members)
+            for cap, members in groups
+        ), f

@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, SourceError
 from .formats import load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
 
@@ -50,9 +50,15 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0)
         from .kafka_zk import read_cluster
         from .zkclient import parse_zk_url, zk_session
 
+        from kazoo.exceptions import NoAuthError
+
         target = parse_zk_url(source)
         with zk_session(target, timeout=timeout) as zk:
-            return read_cluster(zk, display=target.display, sizes=size_map)
+            try:
+                return read_cluster(zk, display=target.display, sizes=size_map)
+            except NoAuthError:
+                how = "the given credentials" if target.auth else "no credentials (use zk://user:password@... or REBALANCER_ZK_AUTH)"
+                raise SourceError(f"ZooKeeper at {target.display} denied access to the Kafka metadata with {how}") from None
     if source.startswith("kafka://"):
         raise InputError("kafka:// (Admin API) sources are not available yet: use zk://HOST:PORT[/chroot] or file://PATH")
     raise InputError(f"unknown source {source!r}: expected file://PATH or zk://HOST:PORT[/chroot]")

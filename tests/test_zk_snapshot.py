@@ -82,3 +82,26 @@ def test_unreachable_zookeeper_is_a_clear_error():
 
     with pytest.raises(SourceError, match=r"cannot connect to ZooKeeper at zk://127.0.0.1:\d+ within 1 s"):
         read_source(f"zk://127.0.0.1:{free_port()}", timeout=1)
+
+
+def test_acl_protected_metadata_needs_credentials(zk_url: str):
+    from kazoo.client import KazooClient
+    from kazoo.security import make_digest_acl
+
+    hosts, chroot = zk_url[len("zk://"):].split("/", 1)
+    owner = KazooClient(hosts=f"{hosts}/{chroot}", auth_data=[("digest", "kafka:s3cret")])
+    owner.start(timeout=10)
+    try:
+        acl = [make_digest_acl("kafka", "s3cret", all=True)]
+        cluster = Cluster.build([Broker(0)], [Partition("t", 0, (0,), 0, (0,), 0)])
+        kz.write_cluster(owner, cluster)
+        owner.set_acls(kz.BROKER_IDS, acl)
+    finally:
+        owner.stop()
+        owner.close()
+    with pytest.raises(SourceError, match=r"denied access to the Kafka metadata with no credentials"):
+        read_source(zk_url)
+    with pytest.raises(SourceError, match=r"denied access .* with the given credentials"):
+        read_source(f"zk://kafka:wrong@{hosts}/{chroot}")
+    snap = read_source(f"zk://kafka:s3cret@{hosts}/{chroot}")
+    assert snap.partitions == cluster.partitions

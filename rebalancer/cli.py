@@ -59,6 +59,31 @@ def cmd_skew(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import plan_run_dir
+    from .plan.summary import format_plan_summary
+
+    brokers = _broker_list(args.brokers) if args.brokers else None
+    plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, strategy=args.strategy,
+                        max_changes_per_partition=args.max_changes_per_partition, time_limit=args.time_limit,
+                        objective=args.objective, write_lp=args.write_lp)
+    print(format_plan_summary(plan))
+    print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
+    return 0
+
+
+def _broker_list(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--brokers takes comma-separated broker ids, got {text!r}") from None
+    if not ids:
+        raise InputError("--brokers is empty")
+    if len(set(ids)) != len(ids):
+        raise InputError(f"--brokers names a broker twice: {text}")
+    return ids
+
+
 def _scenario_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .sim.scenarios import ScenarioParams
 
@@ -185,6 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--band", type=_positive_float, default=15.0, help="flag deviations beyond this %% (default 15)")
     p.set_defaults(func=cmd_skew)
+
+    p = sub.add_parser("plan", help="plan the smallest change set that restores balance; writes plan.json, "
+                                    "reassignment.json, rollback.json")
+    p.add_argument("run_dir")
+    p.add_argument("--mode", required=True, choices=["leaders", "rebalance", "add-brokers", "remove-brokers"])
+    p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
+    p.add_argument("--strategy", default="auto", choices=["auto", "flow", "pinterest", "lp", "greedy"])
+    p.add_argument("--max-changes-per-partition", type=int,
+                   help="replicas added per partition at most (default 1; unlimited for remove-brokers)")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="solver time limit in seconds (default 60)")
+    p.add_argument("--objective", choices=["replicas", "bytes"], default="replicas",
+                   help="minimise replicas moved (default) or bytes moved")
+    p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
+    p.set_defaults(func=cmd_plan)
 
     sim = sub.add_parser("sim", help="the simulated Kafka cluster (ZooKeeper mode) for demos and tests")
     simsub = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)

@@ -1,0 +1,164 @@
+"""Min-change greedy replica balancing (strategy ``greedy``): the Wix method, made exact where it can be.
+
+Like the Wix article, it takes replicas from the most loaded brokers to the least loaded ones, at most N changes per
+partition (default 1), never touching a partition beyond that, rack-safe, near-linear in the number of replicas.
+Unlike a naive version, every move goes from a broker above its target to one below it, in two phases:
+
+1. while some giver is above ``ceil`` (or is being removed): move from the fullest such giver to the emptiest
+   receiver below ``floor`` if any, else below ``ceil``;
+2. while some receiver is below ``floor``: move to it from the fullest giver above ``floor``.
+
+Each move lowers an excess or fills a deficit, so when a valid partition is always found the number of moves equals
+the lower bound ``max(sum excess over ceil, sum deficit under floor)``. A move replaces the giver by the receiver
+in place (the preferred leader stays unless the giver was it), only when the receiver's rack keeps the partition's
+rack count. Among a giver's partitions it prefers the topics the giver holds most of relative to the receiver
+(per-topic balance), then followers over leaders, then fewer bytes. Leaders are balanced afterwards by the exact
+leader flow.
+
+Inputs are plain data, so the function is a pure sub-problem.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["GreedyInput", "greedy_balance"]
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GreedyInput:
+    replicas: Mapping[Key, tuple[int, ...]]
+    sizes: Mapping[Key, int]
+    rack: Mapping[int, str | None]
+    floor: int
+    ceil: int
+    receivers: frozenset[int]
+    givers: frozenset[int]
+    removed: frozenset[int]
+    max_changes: int = 1
+    keep_racks: bool = True
+    prefer_small: bool = True
+    scan: int = 64  # candidate partitions examined per move
+
+
+def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
+    """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit)."""
+    assign: dict[Key, list[int]] = {k: list(v) for k, v in inp.replicas.items()}
+    count: dict[int, int] = {b: 0 for b in inp.rack}
+    on: dict[int, list[Key]] = {b: [] for b in inp.rack}
+    topic_count: dict[tuple[int, str], int] = {}
+    for k, reps in assign.items():
+        for b in reps:
+            count[b] = count.get(b, 0) + 1
+            on.setdefault(b, []).append(k)
+            topic_count[(b, k[0])] = topic_count.get((b, k[0]), 0) + 1
+    # Givers scan followers first, then smaller partitions: sort once.
+    for b, keys in on.items():
+        keys.sort(key=lambda k: (assign[k][0] == b, inp.sizes.get(k, 0) if inp.prefer_small else 0))
+    cursor = {b: 0 for b in on}
+    changes: dict[Key, int] = {}
+
+    def target_ceil(b: int) -> int:
+        return 0 if b in inp.removed else inp.ceil
+
+    def rack_ok(k: Key, giver: int, receiver: int) -> bool:
+        reps = assign[k]
+        if receiver in reps:
+            return False
+        if not inp.keep_racks:
+            return True
+        rr = inp.rack.get(receiver)
+        if rr == inp.rack.get(giver):
+            return True
+        return all(inp.rack.get(b) != rr for b in reps if b != giver)
+
+    def usable(k: Key, giver: int) -> bool:
+        return giver in assign[k] and changes.get(k, 0) < inp.max_changes
+
+    def pick(giver: int, receivers_sorted: Sequence[int]) -> tuple[Key, int] | None:
+        """Best (partition, receiver) for a move off ``giver``, among its next ``scan`` usable partitions."""
+        keys = on[giver]
+        while cursor[giver] < len(keys) and not usable(keys[cursor[giver]], giver):
+            cursor[giver] += 1  # moved away or already changed: never usable again
+        best: tuple[tuple[int, int, int], Key, int] | None = None
+        examined = 0
+        for i in range(cursor[giver], len(keys)):
+            if examined >= inp.scan:
+                break
+            k = keys[i]
+            if not usable(k, giver):
+                continue
+            examined += 1
+            for r in receivers_sorted:
+                if rack_ok(k, giver, r):
+                    score = (
+                        -(topic_count.get((giver, k[0]), 0) - topic_count.get((r, k[0]), 0)),
+                        1 if assign[k][0] == giver else 0,
+                        inp.sizes.get(k, 0) if inp.prefer_small else 0,
+                    )
+                    if best is None or score < best[0]:
+                        best = (score, k, r)
+                    break
+        return None if best is None else (best[1], best[2])
+
+    def move(k: Key, giver: int, receiver: int) -> None:
+        reps = assign[k]
+        reps[reps.index(giver)] = receiver
+        count[giver] -= 1
+        count[receiver] += 1
+        on[receiver].append(k)
+        topic_count[(giver, k[0])] -= 1
+        topic_count[(receiver, k[0])] = topic_count.get((receiver, k[0]), 0) + 1
+        changes[k] = changes.get(k, 0) + 1
+
+    moves = 0
+    stuck: set[int] = set()
+    # Phase 1: no giver above its ceiling.
+    heap = [(-(count[b] - target_ceil(b)), b) for b in inp.givers if count.get(b, 0) > target_ceil(b)]
+    heapq.heapify(heap)
+    while heap:
+        _, g = heapq.heappop(heap)
+        if count[g] <= target_ceil(g):
+            continue
+        below_floor = sorted((r for r in inp.receivers if r != g and count[r] < inp.floor and r not in inp.removed), key=count.__getitem__)
+        below_ceil = sorted((r for r in inp.receivers if r != g and count[r] < inp.ceil and r not in inp.removed), key=count.__getitem__)
+        choice = pick(g, below_floor) if below_floor else None
+        if choice is None:
+            choice = pick(g, below_ceil)
+        if choice is None:
+            stuck.add(g)
+            continue
+        move(choice[0], g, choice[1])
+        moves += 1
+        if count[g] > target_ceil(g):
+            heapq.heappush(heap, (-(count[g] - target_ceil(g)), g))
+    # Phase 2: no receiver below its floor.
+    heap = [(count[r], r) for r in inp.receivers if count.get(r, 0) < inp.floor and r not in inp.removed]
+    heapq.heapify(heap)
+    while heap:
+        _, r = heapq.heappop(heap)
+        if count[r] >= inp.floor:
+            continue
+        givers = sorted((g for g in inp.givers if g != r and count[g] > (0 if g in inp.removed else inp.floor)),
+                        key=lambda g: -count[g])
+        done = False
+        for g in givers:
+            choice = pick(g, [r])
+            if choice is not None:
+                move(choice[0], g, r)
+                moves += 1
+                done = True
+                break
+        if not done:
+            stuck.add(r)
+            continue
+        if count[r] < inp.floor:
+            heapq.heappush(heap, (count[r], r))
+    changed = {k: tuple(v) for k, v in assign.items() if tuple(v) != tuple(inp.replicas[k])}
+    excess = sum(max(0, count[b] - target_ceil(b)) for b in inp.givers)
+    deficit = sum(max(0, inp.floor - count[b]) for b in inp.receivers if b not in inp.removed)
+    return changed, {"moves": moves, "unmet_excess": excess, "unmet_deficit": deficit, "stuck_brokers": sorted(stuck)}

@@ -1,0 +1,149 @@
+"""Exact leader balancing as one min-cost flow (strategy ``flow``).
+
+Leaders move without data movement: a partition's preferred leader (its first replica) can become any replica
+that is alive and in sync; a preferred-leader election then makes it lead. The flow chooses a preferred leader for
+every partition, lexicographically minimising
+
+1. the per-topic band violation: for each topic, every broker that can lead it should lead between
+   floor and ceil of the topic's average (partitions / brokers hosting the topic), summed as units outside the band;
+2. the number of leader changes (partitions whose preferred leader changes);
+3. the cluster-wide band violation of every eligible broker's total leader count.
+
+With ``priority="balance"`` (used after replica moves, where leader changes are cheap next to the data being
+copied) objectives 2 and 3 swap: cluster-wide balance first, then the fewest changes.
+
+Graph: ``s -> partition`` (1 unit each) ``-> (broker, topic)`` (cost: one change unless it is the current preferred
+leader) ``-> broker -> t``; the ``(broker, topic) -> broker`` and ``broker -> t`` arcs are tiered (up to floor:
+reward, floor..ceil: free, beyond ceil: penalty), which makes the band violation convex and exact. Integer costs
+with weights M1 >> CHANGE >> 1 make the three objectives lexicographic. Min-cost flow with integer data has an
+integral optimum, so the result is the exact optimum of the integer problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .targets import Band, band
+
+__all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "leader_objective"]
+
+
+@dataclass(frozen=True)
+class LeaderItem:
+    """One partition for leader balancing: its candidates (eligible leaders, in replica order) and current leader."""
+
+    key: tuple[str, int]
+    candidates: tuple[int, ...]
+    current: int  # current preferred leader (may be absent from candidates: then it must change)
+
+
+@dataclass(frozen=True)
+class LeaderResult:
+    leaders: dict[tuple[str, int], int]
+    changes: int
+    topic_violation: int
+    cluster_violation: int
+    cost: int
+
+
+def topic_bands(items: Sequence[LeaderItem]) -> dict[str, tuple[Band, frozenset[int]]]:
+    """Per topic: the leader band over the brokers that can lead any of its partitions, and those brokers."""
+    counts: dict[str, int] = {}
+    brokers: dict[str, set[int]] = {}
+    for it in items:
+        counts[it.key[0]] = counts.get(it.key[0], 0) + 1
+        brokers.setdefault(it.key[0], set()).update(it.candidates)
+    return {t: (band(counts[t], len(brokers[t])) if brokers[t] else Band(0, 0, 0.0), frozenset(brokers[t])) for t in counts}
+
+
+def _violation(count: int, b: Band) -> int:
+    return b.deficit(count) + b.excess(count)
+
+
+def leader_objective(leaders: Mapping[tuple[str, int], int], items: Sequence[LeaderItem],
+                     cluster_brokers: frozenset[int]) -> tuple[int, int, int]:
+    """(topic violation, changes, cluster violation) of a leader choice."""
+    bands = topic_bands(items)
+    per_topic: dict[tuple[str, int], int] = {}
+    per_broker: dict[int, int] = {b: 0 for b in cluster_brokers}
+    changes = 0
+    for it in items:
+        b = leaders[it.key]
+        per_topic[(it.key[0], b)] = per_topic.get((it.key[0], b), 0) + 1
+        per_broker[b] = per_broker.get(b, 0) + 1
+        changes += b != it.current
+    tv = 0
+    for t, (tb, brokers) in bands.items():
+        tv += sum(_violation(per_topic.get((t, b), 0), tb) for b in brokers)
+    cb = band(len(items), len(cluster_brokers)) if cluster_brokers else Band(0, 0, 0.0)
+    cv = sum(_violation(per_broker.get(b, 0), cb) for b in cluster_brokers)
+    return tv, changes, cv
+
+
+def _tiers(g: nx.MultiDiGraph, u: object, v: object, b: Band, weight: int, room: int) -> None:
+    """Tiered arcs u -> v: reward ``weight`` per unit up to floor, free to ceil, penalty beyond."""
+    if b.floor:
+        g.add_edge(u, v, capacity=b.floor, weight=-weight)
+    if b.ceil > b.floor:
+        g.add_edge(u, v, capacity=b.ceil - b.floor, weight=0)
+    if room > b.ceil:
+        g.add_edge(u, v, capacity=room - b.ceil, weight=weight)
+
+
+def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
+                priority: str = "changes") -> tuple[nx.MultiDiGraph, int, int]:
+    n = len(items)
+    if priority == "changes":
+        cluster_w = 1
+        change = 2 * n + 1  # above the whole cluster-violation range (at most 2 units of weight 1 per partition)
+    elif priority == "balance":
+        change = 1
+        cluster_w = n + 1  # above all changes
+    else:
+        raise ValueError(f"priority must be 'changes' or 'balance', not {priority!r}")
+    m1 = (n + 1) * change + 2 * n * cluster_w + 1  # above all changes plus cluster terms
+    g = nx.MultiDiGraph()
+    g.add_node("s", demand=-n)
+    g.add_node("t", demand=n)
+    bands = topic_bands(items)
+    topic_room: dict[tuple[str, int], int] = {}
+    for it in items:
+        g.add_edge("s", ("p", it.key), capacity=1, weight=0)
+        for b in it.candidates:
+            g.add_edge(("p", it.key), ("bt", b, it.key[0]), capacity=1, weight=0 if b == it.current else change)
+            topic_room[(it.key[0], b)] = topic_room.get((it.key[0], b), 0) + 1
+    broker_room: dict[int, int] = {}
+    for (topic, b), room in topic_room.items():
+        _tiers(g, ("bt", b, topic), ("b", b), bands[topic][0], m1, room)
+        broker_room[b] = broker_room.get(b, 0) + room
+    cb = band(n, len(cluster_brokers)) if cluster_brokers else Band(0, 0, 0.0)
+    for b, room in broker_room.items():
+        if b in cluster_brokers:
+            _tiers(g, ("b", b), "t", cb, cluster_w, room)
+        else:
+            g.add_edge(("b", b), "t", capacity=room, weight=0)
+    return g, change, m1
+
+
+def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
+                    priority: str = "changes") -> LeaderResult:
+    """Solve exactly; every item must have at least one candidate."""
+    if not items:
+        return LeaderResult({}, 0, 0, 0, 0)
+    for it in items:
+        if not it.candidates:
+            raise ValueError(f"partition {it.key[0]}-{it.key[1]} has no eligible leader")
+    g, _change, _m1 = build_graph(items, cluster_brokers, priority)
+    cost, flow = nx.network_simplex(g)
+    leaders: dict[tuple[str, int], int] = {}
+    for it in items:
+        out = flow[("p", it.key)]
+        for (node, arcs) in out.items():
+            if any(v > 0 for v in arcs.values()):
+                leaders[it.key] = node[1]
+                break
+    tv, changes, cv = leader_objective(leaders, items, cluster_brokers)
+    return LeaderResult(leaders, changes, tv, cv, int(cost))

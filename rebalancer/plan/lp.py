@@ -1,0 +1,384 @@
+"""Replica placement as a 0/1 program (strategy ``lp``): the Sqooba model plus the bin-packing constraints.
+
+Variables, for each partition p and each candidate broker b (its current eligible brokers and the brokers that may
+receive): ``x[p,b]`` = replica of p on b, ``l[p,b]`` = p's leader on b. Constraints (each named in the model):
+
+- ``rf``: sum_b x[p,b] = RF(p); ``one_leader``: sum_b l[p,b] = 1; ``lead_in``: l[p,b] <= x[p,b]
+- ``replicas_lo/hi``: each broker's replica count within its band (cluster-wide [floor, ceil]; soft with a large
+  penalty when a sub-problem of a decomposition cannot reach it alone)
+- ``leaders_lo/hi``: each broker's leader count within the leader band (soft; a unit costs a fifth of a move,
+  since the exact leader flow afterwards fixes leader skew by reordering)
+- ``rack``: at most one replica per rack for partitions that had one per rack; otherwise never fewer racks
+  (``rack_cover``) than before
+- ``changes``: at most N brokers added per partition
+- ``disk`` / ``network``: sum of sizes (bytes-in rates) on a broker within its capacity, where given
+- excluded (removed, dead) brokers have no variables, so they end empty
+
+Objective (minimise): 100 x (replicas added, or their size in MiB with ``objective="bytes"``) + 1 x per-topic
+replica band violation (a tie-breaker: per-topic balance where it costs no extra move) + penalties on the soft
+bands. Leaders are then chosen exactly by the leader flow; the ``l`` variables here only guarantee that a balanced
+leader choice exists for the placement.
+
+``solve_lp`` is a pure function of plain data (``LpInput`` -> ``LpOutput``), so sub-problems can be shipped
+anywhere. ``lp_balance`` decomposes by groups of topics when the model would be large: each group is solved with
+the per-broker bands shifted by the counts of the rest of the cluster, groups in turn (rolling horizon), each warm
+started from the greedy plan.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LpInput", "LpOutput", "solve_lp", "lp_balance"]
+
+Key = tuple[str, int]
+MiB = 1024 * 1024
+W_MOVE = 100
+W_LEADER_SLACK = 20  # below a move: leader skew is fixed by reordering, rarely worth a copy
+W_COUNT_SLACK = 100_000
+
+
+@dataclass(frozen=True)
+class LpInput:
+    replicas: Mapping[Key, tuple[int, ...]]
+    sizes: Mapping[Key, int]
+    rack: Mapping[int, str | None]
+    candidates: frozenset[int]            # brokers that may receive replicas of these partitions
+    keep: frozenset[int]                  # brokers whose existing replicas may stay (eligible)
+    count_lo: Mapping[int, int]           # per broker, bounds on this sub-problem's replica count
+    count_hi: Mapping[int, int]
+    leader_lo: Mapping[int, int]
+    leader_hi: Mapping[int, int]
+    soft_counts: bool = False
+    rates: Mapping[Key, float] = field(default_factory=dict)
+    disk_room: Mapping[int, int] = field(default_factory=dict)
+    net_room: Mapping[int, float] = field(default_factory=dict)
+    max_changes: int | None = 1
+    keep_racks: bool = True
+    objective: str = "replicas"
+    topic_balance: bool = True
+    time_limit: float = 60.0
+    warm_start: Mapping[Key, tuple[int, ...]] | None = None
+    write_lp: str | None = None
+
+
+@dataclass(frozen=True)
+class LpOutput:
+    assignment: dict[Key, tuple[int, ...]]   # every partition of the sub-problem, leader first (from l)
+    status: str
+    objective: float | None
+    dual_bound: float | None
+    gap: float | None
+    seconds: float
+    variables: int
+    constraints: int
+    count_slack: int
+
+
+def _solver(time_limit: float, warm: bool) -> Any:
+    import pulp
+
+    if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2)
+
+    class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc,name-defined]
+        """PuLP's HiGHS API ignores warm starts; hand the variables' initial values to HiGHS as a MIP start."""
+
+        def callSolver(self, lp: Any) -> None:
+            if warm:
+                import highspy
+
+                sol = highspy.HighsSolution()
+                values = [0.0] * lp.solverModel.getNumCol()
+                for var in lp.variables():
+                    if var.varValue is not None:
+                        values[var.index] = float(var.varValue)
+                sol.col_value = values
+                sol.value_valid = True
+                lp.solverModel.setSolution(sol)
+            lp.solverModel.run()
+
+    return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2)
+
+
+def solve_lp(inp: LpInput) -> LpOutput:
+    import pulp
+
+    started = time.monotonic()
+    prob = pulp.LpProblem("replica_placement", pulp.LpMinimize)
+    parts = sorted(inp.replicas)
+    x: dict[tuple[Key, int], Any] = {}
+    lv: dict[tuple[Key, int], Any] = {}
+    cand: dict[Key, list[int]] = {}
+    for k in parts:
+        current = inp.replicas[k]
+        brokers = [b for b in current if b in inp.keep] + sorted(b for b in inp.candidates if b not in current)
+        cand[k] = brokers
+        for b in brokers:
+            x[(k, b)] = pulp.LpVariable(f"x_{k[0]}_{k[1]}_{b}", cat="Binary")
+            lv[(k, b)] = pulp.LpVariable(f"l_{k[0]}_{k[1]}_{b}", cat="Binary")
+
+    objective: list[Any] = []
+    for k in parts:
+        current = inp.replicas[k]
+        rf = len(current)
+        prob += pulp.lpSum(x[(k, b)] for b in cand[k]) == rf, f"rf_{k[0]}_{k[1]}"
+        prob += pulp.lpSum(lv[(k, b)] for b in cand[k]) == 1, f"one_leader_{k[0]}_{k[1]}"
+        for b in cand[k]:
+            prob += lv[(k, b)] <= x[(k, b)], f"lead_in_{k[0]}_{k[1]}_{b}"
+        added = [x[(k, b)] for b in cand[k] if b not in current]
+        if inp.max_changes is not None and added:
+            prob += pulp.lpSum(added) <= inp.max_changes, f"changes_{k[0]}_{k[1]}"
+        unit = max(1, round(inp.sizes.get(k, 0) / MiB)) if inp.objective == "bytes" else 1
+        objective.extend(W_MOVE * unit * v for v in added)
+        if inp.keep_racks:
+            racks_before = {inp.rack.get(b) for b in current}
+            by_rack: dict[str | None, list[int]] = {}
+            for b in cand[k]:
+                by_rack.setdefault(inp.rack.get(b), []).append(b)
+            if len(racks_before) == rf:
+                for r, bs in by_rack.items():
+                    if len(bs) > 1:
+                        prob += pulp.lpSum(x[(k, b)] for b in bs) <= 1, f"rack_{k[0]}_{k[1]}_{r}"
+            else:
+                z = {r: pulp.LpVariable(f"z_{k[0]}_{k[1]}_{r}", cat="Binary") for r in by_rack}
+                for r, bs in by_rack.items():
+                    prob += z[r] <= pulp.lpSum(x[(k, b)] for b in bs), f"rack_cover_{k[0]}_{k[1]}_{r}"
+                prob += pulp.lpSum(z.values()) >= len(racks_before), f"rack_count_{k[0]}_{k[1]}"
+
+    by_broker: dict[int, list[tuple[Key, int]]] = {}
+    for (k, b) in x:
+        by_broker.setdefault(b, []).append((k, b))
+    slack_vars: list[Any] = []
+    for b, keys in sorted(by_broker.items()):
+        count = pulp.lpSum(x[kb] for kb in keys)
+        lo, hi = inp.count_lo.get(b, 0), inp.count_hi.get(b, len(keys))
+        if inp.soft_counts:
+            s_lo = pulp.LpVariable(f"slack_lo_{b}", lowBound=0)
+            s_hi = pulp.LpVariable(f"slack_hi_{b}", lowBound=0)
+            slack_vars += [s_lo, s_hi]
+            prob += count + s_lo >= lo, f"replicas_lo_{b}"
+            prob += count - s_hi <= hi, f"replicas_hi_{b}"
+        else:
+            prob += count >= lo, f"replicas_lo_{b}"
+            prob += count <= hi, f"replicas_hi_{b}"
+        leaders = pulp.lpSum(lv[kb] for kb in keys)
+        ls_lo = pulp.LpVariable(f"lslack_lo_{b}", lowBound=0)
+        ls_hi = pulp.LpVariable(f"lslack_hi_{b}", lowBound=0)
+        prob += leaders + ls_lo >= inp.leader_lo.get(b, 0), f"leaders_lo_{b}"
+        prob += leaders - ls_hi <= inp.leader_hi.get(b, len(keys)), f"leaders_hi_{b}"
+        objective += [W_LEADER_SLACK * ls_lo, W_LEADER_SLACK * ls_hi]
+        if b in inp.disk_room:
+            prob += pulp.lpSum(inp.sizes.get(k, 0) * x[(k, bb)] for (k, bb) in keys) <= inp.disk_room[b], f"disk_{b}"
+        if b in inp.net_room:
+            prob += pulp.lpSum(inp.rates.get(k, 0.0) * x[(k, bb)] for (k, bb) in keys) <= inp.net_room[b], f"network_{b}"
+    objective += [W_COUNT_SLACK * s for s in slack_vars]
+
+    if inp.topic_balance:
+        topics: dict[str, list[Key]] = {}
+        for k in parts:
+            topics.setdefault(k[0], []).append(k)
+        brokers_all = sorted(by_broker)
+        n_eligible = len([b for b in brokers_all if inp.count_hi.get(b, 1) > 0])
+        for t, keys in topics.items():
+            total = sum(len(inp.replicas[k]) for k in keys)
+            if n_eligible == 0:
+                continue
+            lo_t, hi_t = total // n_eligible, math.ceil(total / n_eligible)
+            for b in brokers_all:
+                members = [x[(k, b)] for k in keys if (k, b) in x]
+                if not members or inp.count_hi.get(b, 1) == 0:
+                    continue
+                over = pulp.LpVariable(f"tover_{t}_{b}", lowBound=0)
+                under = pulp.LpVariable(f"tunder_{t}_{b}", lowBound=0)
+                prob += pulp.lpSum(members) - over <= hi_t, f"topic_hi_{t}_{b}"
+                prob += pulp.lpSum(members) + under >= lo_t, f"topic_lo_{t}_{b}"
+                objective += [over, under]
+    prob += pulp.lpSum(objective), "objective"
+
+    warm = inp.warm_start is not None
+    if warm:
+        for k in parts:
+            reps = inp.warm_start.get(k, inp.replicas[k]) if inp.warm_start else inp.replicas[k]
+            for b in cand[k]:
+                x[(k, b)].setInitialValue(1 if b in reps else 0)
+                lv[(k, b)].setInitialValue(1 if reps and b == reps[0] else 0)
+    if inp.write_lp:
+        prob.writeLP(inp.write_lp)
+    solver = _solver(inp.time_limit, warm)
+    prob.solve(solver)
+    status = pulp.LpStatus[prob.status]
+    dual_bound = gap = None
+    model = getattr(prob, "solverModel", None)
+    if model is not None and hasattr(model, "getInfo"):
+        info = model.getInfo()
+        dual_bound, gap = float(info.mip_dual_bound), float(info.mip_gap)
+        status = model.modelStatusToString(model.getModelStatus())
+    assignment: dict[Key, tuple[int, ...]] = {}
+    have_solution = all(x[(k, b)].varValue is not None for k in parts[:1] for b in cand[k]) if parts else True
+    if not have_solution:
+        return LpOutput({}, status, None, dual_bound, gap, time.monotonic() - started, len(x) + len(lv),
+                        len(prob.constraints), 0)
+    for k in parts:
+        chosen = [b for b in cand[k] if (x[(k, b)].varValue or 0) > 0.5]
+        leader = next((b for b in cand[k] if (lv[(k, b)].varValue or 0) > 0.5 and b in chosen), chosen[0] if chosen else None)
+        current = inp.replicas[k]
+        # Keep the surviving replicas in their old order, new ones where the removed ones were, leader first.
+        kept = [b for b in current if b in chosen]
+        new = [b for b in chosen if b not in current]
+        order = []
+        it = iter(new)
+        for b in current:
+            order.append(b if b in chosen else next(it, None))
+        order = [b for b in order if b is not None] + list(it)
+        if leader is not None and leader in order:
+            order.remove(leader)
+            order.insert(0, leader)
+        assignment[k] = tuple(order) if len(order) == len(current) else tuple(kept + new)
+    slack = sum(int(round(s.varValue or 0)) for s in slack_vars)
+    value = pulp.value(prob.objective)
+    return LpOutput(assignment, status, None if value is None else float(value), dual_bound, gap,
+                    time.monotonic() - started, len(x) + len(lv), len(prob.constraints), slack)
+
+
+def lp_balance(
+    replicas: Mapping[Key, tuple[int, ...]],
+    sizes: Mapping[Key, int],
+    rack: Mapping[int, str | None],
+    *,
+    eligible: frozenset[int],
+    receivers: frozenset[int],
+    givers: frozenset[int],
+    removed: frozenset[int],
+    floor: int,
+    ceil: int,
+    leader_floor: int,
+    leader_ceil: int,
+    max_changes: int | None,
+    keep_racks: bool,
+    objective: str = "replicas",
+    time_limit: float = 60.0,
+    max_variables: int = 60_000,
+    warm_start: Mapping[Key, tuple[int, ...]] | None = None,
+    disk: Mapping[int, int] | None = None,
+    network: Mapping[int, float] | None = None,
+    rates: Mapping[Key, float] | None = None,
+    write_lp: str | None = None,
+) -> tuple[dict[Key, tuple[int, ...]], dict[str, Any]]:
+    """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``."""
+    counts: dict[int, int] = {b: 0 for b in rack}
+    leaders: dict[int, int] = {b: 0 for b in rack}
+    for reps in replicas.values():
+        for b in reps:
+            counts[b] = counts.get(b, 0) + 1
+        leaders[reps[0]] = leaders.get(reps[0], 0) + 1
+
+    # Brokers that are down but not being removed keep what they hold (moving off them is not this plan's job).
+    dead = frozenset(b for b in rack if b not in eligible and b not in removed)
+
+    def lo(b: int) -> int:
+        if b in dead:
+            return counts.get(b, 0)
+        return floor if b in receivers else min(floor, counts.get(b, 0))
+
+    def hi(b: int) -> int:
+        if b in removed:
+            return 0
+        if b in dead:
+            return counts.get(b, 0)
+        return ceil if b in givers else max(ceil, counts.get(b, 0))
+
+    # Topic groups sized to the variable budget (2 variables per candidate broker per partition).
+    by_topic: dict[str, list[Key]] = {}
+    for k in sorted(replicas):
+        by_topic.setdefault(k[0], []).append(k)
+    # Large models: only brokers with room below their ceiling receive (a full broker would have to give one
+    # replica to take another: never fewer moves). Small models keep every receiver, so they stay exact.
+    restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
+    n_recv = len([b for b in receivers if counts.get(b, 0) < hi(b)]) if restrict else len(receivers)
+    per_partition = 2 * (n_recv + 3)
+    groups: list[list[Key]] = [[]]
+    for keys in by_topic.values():
+        if groups[-1] and (len(groups[-1]) + len(keys)) * per_partition > max_variables:
+            groups.append([])
+        groups[-1].extend(keys)
+    decomposed = len(groups) > 1
+    assignment = {k: tuple(v) for k, v in replicas.items()}
+    disk_used = {b: 0 for b in rack}
+    for k, reps in replicas.items():
+        for b in reps:
+            disk_used[b] += sizes.get(k, 0)
+    stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": decomposed,
+                             "receivers_restricted": restrict}
+    deadline = time.monotonic() + time_limit
+    for gi, keys in enumerate(groups):
+        in_group = set(keys)
+        group_counts = {b: 0 for b in rack}
+        group_leaders = {b: 0 for b in rack}
+        group_bytes = {b: 0 for b in rack}
+        for k in keys:
+            for b in assignment[k]:
+                group_counts[b] += 1
+                group_bytes[b] += sizes.get(k, 0)
+            group_leaders[assignment[k][0]] += 1
+        total_counts = {b: 0 for b in rack}
+        for k, reps in assignment.items():
+            for b in reps:
+                total_counts[b] += 1
+        rest = {b: total_counts[b] - group_counts[b] for b in rack}
+        budget = max(1.0, (deadline - time.monotonic()) / (len(groups) - gi))
+        # Leaders: the group's own band (groups balanced one by one add up to a balanced cluster).
+        n_el = max(1, len(eligible))
+        g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
+        if restrict:
+            room = frozenset(b for b in receivers - removed if total_counts[b] < hi(b))
+        else:
+            room = frozenset(receivers - removed)
+        sub = LpInput(
+            replicas={k: assignment[k] for k in keys},
+            sizes={k: sizes.get(k, 0) for k in keys},
+            rack=rack,
+            candidates=room,
+            keep=frozenset(eligible | dead),
+            count_lo={b: max(0, lo(b) - rest[b]) for b in rack},
+            count_hi={b: max(0, hi(b) - rest[b]) for b in rack},
+            leader_lo=({b: (g_floor if b in eligible else 0) for b in rack} if decomposed else
+                       {b: (leader_floor if b in eligible else 0) for b in rack}),
+            leader_hi=({b: (g_ceil if b in eligible else group_leaders[b]) for b in rack} if decomposed else
+                       {b: (leader_ceil if b in eligible else leaders.get(b, 0)) for b in rack}),
+            soft_counts=decomposed,
+            rates={k: (rates or {}).get(k, 0.0) for k in keys},
+            disk_room={b: d - (disk_used[b] - group_bytes[b]) for b, d in (disk or {}).items()},
+            net_room=dict(network or {}),
+            max_changes=max_changes,
+            keep_racks=keep_racks,
+            objective=objective,
+            time_limit=budget,
+            warm_start={k: warm_start[k] for k in keys if k in warm_start} if warm_start else None,
+            write_lp=write_lp if not decomposed else None,
+        )
+        out = solve_lp(sub)
+        stats["sub_problems"].append({"partitions": len(keys), "status": out.status, "objective": out.objective,
+                                      "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
+                                      "variables": out.variables, "constraints": out.constraints,
+                                      "count_slack": out.count_slack})
+        if not out.assignment:
+            stats["status"] = out.status
+            stats["failed"] = True
+            return {}, stats
+        for k in in_group:
+            new = out.assignment[k]
+            for b in assignment[k]:
+                disk_used[b] -= sizes.get(k, 0)
+            for b in new:
+                disk_used[b] += sizes.get(k, 0)
+            assignment[k] = new
+    subs = stats["sub_problems"]
+    stats["status"] = subs[0]["status"] if len(subs) == 1 else ("Optimal" if all(s["status"] == "Optimal" for s in subs) else "Feasible")
+    stats["gap"] = max((s["gap"] or 0.0) for s in subs) if subs else 0.0
+    changed = {k: v for k, v in assignment.items() if v != tuple(replicas[k])}
+    return changed, stats

@@ -1,0 +1,222 @@
+"""The plan stage: pick a strategy, place replicas, balance leaders exactly, measure against the bounds.
+
+``make_plan(cluster, mode, ...)`` returns a ``Plan``; ``plan_run_dir`` reads ``RUN_DIR/snapshot.json`` and writes
+the plan files. Replica modes run in two steps: placement (``lp`` or ``greedy``), then the exact leader flow over
+the new replica sets (leaders change by reordering, never by moving data). ``auto`` picks:
+
+- ``leaders`` mode: ``flow``;
+- replica modes: ``lp`` while the model stays small (at most ``LP_AUTO_MAX_REPLICAS`` replicas), else ``greedy``.
+
+Infeasible requests fail in ``make_targets`` before anything is computed or written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import Cluster
+from ..snapshot import load_snapshot
+from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
+from .greedy import GreedyInput, greedy_balance
+from .leaders import LeaderItem, balance_leaders
+from .lp import lp_balance
+from .pinterest import pinterest_leaders
+from .result import Plan, build_plan, write_plan
+from .targets import PlanError, Targets, make_targets
+
+__all__ = ["STRATEGIES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy"]
+
+STRATEGIES = ("auto", "flow", "pinterest", "lp", "greedy")
+LP_AUTO_MAX_REPLICAS = 20_000
+Key = tuple[str, int]
+
+
+def choose_strategy(cluster: Cluster, mode: str, strategy: str) -> tuple[str, str]:
+    """(strategy, reason)."""
+    if strategy not in STRATEGIES:
+        raise PlanError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    if mode == "leaders":
+        if strategy in ("lp", "greedy"):
+            raise PlanError(f"strategy {strategy} places replicas; --mode leaders takes flow or pinterest")
+        return ("flow", "auto: leaders mode uses the exact min-cost flow") if strategy == "auto" else (strategy, "requested")
+    if strategy in ("flow", "pinterest"):
+        raise PlanError(f"strategy {strategy} only reorders leaders; --mode {mode} takes lp or greedy")
+    if strategy != "auto":
+        return strategy, "requested"
+    n = cluster.replica_count
+    if n <= LP_AUTO_MAX_REPLICAS:
+        return "lp", f"auto: {n} replicas <= {LP_AUTO_MAX_REPLICAS}, exact 0/1 program"
+    return "greedy", f"auto: {n} replicas > {LP_AUTO_MAX_REPLICAS}, near-linear greedy with its gap to the bound"
+
+
+def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
+                  replicas_moved: bool) -> list[LeaderItem]:
+    alive = {b.id for b in cluster.brokers if b.alive}
+    items = []
+    for p in cluster.partitions:
+        reps = assignment.get(p.tp, p.replicas)
+        if replicas_moved and reps != p.replicas:
+            # New replicas will be in sync once their move completes.
+            cands = tuple(b for b in reps if b in eligible and b in alive and (b in p.isr or b not in p.replicas))
+        else:
+            cands = tuple(b for b in reps if b in eligible and b in alive and b in p.isr)
+        items.append(LeaderItem(p.tp, cands, p.replicas[0]))
+    return items
+
+
+def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, leaders: Mapping[Key, int]) -> None:
+    for p in cluster.partitions:
+        reps = assignment.get(p.tp, p.replicas)
+        new = leaders.get(p.tp)
+        if new is None or new == reps[0]:
+            continue
+        order = [new] + [b for b in reps if b != new]
+        assignment[p.tp] = tuple(order)
+
+
+def _leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, strategy: str,
+                 replicas_moved: bool) -> dict[str, Any]:
+    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved)
+    usable = [it for it in items if it.candidates]
+    stranded = len(items) - len(usable)
+    started = time.monotonic()
+    if strategy == "pinterest":
+        leaders = pinterest_leaders(usable)
+        info: dict[str, Any] = {"algorithm": "pinterest (max-flow-min-cost, residue nodes, pruning)"}
+    else:
+        res = balance_leaders(usable, targets.eligible, priority="balance" if replicas_moved else "changes")
+        leaders = res.leaders
+        info = {"algorithm": "min-cost flow (network simplex), exact",
+                "priority": "topic band, cluster band, changes" if replicas_moved else "topic band, changes, cluster band",
+                "topic_band_violation": res.topic_violation,
+                "cluster_band_violation": res.cluster_violation}
+    info["seconds"] = round(time.monotonic() - started, 3)
+    info["partitions_without_eligible_leader"] = stranded
+    info["leader_bound"] = leader_change_bound(usable)
+    _apply_leaders(assignment, cluster, leaders)
+    return info
+
+
+def _cost(cluster: Cluster, changed: Mapping[Key, tuple[int, ...]], objective: str) -> int:
+    total = 0
+    for p in cluster.partitions:
+        new = changed.get(p.tp)
+        if new is not None:
+            added = sum(1 for b in new if b not in p.replicas)
+            total += added * (p.size_bytes if objective == "bytes" else 1)
+    return total
+
+
+def _worse(cluster: Cluster, lp: Mapping[Key, tuple[int, ...]], greedy: Mapping[Key, tuple[int, ...]],
+           objective: str, gstats: Mapping[str, Any]) -> bool:
+    """Is the program's placement worse than the greedy one (greedy balanced and cheaper)?"""
+    if gstats.get("unmet_excess") or gstats.get("unmet_deficit"):
+        return False
+    return _cost(cluster, greedy, objective) < _cost(cluster, lp, objective)
+
+
+def make_plan(
+    cluster: Cluster,
+    mode: str,
+    *,
+    brokers: Iterable[int] | None = None,
+    strategy: str = "auto",
+    max_changes_per_partition: int | None = None,
+    time_limit: float = 60.0,
+    objective: str = "replicas",
+    write_lp: str | None = None,
+) -> Plan:
+    started = time.monotonic()
+    targets = make_targets(cluster, mode, brokers)
+    chosen, reason = choose_strategy(cluster, mode, strategy)
+    if objective not in ("replicas", "bytes"):
+        raise PlanError(f"unknown objective {objective!r}: replicas or bytes")
+    if max_changes_per_partition is None:
+        max_changes = None if mode == "remove-brokers" else 1
+    else:
+        if max_changes_per_partition < 1:
+            raise PlanError("--max-changes-per-partition must be at least 1")
+        max_changes = max_changes_per_partition
+    counts: dict[int, int] = {b: 0 for b in cluster.broker_ids}
+    for p in cluster.partitions:
+        for b in p.replicas:
+            counts[b] += 1
+    # Partitions holding more replicas on removed brokers than the change cap allows cannot be planned.
+    if mode == "remove-brokers" and max_changes is not None:
+        for p in cluster.partitions:
+            n = sum(1 for b in p.replicas if b in targets.removed)
+            if n > max_changes:
+                raise PlanError(f"partition {p.name} has {n} replicas on removed brokers but "
+                                f"--max-changes-per-partition is {max_changes}")
+    dead_replicas = [p.name for p in cluster.partitions for b in p.replicas if b not in targets.eligible and b not in targets.removed]
+    solver: dict[str, Any] = {"strategy_reason": reason}
+    bounds: dict[str, Any] = {"definitions": BOUND_DEFINITIONS}
+    assignment: dict[Key, tuple[int, ...]] = {}
+    if mode == "leaders":
+        bounds["replica_moves"] = 0
+        solver["leaders"] = _leader_pass(cluster, assignment, targets, chosen, replicas_moved=False)
+        bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+        solver["status"] = "Optimal" if chosen == "flow" else "Heuristic"
+    else:
+        rb = replica_move_bound(counts, targets)
+        bounds["replica_moves"] = rb["bound"]
+        bounds["replica_excess"] = rb["excess"]
+        bounds["replica_deficit"] = rb["deficit"]
+        replicas = {p.tp: p.replicas for p in cluster.partitions}
+        sizes = {p.tp: p.size_bytes for p in cluster.partitions}
+        rack = {b.id: b.rack for b in cluster.brokers}
+        ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
+                           ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
+                           removed=targets.removed,
+                           max_changes=max_changes if max_changes is not None else 10**9, keep_racks=targets.keep_racks,
+                           prefer_small=objective == "bytes")
+        t0 = time.monotonic()
+        greedy_changed, gstats = greedy_balance(ginp)
+        solver["greedy"] = {**gstats, "seconds": round(time.monotonic() - t0, 3)}
+        if chosen == "greedy":
+            assignment = dict(greedy_changed)
+            solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
+        else:
+            disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
+            net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+                   if b.network_capacity_bytes_per_s and b.id in targets.eligible}
+            rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
+            warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
+            changed, lstats = lp_balance(
+                replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
+                removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,
+                leader_floor=targets.leaders.floor, leader_ceil=targets.leaders.ceil, max_changes=max_changes,
+                keep_racks=targets.keep_racks, objective=objective, time_limit=time_limit, warm_start=warm,
+                disk=disk or None, network=net or None, rates=rates, write_lp=write_lp)
+            solver["lp"] = lstats
+            if lstats.get("failed"):
+                raise PlanError(f"the 0/1 program is {lstats.get('status')}: the constraints cannot all hold "
+                                "(try --max-changes-per-partition 2, or --strategy greedy)")
+            solver["status"] = lstats.get("status")
+            solver["gap"] = lstats.get("gap")
+            assignment = dict(changed)
+            if _worse(cluster, changed, greedy_changed, objective, gstats):
+                # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
+                assignment = dict(greedy_changed)
+                solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
+                solver["placement_used"] = "greedy"
+        solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True)
+        bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+    if dead_replicas:
+        solver["replicas_on_dead_brokers"] = len(dead_replicas)
+    solver["seconds"] = round(time.monotonic() - started, 3)
+    params = {"mode": mode, "brokers": sorted(int(b) for b in (brokers or ())), "strategy_requested": strategy,
+              "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective}
+    return build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
+                      solver=solver, bounds=bounds)
+
+
+def plan_run_dir(run_dir: str | Path, mode: str, **kwargs: Any) -> Plan:
+    """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json."""
+    cluster = load_snapshot(run_dir)
+    plan = make_plan(cluster, mode, **kwargs)
+    write_plan(plan, run_dir)
+    return plan

@@ -1,0 +1,36 @@
+"""The short human summary of a plan printed by ``rebalancer plan`` (the report and the approval use plan.json)."""
+
+from __future__ import annotations
+
+from ..balance import human_bytes
+from .result import Plan
+
+__all__ = ["format_plan_summary"]
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def format_plan_summary(plan: Plan) -> str:
+    s = plan.summary
+    b = s["lower_bounds"]
+    dev = s["max_deviation_pct"]
+    solver = plan.solver
+    lines = [
+        f"plan: mode {plan.mode}, strategy {plan.strategy} ({solver.get('strategy_reason', '')})",
+        f"  status {solver.get('status')}, {solver.get('seconds', 0):.2f} s"
+        + (f", gap {solver['gap']:.4f}" if isinstance(solver.get("gap"), float) else ""),
+        f"  replica moves   {s['replica_moves']:>8}   lower bound {b.get('replica_moves', 0):>8}   ratio {_ratio(s['moves_to_bound'])}",
+        f"  leader changes  {s['leader_changes']:>8}   lower bound {b.get('leader_changes', 0):>8}   ratio {_ratio(s['leader_changes_to_bound'])}",
+        f"  partitions changed {s['partitions_changed']}, bytes to copy {human_bytes(s['bytes_moved'])},"
+        f" at most {s['max_changes_in_a_partition']} replica(s) added to one partition",
+        f"  max deviation from median: replicas {dev['replicas_before']:.1f}% -> {dev['replicas_after']:.1f}%,"
+        f" leaders {dev['leaders_before']:.1f}% -> {dev['leaders_after']:.1f}%, bytes {dev['bytes_before']:.1f}% -> {dev['bytes_after']:.1f}%",
+        f"  replica spread (max-min) {s['replica_spread']['before']} -> {s['replica_spread']['after']},"
+        f" worst per-topic leader spread {s['topic_leader_spread']['before']} -> {s['topic_leader_spread']['after']}",
+        f"  content hash {plan.hash}",
+    ]
+    if not plan.changes:
+        lines.insert(1, "  nothing to change: the cluster is already balanced for this mode")
+    return "\n".join(lines)

@@ -4,8 +4,9 @@ Variables, for each partition p and each candidate broker b (its current eligibl
 receive): ``x[p,b]`` = replica of p on b, ``l[p,b]`` = p's leader on b. Constraints (each named in the model):
 
 - ``rf``: sum_b x[p,b] = RF(p); ``one_leader``: sum_b l[p,b] = 1; ``lead_in``: l[p,b] <= x[p,b]
-- ``replicas_lo/hi``: each broker's replica count within its band (cluster-wide [floor, ceil]; soft with a large
-  penalty when a sub-problem of a decomposition cannot reach it alone)
+- ``replicas_lo/hi``: each broker's replica count within its band (cluster-wide [floor, ceil]), with a slack whose
+  penalty outweighs everything else: hard wherever it can hold, yet a capacity limit (hard) or a decomposed
+  sub-problem that cannot reach it alone still gets the most balanced plan instead of none
 - ``leaders_lo/hi``: each broker's leader count within the leader band (soft; a unit costs a fifth of a move,
   since the exact leader flow afterwards fixes leader skew by reordering)
 - ``rack``: at most one replica per rack for partitions that had one per rack; otherwise never fewer racks
@@ -119,8 +120,8 @@ def solve_lp(inp: LpInput) -> LpOutput:
         brokers = [b for b in current if b in inp.keep] + sorted(b for b in inp.candidates if b not in current)
         cand[k] = brokers
         for b in brokers:
-            x[(k, b)] = pulp.LpVariable(f"x_{k[0]}_{k[1]}_{b}", cat="Binary")
-            lv[(k, b)] = pulp.LpVariable(f"l_{k[0]}_{k[1]}_{b}", cat="Binary")
+            x[(k, b)] = prob.add_variable(f"x_{k[0]}_{k[1]}_{b}", cat="Binary")
+            lv[(k, b)] = prob.add_variable(f"l_{k[0]}_{k[1]}_{b}", cat="Binary")
 
     objective: list[Any] = []
     for k in parts:
@@ -145,7 +146,7 @@ def solve_lp(inp: LpInput) -> LpOutput:
                     if len(bs) > 1:
                         prob += pulp.lpSum(x[(k, b)] for b in bs) <= 1, f"rack_{k[0]}_{k[1]}_{r}"
             else:
-                z = {r: pulp.LpVariable(f"z_{k[0]}_{k[1]}_{r}", cat="Binary") for r in by_rack}
+                z = {r: prob.add_variable(f"z_{k[0]}_{k[1]}_{r}", cat="Binary") for r in by_rack}
                 for r, bs in by_rack.items():
                     prob += z[r] <= pulp.lpSum(x[(k, b)] for b in bs), f"rack_cover_{k[0]}_{k[1]}_{r}"
                 prob += pulp.lpSum(z.values()) >= len(racks_before), f"rack_count_{k[0]}_{k[1]}"
@@ -158,8 +159,8 @@ def solve_lp(inp: LpInput) -> LpOutput:
         count = pulp.lpSum(x[kb] for kb in keys)
         lo, hi = inp.count_lo.get(b, 0), inp.count_hi.get(b, len(keys))
         if inp.soft_counts:
-            s_lo = pulp.LpVariable(f"slack_lo_{b}", lowBound=0)
-            s_hi = pulp.LpVariable(f"slack_hi_{b}", lowBound=0)
+            s_lo = prob.add_variable(f"slack_lo_{b}", lowBound=0)
+            s_hi = prob.add_variable(f"slack_hi_{b}", lowBound=0)
             slack_vars += [s_lo, s_hi]
             prob += count + s_lo >= lo, f"replicas_lo_{b}"
             prob += count - s_hi <= hi, f"replicas_hi_{b}"
@@ -167,8 +168,8 @@ def solve_lp(inp: LpInput) -> LpOutput:
             prob += count >= lo, f"replicas_lo_{b}"
             prob += count <= hi, f"replicas_hi_{b}"
         leaders = pulp.lpSum(lv[kb] for kb in keys)
-        ls_lo = pulp.LpVariable(f"lslack_lo_{b}", lowBound=0)
-        ls_hi = pulp.LpVariable(f"lslack_hi_{b}", lowBound=0)
+        ls_lo = prob.add_variable(f"lslack_lo_{b}", lowBound=0)
+        ls_hi = prob.add_variable(f"lslack_hi_{b}", lowBound=0)
         prob += leaders + ls_lo >= inp.leader_lo.get(b, 0), f"leaders_lo_{b}"
         prob += leaders - ls_hi <= inp.leader_hi.get(b, len(keys)), f"leaders_hi_{b}"
         objective += [W_LEADER_SLACK * ls_lo, W_LEADER_SLACK * ls_hi]
@@ -193,8 +194,8 @@ def solve_lp(inp: LpInput) -> LpOutput:
                 members = [x[(k, b)] for k in keys if (k, b) in x]
                 if not members or inp.count_hi.get(b, 1) == 0:
                     continue
-                over = pulp.LpVariable(f"tover_{t}_{b}", lowBound=0)
-                under = pulp.LpVariable(f"tunder_{t}_{b}", lowBound=0)
+                over = prob.add_variable(f"tover_{t}_{b}", lowBound=0)
+                under = prob.add_variable(f"tunder_{t}_{b}", lowBound=0)
                 prob += pulp.lpSum(members) - over <= hi_t, f"topic_hi_{t}_{b}"
                 prob += pulp.lpSum(members) + under >= lo_t, f"topic_lo_{t}_{b}"
                 objective += [over, under]
@@ -218,11 +219,13 @@ def solve_lp(inp: LpInput) -> LpOutput:
         info = model.getInfo()
         dual_bound, gap = float(info.mip_dual_bound), float(info.mip_gap)
         status = model.modelStatusToString(model.getModelStatus())
+        have_solution = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
+    else:
+        have_solution = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
     assignment: dict[Key, tuple[int, ...]] = {}
-    have_solution = all(x[(k, b)].varValue is not None for k in parts[:1] for b in cand[k]) if parts else True
     if not have_solution:
         return LpOutput({}, status, None, dual_bound, gap, time.monotonic() - started, len(x) + len(lv),
-                        len(prob.constraints), 0)
+                        prob.numConstraints(), 0)
     for k in parts:
         chosen = [b for b in cand[k] if (x[(k, b)].varValue or 0) > 0.5]
         leader = next((b for b in cand[k] if (lv[(k, b)].varValue or 0) > 0.5 and b in chosen), chosen[0] if chosen else None)
@@ -242,7 +245,7 @@ def solve_lp(inp: LpInput) -> LpOutput:
     slack = sum(int(round(s.varValue or 0)) for s in slack_vars)
     value = pulp.value(prob.objective)
     return LpOutput(assignment, status, None if value is None else float(value), dual_bound, gap,
-                    time.monotonic() - started, len(x) + len(lv), len(prob.constraints), slack)
+                    time.monotonic() - started, len(x) + len(lv), prob.numConstraints(), slack)
 
 
 def lp_balance(
@@ -350,7 +353,7 @@ def lp_balance(
                        {b: (leader_floor if b in eligible else 0) for b in rack}),
             leader_hi=({b: (g_ceil if b in eligible else group_leaders[b]) for b in rack} if decomposed else
                        {b: (leader_ceil if b in eligible else leaders.get(b, 0)) for b in rack}),
-            soft_counts=decomposed,
+            soft_counts=True,
             rates={k: (rates or {}).get(k, 0.0) for k in keys},
             disk_room={b: d - (disk_used[b] - group_bytes[b]) for b, d in (disk or {}).items()},
             net_room=dict(network or {}),

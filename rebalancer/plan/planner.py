@@ -89,7 +89,8 @@ def _leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targe
     else:
         res = balance_leaders(usable, targets.eligible, priority="balance" if replicas_moved else "changes")
         leaders = res.leaders
-        info = {"algorithm": "min-cost flow (network simplex), exact",
+        info = {"algorithm": "min-cost flow (network simplex), exact" if res.groups == 1 else
+                f"min-cost flow (network simplex) over {res.groups} topic groups, each exact",
                 "priority": "topic band, cluster band, changes" if replicas_moved else "topic band, changes, cluster band",
                 "topic_band_violation": res.topic_violation,
                 "cluster_band_violation": res.cluster_violation}

@@ -108,9 +108,9 @@ def make_targets(cluster: Cluster, mode: str, brokers: Iterable[int] | None = No
         receivers = givers = frozenset()
 
     racks = {b.id: b.rack for b in cluster.brokers}
-    all_racked = all(racks[b] is not None for b in eligible)
     eligible_racks = {racks[b] for b in eligible}
-    keep_racks = all_racked and len(eligible_racks) >= 2
+    # Rack rules apply when every broker that holds or may hold a replica has a rack.
+    keep_racks = all(racks[b] is not None for b in eligible | removed)
     if mode != "leaders" and keep_racks:
         # Never fewer racks than before: a partition spread over k racks needs k racks among eligible brokers.
         for p in cluster.partitions:

@@ -1,0 +1,261 @@
+"""Planners: exactness of the leader flow, the articles' examples, infeasible requests, and invariants of every
+plan of every strategy (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rebalancer.formats import write_cluster_json
+from rebalancer.model import Broker, Cluster, Partition
+from rebalancer.plan import PlanError, content_hash, load_plan, make_plan, plan_run_dir
+from rebalancer.plan.leaders import LeaderItem, balance_leaders, leader_objective, topic_bands
+from rebalancer.plan.pinterest import pinterest_leaders
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+
+# -- the leader flow is exact ---------------------------------------------------------------------------------
+@st.composite
+def leader_instances(draw):  # type: ignore[no-untyped-def]
+    nb = draw(st.integers(2, 6))
+    n = draw(st.integers(1, 7))
+    topics = draw(st.integers(1, 3))
+    items = []
+    for i in range(n):
+        rf = draw(st.integers(1, min(3, nb)))
+        reps = draw(st.permutations(range(nb)))[:rf]
+        keep = draw(st.lists(st.booleans(), min_size=rf, max_size=rf))
+        cands = tuple(b for b, k in zip(reps, keep) if k) or (reps[0],)
+        items.append(LeaderItem((f"t{draw(st.integers(0, topics - 1))}", i), cands, reps[0]))
+    return items, frozenset(range(nb))
+
+
+def _brute(items, brokers, order):  # type: ignore[no-untyped-def]
+    best = None
+    for choice in itertools.product(*[it.candidates for it in items]):
+        tv, ch, cv = leader_objective({it.key: b for it, b in zip(items, choice)}, items, brokers)
+        obj = (tv, ch, cv) if order == "changes" else (tv, cv, ch)
+        best = obj if best is None or obj < best else best
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(leader_instances(), st.sampled_from(["changes", "balance"]))
+def test_leader_flow_equals_brute_force_optimum(instance, priority):  # type: ignore[no-untyped-def]
+    items, brokers = instance
+    res = balance_leaders(items, brokers, priority=priority)
+    got = (res.topic_violation, res.changes, res.cluster_violation)
+    if priority == "balance":
+        got = (res.topic_violation, res.cluster_violation, res.changes)
+    assert got == _brute(items, brokers, priority)
+    assert all(res.leaders[it.key] in it.candidates for it in items)
+
+
+@settings(max_examples=150, deadline=None)
+@given(leader_instances())
+def test_flow_never_needs_more_changes_than_pinterest(instance):  # type: ignore[no-untyped-def]
+    items, brokers = instance
+    pin = pinterest_leaders(items)
+    flow = balance_leaders(items, brokers)
+    p_tv, p_changes, _ = leader_objective(pin, items, brokers)
+    # The flow reaches the band wherever any choice can, so it is never less balanced...
+    assert flow.topic_violation <= p_tv
+    # ...and whenever Pinterest's answer is balanced too, the flow used no more changes.
+    if p_tv == flow.topic_violation:
+        assert flow.changes <= p_changes
+
+
+def test_pinterest_scenario_flow_meets_the_bound_and_beats_pinterest():
+    cluster = build_scenario("pinterest")
+    flow = make_plan(cluster, "leaders", strategy="flow")
+    pin = make_plan(cluster, "leaders", strategy="pinterest")
+    assert flow.summary["leader_changes"] == flow.summary["lower_bounds"]["leader_changes"]
+    assert flow.summary["leader_changes"] <= pin.summary["leader_changes"]
+    assert flow.summary["topic_leader_spread"]["after"] <= 1
+    assert flow.summary["replica_moves"] == 0
+    for c in flow.changes:  # leaders only: same replica sets, reordered
+        assert sorted(c.replicas_after) == sorted(c.replicas_before)
+
+
+# -- the articles' examples -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["auto", "lp", "greedy"])
+def test_sqooba_remove_broker_19_is_one_change(strategy: str):
+    cluster = build_scenario("sqooba")
+    plan = make_plan(cluster, "remove-brokers", brokers=[19], strategy=strategy)
+    assert plan.summary["replica_moves"] == 1
+    assert [(c.topic, c.partition) for c in plan.changes] == [("x.y.z.t", 1)]
+    (change,) = plan.changes
+    assert change.replicas_before == (8, 19)
+    assert 19 not in change.replicas_after and change.replicas_after[0] == 8  # leader kept
+    rack = {b.id: b.rack for b in cluster.brokers}
+    assert {rack[b] for b in change.replicas_after} == {"a", "b"}  # racks respected
+
+
+def test_add_brokers_moves_only_onto_new_brokers_and_balances():
+    cluster = build_scenario("new-brokers")
+    plan = make_plan(cluster, "add-brokers", brokers=[12, 13, 14, 15])
+    new = {12, 13, 14, 15}
+    for c in plan.changes:
+        assert set(c.added) <= new
+        assert not set(c.removed) & new
+    s = plan.summary
+    assert s["replica_spread"]["after"] <= 1
+    assert s["replica_moves"] <= 1.05 * s["lower_bounds"]["replica_moves"]
+
+
+# -- infeasible requests fail before anything is written -----------------------------------------------------
+def _two_rack_cluster() -> Cluster:
+    brokers = [Broker(i, "ab"[i % 2], disk_capacity_bytes=10**6) for i in range(4)]
+    parts = [Partition("t", i, (i % 4, (i + 1) % 4), i % 4, (i % 4, (i + 1) % 4), 1000) for i in range(8)]
+    return Cluster.build(brokers, parts)
+
+
+@pytest.mark.parametrize(
+    ("mode", "brokers", "message"),
+    [
+        ("remove-brokers", [0, 1, 2, 3], "leaves no broker"),
+        ("remove-brokers", [0, 1, 2], "replication factor 2 but only 1 eligible brokers remain"),
+        ("remove-brokers", [1, 3], "spans 2 racks but the eligible brokers are in only 1"),
+        ("add-brokers", [9], "broker(s) 9 not in the snapshot"),
+        ("add-brokers", None, "needs --brokers"),
+        ("rebalance", [1], "--brokers is only for add-brokers and remove-brokers"),
+        ("sideways", None, "unknown mode 'sideways'"),
+    ],
+)
+def test_infeasible_requests_fail_before_writing(tmp_path: Path, mode, brokers, message):  # type: ignore[no-untyped-def]
+    write_cluster_json(_two_rack_cluster(), tmp_path / "snapshot.json")
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_run_dir(tmp_path, mode, brokers=brokers)
+    assert not (tmp_path / "plan.json").exists() and not (tmp_path / "reassignment.json").exists()
+
+
+def test_capacity_exceeded_is_infeasible():
+    brokers = [Broker(i, disk_capacity_bytes=1000) for i in range(3)]
+    parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3, (i + 1) % 3), 900) for i in range(3)]
+    with pytest.raises(PlanError, match="need 5400 bytes but the eligible brokers' disks hold 3000"):
+        make_plan(Cluster.build(brokers, parts), "rebalance")
+
+
+def test_lp_respects_disk_capacity():
+    # Broker 3 is new and small: it can take at most one 400-byte replica, so balance by count is impossible
+    # without breaking its disk; the program must keep within capacity.
+    brokers = [Broker(0, disk_capacity_bytes=10**6), Broker(1, disk_capacity_bytes=10**6),
+               Broker(2, disk_capacity_bytes=10**6), Broker(3, disk_capacity_bytes=500)]
+    parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3, (i + 1) % 3), 400) for i in range(6)]
+    plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy="lp")
+    on3 = sum(1 for c in plan.changes if 3 in c.replicas_after)
+    assert on3 * 400 <= 500
+
+
+def test_hash_covers_the_changes(tmp_path: Path):
+    write_cluster_json(build_scenario("sqooba"), tmp_path / "snapshot.json")
+    plan = plan_run_dir(tmp_path, "remove-brokers", brokers=[19])
+    again = load_plan(tmp_path)
+    assert again.hash == plan.hash == content_hash(again.changes)
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    doc["changes"][0]["replicas_after"] = [8, 3]
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    assert content_hash(load_plan(tmp_path).changes) != plan.hash
+
+
+def test_balanced_cluster_gives_an_empty_plan():
+    brokers = [Broker(i, "abc"[i % 3]) for i in range(3)]
+    parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3, (i + 1) % 3), 1) for i in range(3)]
+    for mode in ("rebalance", "leaders"):
+        plan = make_plan(Cluster.build(brokers, parts), mode)
+        assert plan.changes == () and plan.summary["replica_moves"] == 0
+
+
+# -- invariants of every plan of every strategy ---------------------------------------------------------------
+@st.composite
+def clusters(draw):  # type: ignore[no-untyped-def]
+    n_brokers = draw(st.integers(3, 8))
+    n_racks = draw(st.integers(1, 3))
+    brokers = [Broker(i, f"r{i % n_racks}") for i in range(n_brokers)]
+    n_empty = draw(st.integers(0, 2))
+    holders = list(range(n_brokers - n_empty))
+    rf = draw(st.integers(1, min(3, len(holders))))
+    parts = []
+    for t in range(draw(st.integers(1, 3))):
+        for p in range(draw(st.integers(1, 12))):
+            reps = tuple(draw(st.permutations(holders))[:rf])
+            size = draw(st.integers(0, 10**6))
+            parts.append(Partition(f"t{t}", p, reps, reps[0], reps, size))
+    return Cluster.build(brokers, parts), list(range(n_brokers - n_empty, n_brokers))
+
+
+def _check_invariants(cluster: Cluster, plan, mode: str, named: list[int], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rack = {b.id: b.rack for b in cluster.brokers}
+    alive = {b.id for b in cluster.brokers if b.alive}
+    cap = plan.params["max_changes_per_partition"]
+    final = {p.tp: p.replicas for p in cluster.partitions}
+    for c in plan.changes:
+        before = cluster.partition(c.topic, c.partition)
+        assert c.replicas_before == before.replicas
+        assert len(c.replicas_after) == len(c.replicas_before), "RF changed"
+        assert len(set(c.replicas_after)) == len(c.replicas_after), "duplicate broker"
+        assert set(c.replicas_after) <= alive, "ineligible broker"
+        if mode == "remove-brokers":
+            assert not set(c.replicas_after) & set(named)
+        if mode == "add-brokers":
+            assert set(c.added) <= set(named)
+        if mode == "leaders":
+            assert sorted(c.replicas_after) == sorted(c.replicas_before)
+        if cap is not None:
+            assert len(c.added) <= cap
+        if len(set(rack.values())) > 1:
+            assert len({rack[b] for b in c.replicas_after}) >= len({rack[b] for b in c.replicas_before}), "racks reduced"
+        final[(c.topic, c.partition)] = c.replicas_after
+    if mode == "remove-brokers":
+        assert not any(set(r) & set(named) for r in final.values())
+    # rollback.json restores the snapshot exactly
+    from rebalancer.plan import write_plan
+
+    write_plan(plan, tmp_path)
+    rollback = json.loads((tmp_path / "rollback.json").read_text())
+    reassignment = json.loads((tmp_path / "reassignment.json").read_text())
+    assert {(e["topic"], e["partition"]) for e in rollback["partitions"]} == {(c.topic, c.partition) for c in plan.changes}
+    applied = dict(final)
+    for e in reassignment["partitions"]:
+        assert tuple(e["replicas"]) == final[(e["topic"], e["partition"])]
+    for e in rollback["partitions"]:
+        applied[(e["topic"], e["partition"])] = tuple(e["replicas"])
+    assert applied == {p.tp: p.replicas for p in cluster.partitions}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(clusters(), st.sampled_from(["rebalance", "add-brokers", "remove-brokers", "leaders"]),
+       st.sampled_from(["lp", "greedy", "flow", "pinterest"]))
+def test_every_plan_keeps_the_invariants(tmp_path: Path, case, mode: str, strategy: str):  # type: ignore[no-untyped-def]
+    cluster, empty = case
+    if mode == "leaders":
+        assume(strategy in ("flow", "pinterest"))
+    else:
+        assume(strategy in ("lp", "greedy"))
+    named: list[int] = []
+    if mode == "add-brokers":
+        assume(empty)
+        named = empty
+    if mode == "remove-brokers":
+        named = [0]
+    try:
+        plan = make_plan(cluster, mode, brokers=named or None, strategy=strategy, time_limit=20)
+    except PlanError as exc:
+        # Only the documented reasons are acceptable refusals.
+        assert any(s in str(exc) for s in ("eligible brokers remain", "spans", "replicas on removed brokers",
+                                           "leaves no broker", "cannot all hold")), str(exc)
+        return
+    _check_invariants(cluster, plan, mode, named, tmp_path)
+    if mode != "leaders":
+        # The lower bound is valid: a plan that reaches the band never needs fewer moves than it.
+        from rebalancer.plan.targets import make_targets
+
+        band = make_targets(cluster, mode, named or None).replicas
+        after = {b["broker"]: b["replicas_after"] for b in plan.summary["brokers"] if b["eligible"]}
+        if all(band.floor <= v <= band.ceil for v in after.values()):
+            assert plan.summary["replica_moves"] >= plan.summary["lower_bounds"]["replica_moves"]

@@ -110,3 +110,46 @@ def test_sim_up_snapshot_kill_down(tmp_path: Path):
     assert down.returncode == 0, down.stderr
     gone = run_cli("snapshot", "--source", state["zk_url"], "--timeout", "1", "--out", str(tmp_path / "run3"))
     assert_one_line_error(gone, 4, "cannot connect")
+
+
+def test_plan_writes_kafka_files_and_prints_summary(tmp_path: Path):
+    src = tmp_path / "sqooba.json"
+    assert run_cli("sim", "scenario", "--scenario", "sqooba", "--out", str(src)).returncode == 0
+    run = tmp_path / "run"
+    assert run_cli("snapshot", "--source", f"file://{src}", "--out", str(run), "--quiet").returncode == 0
+    result = run_cli("plan", str(run), "--mode", "remove-brokers", "--brokers", "19")
+    assert result.returncode == 0, result.stderr
+    assert "replica moves          1   lower bound        1   ratio 1.000" in result.stdout
+    reassignment = json.loads((run / "reassignment.json").read_text())
+    rollback = json.loads((run / "rollback.json").read_text())
+    assert reassignment == {"version": 1, "partitions": [{"topic": "x.y.z.t", "partition": 1, "replicas": [8, 1]}]}
+    assert rollback == {"version": 1, "partitions": [{"topic": "x.y.z.t", "partition": 1, "replicas": [8, 19]}]}
+    plan = json.loads((run / "plan.json").read_text())
+    assert plan["summary"]["replica_moves"] == 1 and len(plan["content_hash"]) == 64
+    # The reassignment file is itself a valid snapshot source (Kafka's format), as operators would reuse it.
+    again = run_cli("snapshot", "--source", f"file://{run / 'reassignment.json'}", "--out", str(tmp_path / "r2"), "--quiet")
+    assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment", "code"),
+    [
+        (["--mode", "add-brokers", "--brokers", "12,x"], "--brokers takes comma-separated broker ids", 2),
+        (["--mode", "add-brokers", "--brokers", "42"], "broker(s) 42 not in the snapshot", 2),
+        (["--mode", "remove-brokers", "--brokers", ",".join(map(str, range(20)))], "leaves no broker", 2),
+        (["--mode", "leaders", "--strategy", "greedy"], "--mode leaders takes flow or pinterest", 2),
+        (["--mode", "rebalance", "--max-changes-per-partition", "0"], "must be at least 1", 2),
+    ],
+)
+def test_plan_refusals_are_one_line_and_write_nothing(tmp_path: Path, args, fragment, code):  # type: ignore[no-untyped-def]
+    src = tmp_path / "sqooba.json"
+    run_cli("sim", "scenario", "--scenario", "sqooba", "--out", str(src))
+    run = tmp_path / "run"
+    run_cli("snapshot", "--source", f"file://{src}", "--out", str(run), "--quiet")
+    result = run_cli("plan", str(run), *args)
+    assert_one_line_error(result, code, fragment)
+    assert not (run / "plan.json").exists() and not (run / "reassignment.json").exists()
+
+
+def test_plan_without_snapshot_is_one_line(tmp_path: Path):
+    assert_one_line_error(run_cli("plan", str(tmp_path), "--mode", "rebalance"), 2, "no snapshot in this run directory")

@@ -259,3 +259,26 @@ def test_every_plan_keeps_the_invariants(tmp_path: Path, case, mode: str, strate
         after = {b["broker"]: b["replicas_after"] for b in plan.summary["brokers"] if b["eligible"]}
         if all(band.floor <= v <= band.ceil for v in after.values()):
             assert plan.summary["replica_moves"] >= plan.summary["lower_bounds"]["replica_moves"]
+
+
+def test_flow_equals_the_ilp_optimum_on_the_pinterest_topics():
+    """Larger than brute force allows: the flow's lexicographic optimum equals a staged 0/1 program's."""
+    from rebalancer.plan.leader_ilp import leader_ilp
+
+    cluster = build_scenario("pinterest")
+    for topic in ("logging.pinterest.a", "logging.pinterest.b"):
+        items = [LeaderItem(p.tp, tuple(b for b in p.replicas if b in p.isr), p.replicas[0])
+                 for p in cluster.partitions if p.topic == topic]
+        brokers = frozenset(b for it in items for b in it.candidates)
+        flow = balance_leaders(items, brokers)
+        assert (flow.topic_violation, flow.changes, flow.cluster_violation) == leader_ilp(items, brokers)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "lp"])
+def test_both_placements_respect_disk_capacity(strategy: str):
+    brokers = [Broker(0, disk_capacity_bytes=10**6), Broker(1, disk_capacity_bytes=10**6),
+               Broker(2, disk_capacity_bytes=10**6), Broker(3, disk_capacity_bytes=900)]
+    parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3, (i + 1) % 3), 400) for i in range(6)]
+    plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy=strategy)
+    assert sum(400 for c in plan.changes if 3 in c.replicas_after) <= 900
+    assert sum(1 for c in plan.changes if 3 in c.replicas_after) == 2  # as many as fit

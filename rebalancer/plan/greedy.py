@@ -11,7 +11,7 @@ Unlike a naive version, every move goes from a broker above its target to one be
 Each move lowers an excess or fills a deficit, so when a valid partition is always found the number of moves equals
 the lower bound ``max(sum excess over ceil, sum deficit under floor)``. A move replaces the giver by the receiver
 in place (the preferred leader stays unless the giver was it), only when the receiver's rack keeps the partition's
-rack count. Among a giver's partitions it prefers the topics the giver holds most of relative to the receiver
+rack count and the receiver has disk (and network) room for it. Among a giver's partitions it prefers the topics the giver holds most of relative to the receiver
 (per-topic balance), then followers over leaders, then fewer bytes. Leaders are balanced afterwards by the exact
 leader flow.
 
@@ -43,6 +43,9 @@ class GreedyInput:
     keep_racks: bool = True
     prefer_small: bool = True
     scan: int = 64  # candidate partitions examined per move
+    disk: Mapping[int, int] | None = None        # broker -> disk capacity (bytes), where known
+    network: Mapping[int, float] | None = None   # broker -> network capacity (bytes/s), where known
+    rates: Mapping[Key, float] | None = None     # partition -> bytes-in rate
 
 
 def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
@@ -61,13 +64,27 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
         keys.sort(key=lambda k: (assign[k][0] == b, inp.sizes.get(k, 0) if inp.prefer_small else 0))
     cursor = {b: 0 for b in on}
     changes: dict[Key, int] = {}
+    disk_used: dict[int, int] = {b: 0 for b in inp.rack}
+    net_used: dict[int, float] = {b: 0.0 for b in inp.rack}
+    rates = inp.rates or {}
+    for k, reps in assign.items():
+        for b in reps:
+            disk_used[b] = disk_used.get(b, 0) + inp.sizes.get(k, 0)
+            net_used[b] = net_used.get(b, 0.0) + rates.get(k, 0.0)
+
+    def room(k: Key, receiver: int) -> bool:
+        if inp.disk and receiver in inp.disk and disk_used[receiver] + inp.sizes.get(k, 0) > inp.disk[receiver]:
+            return False
+        if inp.network and receiver in inp.network and net_used[receiver] + rates.get(k, 0.0) > inp.network[receiver]:
+            return False
+        return True
 
     def target_ceil(b: int) -> int:
         return 0 if b in inp.removed else inp.ceil
 
     def rack_ok(k: Key, giver: int, receiver: int) -> bool:
         reps = assign[k]
-        if receiver in reps:
+        if receiver in reps or not room(k, receiver):
             return False
         if not inp.keep_racks:
             return True
@@ -110,6 +127,10 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
         reps[reps.index(giver)] = receiver
         count[giver] -= 1
         count[receiver] += 1
+        disk_used[giver] -= inp.sizes.get(k, 0)
+        disk_used[receiver] += inp.sizes.get(k, 0)
+        net_used[giver] -= rates.get(k, 0.0)
+        net_used[receiver] += rates.get(k, 0.0)
         on[receiver].append(k)
         topic_count[(giver, k[0])] -= 1
         topic_count[(receiver, k[0])] = topic_count.get((receiver, k[0]), 0) + 1

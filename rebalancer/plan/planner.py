@@ -173,7 +173,11 @@ def make_plan(
                            ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
                            removed=targets.removed,
                            max_changes=max_changes if max_changes is not None else 10**9, keep_racks=targets.keep_racks,
-                           prefer_small=objective == "bytes")
+                           prefer_small=objective == "bytes",
+                           disk={b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes} or None,
+                           network={b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+                                    if b.network_capacity_bytes_per_s} or None,
+                           rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
         t0 = time.monotonic()
         greedy_changed, gstats = greedy_balance(ginp)
         solver["greedy"] = {**gstats, "seconds": round(time.monotonic() - t0, 3)}

@@ -91,6 +91,9 @@ def run_one(case: str, strategy: str) -> dict:  # type: ignore[type-arg]
         plan = make_plan(cluster, mode, brokers=brokers, strategy=strategy, time_limit=120)
     s = plan.summary
     leader_case = mode == "leaders"
+    rack = {b.id: b.rack for b in cluster.brokers}
+    fewer_racks = sum(1 for c in plan.changes
+                      if len({rack[b] for b in c.replicas_after}) < len({rack[b] for b in c.replicas_before}))
     return {
         "moves": s["leader_changes"] if leader_case else s["replica_moves"],
         "bound": s["lower_bounds"]["leader_changes" if leader_case else "replica_moves"],
@@ -99,7 +102,7 @@ def run_one(case: str, strategy: str) -> dict:  # type: ignore[type-arg]
         "topic_leader_spread": s["topic_leader_spread"]["after"],
         "max_changes": s["max_changes_in_a_partition"],
         "seconds": time.perf_counter() - started,
-        "note": plan.strategy if strategy == "auto" else "",
+        "note": (plan.strategy + "; " if strategy == "auto" else "") + f"partitions losing a rack: {fewer_racks}",
         "band": s["replica_spread"]["after"],
     }
 

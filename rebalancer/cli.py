@@ -72,6 +72,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .analyze import run_analysis
+
+    summary = run_analysis(args.run_dir, master=args.master, history=args.history, in_process=args.in_process)
+    before, after = summary["before"], summary.get("after")
+    dev = before["max_abs_deviation_pct"]
+    print(f"analysed {before['replicas']} replicas on {before['brokers']} brokers with Spark {summary['spark']['version']}"
+          f" ({summary['spark']['master']}) in {summary['spark']['seconds']:.1f} s")
+    print(f"  max deviation from median: replicas {dev['replicas']:.1f}%, leaders {dev['leaders']:.1f}%, bytes {dev['bytes']:.1f}%")
+    if after:
+        adev = after["max_abs_deviation_pct"]
+        print(f"  after the plan:            replicas {adev['replicas']:.1f}%, leaders {adev['leaders']:.1f}%, bytes {adev['bytes']:.1f}%")
+    print(f"  under-replicated partitions: {before['under_replicated_partitions']};"
+          f" Wix-underloaded brokers: {before['wix_underloaded'] or 'none'}")
+    print(f"wrote {Path(args.run_dir) / 'analysis'}/")
+    return 0
+
+
 def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
@@ -224,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minimise replicas moved (default) or bytes moved")
     p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("analyze", help="Spark skew analysis of a run directory (writes RUN_DIR/analysis/)")
+    p.add_argument("run_dir")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--history", help="load-history parquet: topic, partition, bytes_in_per_s[, bytes_out_per_s]")
+    p.add_argument("--in-process", action="store_true", help="run in this process instead of spark-submit")
+    p.set_defaults(func=cmd_analyze)
 
     sim = sub.add_parser("sim", help="the simulated Kafka cluster (ZooKeeper mode) for demos and tests")
     simsub = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)

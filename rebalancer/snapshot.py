@@ -2,6 +2,7 @@
 
 ``RUN_DIR/snapshot.json``    the cluster model (``formats.write_cluster_json``), reloadable with ``load_snapshot``
 ``RUN_DIR/replicas.parquet`` one row per replica, for the Spark analysis stage
+``RUN_DIR/brokers.parquet``  one row per broker (id, rack, alive, capacities), empty brokers included
 
 Sources: ``file://PATH`` (cluster description or Kafka reassignment JSON) and ``zk://HOST:PORT[/chroot]``
 (ZooKeeper-mode Kafka metadata). ZooKeeper holds no sizes: ``sizes`` names a ``kafka-log-dirs --describe`` JSON
@@ -18,10 +19,12 @@ from .errors import InputError, SourceError
 from .formats import load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
 
-__all__ = ["SNAPSHOT_FILE", "REPLICAS_FILE", "read_source", "take_snapshot", "load_snapshot", "write_replicas_parquet"]
+__all__ = ["SNAPSHOT_FILE", "REPLICAS_FILE", "BROKERS_FILE", "read_source", "take_snapshot", "load_snapshot",
+           "write_replicas_parquet", "write_brokers_parquet"]
 
 SNAPSHOT_FILE = "snapshot.json"
 REPLICAS_FILE = "replicas.parquet"
+BROKERS_FILE = "brokers.parquet"
 
 
 def _file_path(url: str) -> Path:
@@ -115,6 +118,23 @@ def write_replicas_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> No
     os.replace(tmp, target)
 
 
+def write_brokers_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        "broker": pa.array([b.id for b in cluster.brokers], pa.int32()),
+        "rack": pa.array([b.rack for b in cluster.brokers], pa.string()),
+        "alive": pa.array([b.alive for b in cluster.brokers], pa.bool_()),
+        "disk_capacity_bytes": pa.array([b.disk_capacity_bytes for b in cluster.brokers], pa.int64()),
+        "network_capacity_bytes_per_s": pa.array([b.network_capacity_bytes_per_s for b in cluster.brokers], pa.int64()),
+    })
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, target)
+
+
 def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0) -> Cluster:
     """Read the source and write ``snapshot.json`` and ``replicas.parquet`` into ``out_dir``.
 
@@ -133,6 +153,7 @@ def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | 
     out.mkdir(parents=True, exist_ok=True)
     write_cluster_json(cluster, out / SNAPSHOT_FILE)
     write_replicas_parquet(cluster, out / REPLICAS_FILE)
+    write_brokers_parquet(cluster, out / BROKERS_FILE)
     return cluster
 
 

@@ -90,6 +90,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report
+
+    path = render_report(args.run_dir)
+    print(f"wrote {path} (open it in a browser; charts also in {path.parent / 'report'}/)")
+    return 0
+
+
 def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
@@ -249,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", help="load-history parquet: topic, partition, bytes_in_per_s[, bytes_out_per_s]")
     p.add_argument("--in-process", action="store_true", help="run in this process instead of spark-submit")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="write RUN_DIR/report.html for the approver (needs the analysis)")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
 
     sim = sub.add_parser("sim", help="the simulated Kafka cluster (ZooKeeper mode) for demos and tests")
     simsub = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)

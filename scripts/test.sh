@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs (scripts/setup.sh), then runs pytest against real ZooKeeper.
-# Extra arguments go to pytest.
+# The whole test suite: installs what it needs (scripts/setup.sh; Debian's chromium for the report's browser
+# test), then runs pytest against real ZooKeeper, Spark and Chromium. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if ! command -v chromium >/dev/null; then
+    echo "[test] installing Debian's chromium for the report test" >&2
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 exec .venv/bin/python -m pytest "$@"

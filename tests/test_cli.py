@@ -153,3 +153,7 @@ def test_plan_refusals_are_one_line_and_write_nothing(tmp_path: Path, args, frag
 
 def test_plan_without_snapshot_is_one_line(tmp_path: Path):
     assert_one_line_error(run_cli("plan", str(tmp_path), "--mode", "rebalance"), 2, "no snapshot in this run directory")
+
+
+def test_report_without_analysis_is_one_line(tmp_path: Path):
+    assert_one_line_error(run_cli("report", str(tmp_path)), 2, "analysis/summary.json: no such file")

@@ -282,3 +282,12 @@ def test_both_placements_respect_disk_capacity(strategy: str):
     plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy=strategy)
     assert sum(400 for c in plan.changes if 3 in c.replicas_after) <= 900
     assert sum(1 for c in plan.changes if 3 in c.replicas_after) == 2  # as many as fit
+
+
+def test_no_change_is_a_follower_only_reshuffle():
+    for case, mode, brokers in (("new-brokers", "add-brokers", [12, 13, 14, 15]), ("sqooba", "remove-brokers", [19]),
+                                ("pinterest", "leaders", None)):
+        for strategy in (("flow", "pinterest") if mode == "leaders" else ("lp", "greedy")):
+            plan = make_plan(build_scenario(case), mode, brokers=brokers, strategy=strategy)
+            for c in plan.changes:
+                assert c.added or c.leader_change, (case, strategy, c)

@@ -67,6 +67,18 @@ def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], e
     return items
 
 
+def canonical_order(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
+    """``after``'s leader first, then surviving followers in their old order, then the new replicas.
+
+    Kafka only gives meaning to the first replica (the preferred leader); keeping the rest stable means a plan never
+    contains a follower-only reshuffle, which would be a reassignment that moves nothing.
+    """
+    leader = after[0]
+    kept = [b for b in before if b in after and b != leader]
+    new = [b for b in after[1:] if b not in before]
+    return (leader, *kept, *new)
+
+
 def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, leaders: Mapping[Key, int]) -> None:
     for p in cluster.partitions:
         reps = assignment.get(p.tp, p.replicas)
@@ -210,6 +222,8 @@ def make_plan(
                 solver["placement_used"] = "greedy"
         solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True)
         bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+    by_tp = {p.tp: p.replicas for p in cluster.partitions}
+    assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in assignment.items()) if v != by_tp[k]}
     if dead_replicas:
         solver["replicas_on_dead_brokers"] = len(dead_replicas)
     solver["seconds"] = round(time.monotonic() - started, 3)

@@ -1,0 +1,663 @@
+"""The approver's report: one self-contained HTML page to read in a minute before approving a rebalance plan.
+
+``render_report(RUN_DIR)`` reads
+
+- ``analysis/summary.json`` and ``analysis/brokers.json`` (required, see ``docs/analysis-schema.md``),
+- ``analysis/brokers_after.json``, ``analysis/topic_broker_top.json``, ``analysis/topic_broker_top_after.json``,
+- ``plan.json`` (see ``rebalancer/plan/result.py``) and ``validation/result.json`` (optional),
+- the ``meta`` line of ``snapshot.json`` (optional, for the cluster's source),
+
+and writes ``RUN_DIR/report.html`` plus the charts as PNGs in ``RUN_DIR/report/``. The page needs nothing else:
+charts are embedded as base64 ``data:`` URIs, the CSS is inline, there is no JavaScript. Apart from the
+generated-at timestamp the output depends only on the inputs.
+
+Page, top to bottom: title; headline (moves vs. lower bound, leader changes, bytes to copy, max deviation from
+the median before -> after, content hash, solver status); per-broker bar charts with the median and the +-15 %
+band; heat map of the worst topics; flags (Wix, Pinterest, under-replicated); validation gates; change list.
+Every headline number sits in an element with a stable ``id`` (``moves``, ``bound``, ``ratio``, ...).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .balance import deviation_pct, human_bytes
+from .errors import InputError
+from .formats import atomic_write_text, read_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+__all__ = ["render_report", "REPORT_FILE", "CHARTS_DIR", "BAND_PCT", "MAX_CHANGE_ROWS"]
+
+REPORT_FILE = "report.html"
+CHARTS_DIR = "report"
+BAND_PCT = 15.0
+MAX_CHANGE_ROWS = 200
+MAX_TICK_LABELS = 60  # above this many brokers, label only a few ticks
+MAX_LISTED_BROKERS = 24  # flag lists longer than this are cut with "... and N more"
+METRICS = ("replicas", "leaders", "bytes")
+CHART_FILES = {m: f"brokers_{m}.png" for m in METRICS} | {"heatmap": "topics_heatmap.png"}
+
+COLOR_OK = "#4c72b0"
+COLOR_ABOVE = "#d62728"
+COLOR_BELOW = "#ff7f0e"
+COLOR_MEDIAN = "#2ca02c"
+
+
+# -- inputs ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Inputs:
+    run_dir: Path
+    summary: dict[str, Any]
+    brokers: list[dict[str, Any]]
+    brokers_after: list[dict[str, Any]] | None
+    after_source: str | None  # which file the "after" broker loads come from
+    top: dict[str, Any] | None
+    top_after: dict[str, Any] | None
+    plan: dict[str, Any] | None
+    validation: dict[str, Any] | None
+    meta: dict[str, Any]
+
+
+def _check(ok: bool, path: Path, what: str) -> None:
+    if not ok:
+        raise InputError(f"{path}: {what}")
+
+
+def _optional_json(path: Path) -> Any | None:
+    return read_json(path) if path.exists() else None
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    doc = read_json(path)
+    _check(isinstance(doc, dict), path, "expected a JSON object")
+    _check(isinstance(doc.get("before"), dict), path, "missing the 'before' object")
+    _check(doc.get("after") is None or isinstance(doc["after"], dict), path, "'after' is neither an object nor null")
+    return doc
+
+
+def _check_broker_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
+    _check(isinstance(doc, list), path, "expected a JSON list of brokers")
+    for i, row in enumerate(doc):
+        _check(isinstance(row, dict), path, f"entry {i} is not an object")
+        for key in ("broker", *METRICS):
+            _check(isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool), path,
+                   f"entry {i} has no numeric {key!r}")
+    return sorted(doc, key=lambda r: r["broker"])
+
+
+def _check_top(doc: Any, path: Path) -> dict[str, Any]:
+    _check(isinstance(doc, dict), path, "expected a JSON object")
+    topics, brokers, matrix = doc.get("topics"), doc.get("brokers"), doc.get("replicas")
+    _check(isinstance(topics, list) and isinstance(brokers, list) and isinstance(matrix, list), path,
+           "needs 'topics', 'brokers' and 'replicas' lists")
+    _check(len(matrix) == len(topics) and all(isinstance(r, list) and len(r) == len(brokers) for r in matrix),
+           path, "'replicas' is not a topics x brokers matrix")
+    return doc
+
+
+def _check_plan(doc: Any, path: Path) -> dict[str, Any]:
+    _check(isinstance(doc, dict), path, "expected a JSON object")
+    _check(isinstance(doc.get("summary"), dict), path, "missing the 'summary' object")
+    _check(isinstance(doc.get("changes"), list), path, "missing the 'changes' list")
+    for key in ("replica_moves", "partitions_changed", "leader_changes", "bytes_moved"):
+        _check(isinstance(doc["summary"].get(key), int), path, f"summary has no integer {key!r}")
+    return doc
+
+
+def _check_validation(doc: Any, path: Path) -> dict[str, Any]:
+    _check(isinstance(doc, dict), path, "expected a JSON object")
+    _check(isinstance(doc.get("gates"), list), path, "missing the 'gates' list")
+    _check(all(isinstance(g, dict) and "name" in g for g in doc["gates"]), path, "every gate needs a 'name'")
+    return doc
+
+
+def _plan_brokers_after(plan: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Per-broker loads after the plan from plan.json, for when the analysis ran before the plan existed."""
+    rows = plan["summary"].get("brokers")
+    if not isinstance(rows, list):
+        return None
+    try:
+        return sorted(({"broker": r["broker"], "rack": r.get("rack"), **{m: r[f"{m}_after"] for m in METRICS}}
+                       for r in rows), key=lambda r: r["broker"])
+    except (KeyError, TypeError):
+        return None
+
+
+def _snapshot_meta(path: Path) -> dict[str, Any]:
+    """The ``"meta": {...},`` line of a snapshot written by ``write_cluster_json`` (never the whole file)."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for _, line in zip(range(20), fh):
+                if line.startswith('"meta":'):
+                    meta = json.loads(line[len('"meta":'):].strip().rstrip(","))
+                    return meta if isinstance(meta, dict) else {}
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    return {}
+
+
+def _load_inputs(run_dir: Path) -> _Inputs:
+    analysis = run_dir / "analysis"
+    summary = _read_summary(analysis / "summary.json")
+    brokers = _check_broker_rows(read_json(analysis / "brokers.json"), analysis / "brokers.json")
+    plan_path = run_dir / "plan.json"
+    plan = _optional_json(plan_path)
+    plan = _check_plan(plan, plan_path) if plan is not None else None
+    after_path = analysis / "brokers_after.json"
+    after_doc = _optional_json(after_path)
+    brokers_after, after_source = None, None
+    if after_doc is not None:
+        brokers_after, after_source = _check_broker_rows(after_doc, after_path), "analysis/brokers_after.json"
+    elif plan is not None:
+        brokers_after = _plan_brokers_after(plan)
+        after_source = "plan.json" if brokers_after is not None else None
+    tops = {}
+    for name in ("topic_broker_top.json", "topic_broker_top_after.json"):
+        doc = _optional_json(analysis / name)
+        tops[name] = _check_top(doc, analysis / name) if doc is not None else None
+    val_path = run_dir / "validation" / "result.json"
+    validation = _optional_json(val_path)
+    return _Inputs(
+        run_dir=run_dir, summary=summary, brokers=brokers, brokers_after=brokers_after, after_source=after_source,
+        top=tops["topic_broker_top.json"], top_after=tops["topic_broker_top_after.json"], plan=plan,
+        validation=_check_validation(validation, val_path) if validation is not None else None,
+        meta=_snapshot_meta(run_dir / "snapshot.json"),
+    )
+
+
+# -- formatting -----------------------------------------------------------------------------------------------
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _int(value: Any) -> str:
+    return str(int(value)) if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def _dec(value: Any, places: int) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "n/a"
+    return "inf" if math.isinf(value) else f"{value:.{places}f}"
+
+
+def _human(value: Any) -> str:
+    return human_bytes(value) if isinstance(value, (int, float)) else "n/a"
+
+
+def _any(value: Any) -> str:
+    """A gate's observed value or threshold, whatever its JSON type."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _broker_list(ids: Any) -> str:
+    if not isinstance(ids, list):
+        return "n/a"
+    if not ids:
+        return "none"
+    shown = ", ".join(str(b) for b in ids[:MAX_LISTED_BROKERS])
+    more = f" ... and {len(ids) - MAX_LISTED_BROKERS} more" if len(ids) > MAX_LISTED_BROKERS else ""
+    return f"{len(ids)}: {shown}{more}"
+
+
+def _short_topic(name: str, width: int = 32) -> str:
+    return name if len(name) <= width else f"{name[:14]}...{name[-(width - 17):]}"
+
+
+def _source(inputs: _Inputs) -> str:
+    meta = inputs.meta
+    if meta.get("source"):
+        return str(meta["source"])
+    if meta.get("scenario"):
+        return f"simulated scenario {meta['scenario']}"
+    return inputs.run_dir.name
+
+
+# -- charts ---------------------------------------------------------------------------------------------------
+def _values(rows: Sequence[Mapping[str, Any]], ids: Sequence[int], metric: str) -> list[float]:
+    by_id = {r["broker"]: r[metric] for r in rows}
+    return [float(by_id.get(b, 0)) for b in ids]
+
+
+def _broker_ticks(ax: Axes, ids: Sequence[int], axis: str = "x") -> None:
+    """Every broker id up to MAX_TICK_LABELS brokers, about 20 evenly spread ones above."""
+    n = len(ids)
+    if n <= MAX_TICK_LABELS:
+        pos = list(range(n))
+    else:
+        step = math.ceil(n / 20)
+        pos = list(range(0, n, step))
+    size = 8 if n <= 30 else 7
+    rotation = 90 if 30 < n <= MAX_TICK_LABELS and axis == "x" else 0
+    labels = [str(ids[i]) for i in pos]
+    if axis == "x":
+        ax.set_xticks(pos, labels, fontsize=size, rotation=rotation)
+    else:
+        ax.set_yticks(pos, labels, fontsize=size)
+
+
+def _bar_colors(values: Sequence[float], median: float) -> list[str]:
+    lo, hi = median * (1 - BAND_PCT / 100), median * (1 + BAND_PCT / 100)
+    return [COLOR_ABOVE if v > hi else COLOR_BELOW if v < lo else COLOR_OK for v in values]
+
+
+def _bar_panel(ax: Axes, ids: Sequence[int], values: Sequence[float], metric: str, label: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    n = len(values)
+    median = statistics.median(values) if values else 0.0
+    colors = _bar_colors(values, median)
+    ax.axhspan(median * (1 - BAND_PCT / 100), median * (1 + BAND_PCT / 100), color=COLOR_MEDIAN, alpha=0.15,
+               linewidth=0, zorder=0)
+    ax.bar(range(n), values, width=0.8, color=colors, linewidth=0, zorder=2)
+    empty = [i for i, v in enumerate(values) if v == 0 and colors[i] != COLOR_OK]
+    if empty:  # a zero-height bar is invisible: mark empty brokers on the baseline
+        ax.plot(empty, [0] * len(empty), linestyle="none", marker="^", markersize=6, color=COLOR_BELOW,
+                clip_on=False, zorder=4)
+    ax.axhline(median, color=COLOR_MEDIAN, linewidth=1.5, linestyle="--", zorder=3)
+    worst = max((abs(deviation_pct(v, median)) for v in values), default=0.0)
+    above, below = colors.count(COLOR_ABOVE), colors.count(COLOR_BELOW)
+    med_text = human_bytes(median) if metric == "bytes" else f"{median:g}"
+    ax.set_title(f"{label}: median {med_text}, max |deviation| {_dec(worst, 1)}%, "
+                 f"{above} above / {below} below the band", loc="left", fontsize=10)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.grid(axis="y", linewidth=0.5, alpha=0.5, zorder=0)
+    ax.set_axisbelow(True)
+    if metric == "bytes":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_ylabel(metric, fontsize=9)
+    _broker_ticks(ax, ids)
+
+
+def _broker_chart(metric: str, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]] | None,
+                  out: Path) -> None:
+    """Per-broker bars of one metric, before (and after) as two panels sharing both axes."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ids = sorted({r["broker"] for r in before} | {r["broker"] for r in after or ()})
+    panels = [("Before", _values(before, ids, metric))]
+    if after is not None:
+        panels.append(("After the plan", _values(after, ids, metric)))
+    width = min(16.0, max(12.0, 4.0 + 0.1 * len(ids)))
+    fig = Figure(figsize=(width, 0.7 + 2.2 * len(panels)), dpi=100, layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    for ax, (label, values) in zip(axes, panels):
+        _bar_panel(ax, ids, values, metric, label)
+    axes[-1].set_xlabel("broker", fontsize=9)
+    handles = [
+        Line2D([], [], color=COLOR_MEDIAN, linestyle="--", label="median"),
+        Patch(color=COLOR_MEDIAN, alpha=0.15, label=f"median \u00b1{BAND_PCT:g}%"),
+        Patch(color=COLOR_OK, label="within the band"),
+        Patch(color=COLOR_ABOVE, label="above"),
+        Patch(color=COLOR_BELOW, label="below"),
+        Line2D([], [], linestyle="none", marker="^", color=COLOR_BELOW, label="empty broker"),
+    ]
+    fig.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=9, frameon=False)
+    fig.suptitle(f"{metric.capitalize()} per broker", fontsize=12, x=0.01, ha="left")
+    fig.savefig(out, format="png")
+
+
+def _aligned_matrix(top: Mapping[str, Any], topics: Sequence[str], brokers: Sequence[int]) -> list[list[float]]:
+    """``top``'s replicas matrix re-ordered to the given topics and brokers (0 where absent)."""
+    cells = {(t, b): v for t, row in zip(top["topics"], top["replicas"]) for b, v in zip(top["brokers"], row)}
+    return [[float(cells.get((t, b), 0)) for b in brokers] for t in topics]
+
+
+def _heatmap_panel(ax: Axes, matrix: Sequence[Sequence[float]], topics: Sequence[str], brokers: Sequence[int],
+                   label: str, vmax: float, show_topics: bool) -> Any:
+    image = ax.imshow(matrix, aspect="auto", interpolation="nearest", cmap="YlOrRd", vmin=0, vmax=vmax)
+    ax.set_title(label, loc="left", fontsize=10)
+    _broker_ticks(ax, brokers)
+    ax.set_xlabel("broker", fontsize=9)
+    if show_topics:
+        ax.set_yticks(range(len(topics)), [_short_topic(t) for t in topics], fontsize=8)
+    else:
+        ax.set_yticks([])
+    if len(brokers) <= 24 and len(topics) <= 30:
+        for i, row in enumerate(matrix):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:g}", ha="center", va="center", fontsize=9,
+                        color="white" if vmax and v > 0.6 * vmax else "black")
+    return image
+
+
+def _heatmap(top: Mapping[str, Any], top_after: Mapping[str, Any] | None, out: Path) -> None:
+    """Replicas of the worst topics (rows) on every broker (columns), before and after side by side."""
+    from matplotlib.figure import Figure
+
+    topics, brokers = list(top["topics"]), sorted(top["brokers"])
+    panels = [("Before", _aligned_matrix(top, topics, brokers))]
+    if top_after is not None:
+        panels.append(("After the plan", _aligned_matrix(top_after, topics, brokers)))
+    vmax = max((v for _, m in panels for row in m for v in row), default=0.0) or 1.0
+    panel_width = min(16.0 / len(panels), max(4.0, 0.4 * len(brokers)))
+    fig = Figure(figsize=(1.5 + panel_width * len(panels) + 1.0, 1.6 + 0.4 * max(len(topics), 4)), dpi=100,
+                 layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    image = None
+    for k, (ax, (label, matrix)) in enumerate(zip(axes, panels)):
+        image = _heatmap_panel(ax, matrix, topics, brokers, label, vmax, show_topics=k == 0)
+    fig.colorbar(image, ax=list(axes), shrink=0.9, label="replicas", pad=0.01)
+    fig.suptitle(f"Replicas of the {len(topics)} most skewed topics per broker", fontsize=12, x=0.01, ha="left")
+    fig.savefig(out, format="png")
+
+
+def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
+    """Draw every chart the inputs allow; returns chart key -> PNG path (stale PNGs of ours are removed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    made: dict[str, Path] = {}
+    for metric in METRICS:
+        made[metric] = charts_dir / CHART_FILES[metric]
+        _broker_chart(metric, inputs.brokers, inputs.brokers_after, made[metric])
+    if inputs.top is not None and inputs.top["topics"]:
+        made["heatmap"] = charts_dir / CHART_FILES["heatmap"]
+        _heatmap(inputs.top, inputs.top_after, made["heatmap"])
+    for key, name in CHART_FILES.items():
+        if key not in made:
+            (charts_dir / name).unlink(missing_ok=True)
+    return made
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}">'
+
+
+# -- sections -------------------------------------------------------------------------------------------------
+def _title(inputs: _Inputs, generated_at: str) -> str:
+    plan = inputs.plan
+    what = (f"{plan.get('mode', '?')} plan, strategy {plan.get('strategy', '?')}" if plan is not None
+            else "current skew (no plan yet)")
+    taken = inputs.meta.get("taken_at")
+    analysed = inputs.summary.get("generated_at")
+    facts = [f"run directory <code>{_e(inputs.run_dir.name)}</code>"]
+    if taken:
+        facts.append(f"snapshot taken {_e(taken)}")
+    if analysed:
+        facts.append(f"analysed {_e(analysed)}")
+    facts.append(f"report generated {_e(generated_at)}")
+    return (f"<header><h1>Kafka rebalance: {_e(what)}</h1>"
+            f'<p class="source">Cluster: <b id="source">{_e(_source(inputs))}</b></p>'
+            f'<p class="muted">{" &middot; ".join(facts)}</p></header>')
+
+
+def _verdict(validation: Mapping[str, Any] | None) -> str:
+    if validation is None:
+        return '<p class="verdict pending" id="verdict">Validation not run yet</p>'
+    gates = validation["gates"]
+    failed = sum(1 for g in gates if not g.get("passed"))
+    if validation.get("passed") and not failed:
+        return f'<p class="verdict ok" id="verdict">Validation passed: all {len(gates)} gates green</p>'
+    detail = f"{failed} of {len(gates)} gates red" if failed else "the overall result is not passed"
+    return f'<p class="verdict bad" id="verdict">Validation FAILED: {detail}</p>'
+
+
+def _card(label: str, value_html: str, sub_html: str = "") -> str:
+    sub = f'<div class="sub">{sub_html}</div>' if sub_html else ""
+    return f'<div class="card"><div class="label">{_e(label)}</div><div class="value">{value_html}</div>{sub}</div>'
+
+
+def _plan_cards(plan: Mapping[str, Any]) -> str:
+    s = plan["summary"]
+    bounds = s.get("lower_bounds") or {}
+    cards = [
+        _card("Replica moves", f'<span id="moves">{_int(s["replica_moves"])}</span>',
+              f'lower bound <span id="bound">{_int(bounds.get("replica_moves"))}</span> &middot; '
+              f'moves / bound <span id="ratio">{_dec(s.get("moves_to_bound"), 3)}</span>'),
+        _card("Partitions changed", f'<span id="partitions-changed">{_int(s["partitions_changed"])}</span>',
+              f'at most {_int(s.get("max_changes_in_a_partition"))} replica change(s) per partition'),
+        _card("Leader changes", f'<span id="leader-changes">{_int(s["leader_changes"])}</span>',
+              f'lower bound <span id="leader-bound">{_int(bounds.get("leader_changes"))}</span> &middot; '
+              f'changes / bound <span id="leader-ratio">{_dec(s.get("leader_changes_to_bound"), 3)}</span>'),
+        _card("Bytes to copy",
+              f'<span id="bytes" data-bytes="{_int(s["bytes_moved"])}">{_e(_human(s["bytes_moved"]))}</span>',
+              "replica data sent over the network"),
+    ]
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _deviations(inputs: _Inputs) -> dict[str, Any]:
+    """Max |deviation from the median| before/after per metric: plan.json's, else summary.json's."""
+    if inputs.plan is not None and isinstance(inputs.plan["summary"].get("max_deviation_pct"), dict):
+        d = inputs.plan["summary"]["max_deviation_pct"]
+        return {f"{m}-{w}": d.get(f"{m}_{w}") for m in METRICS for w in ("before", "after")}
+    out: dict[str, Any] = {}
+    for when in ("before", "after"):
+        part = inputs.summary.get(when) or {}
+        devs = part.get("max_abs_deviation_pct") or {}
+        for m in METRICS:
+            out[f"{m}-{when}"] = devs.get(m)
+    return out
+
+
+def _deviation_table(inputs: _Inputs) -> str:
+    devs = _deviations(inputs)
+    has_after = inputs.plan is not None
+    rows = []
+    for m in METRICS:
+        before = f'<span id="dev-{m}-before">{_dec(devs[f"{m}-before"], 1)}</span>%'
+        after = (f'<span id="dev-{m}-after">{_dec(devs[f"{m}-after"], 1)}</span>%' if has_after
+                 else '<span class="muted">no plan</span>')
+        cls = ' class="bad"' if has_after and _exceeds_band(devs[f"{m}-after"]) else ""
+        rows.append(f"<tr><th>{_e(m)}</th><td>{before}</td><td>&rarr;</td><td{cls}>{after}</td></tr>")
+    return ('<table class="dev"><caption>Max |deviation from the median| over the brokers</caption>'
+            "<thead><tr><th></th><th>before</th><th></th><th>after</th></tr></thead>"
+            f'<tbody>{"".join(rows)}</tbody></table>')
+
+
+def _exceeds_band(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > BAND_PCT
+
+
+def _cluster_line(summary: Mapping[str, Any]) -> str:
+    b = summary["before"]
+    return (f'<p class="cluster"><span id="brokers">{_int(b.get("brokers"))}</span> brokers &middot; '
+            f'{_int(b.get("racks"))} racks &middot; {_int(b.get("topics"))} topics &middot; '
+            f'<span id="partitions">{_int(b.get("partitions"))}</span> partitions &middot; '
+            f'<span id="replicas">{_int(b.get("replicas"))}</span> replicas &middot; '
+            f'{_e(_human(b.get("bytes")))} on disk</p>')
+
+
+def _plan_facts(plan: Mapping[str, Any]) -> str:
+    solver = plan.get("solver") or {}
+    full_hash = str(plan.get("content_hash", ""))
+    params = plan.get("params") or {}
+    facts = [
+        f'mode <b>{_e(plan.get("mode", "?"))}</b>',
+        f'strategy <b>{_e(plan.get("strategy", "?"))}</b>',
+        f'solver status <b id="solver-status">{_e(solver.get("status", "n/a"))}</b>',
+    ]
+    if solver.get("gap") is not None:
+        facts.append(f'gap {_e(_any(solver["gap"]))}')
+    if solver.get("seconds") is not None:
+        facts.append(f'{_e(_any(solver["seconds"]))} s')
+    if params.get("brokers"):
+        facts.append(f'brokers {_e(_broker_list(params["brokers"]))}')
+    facts.append(f'content hash <code id="hash" title="{_e(full_hash)}">{_e(full_hash[:12])}</code>')
+    reason = solver.get("strategy_reason")
+    why = f'<p class="muted">strategy choice: {_e(reason)}</p>' if reason else ""
+    return f'<p class="facts">{" &middot; ".join(facts)}</p>{why}'
+
+
+def _headline(inputs: _Inputs) -> str:
+    parts = ['<section id="headline">', _verdict(inputs.validation), _cluster_line(inputs.summary)]
+    if inputs.plan is None:
+        parts.append('<p class="noplan" id="no-plan">No plan exists yet: this report shows the current skew only. '
+                     "Run <code>rebalancer plan RUN_DIR</code> to make one.</p>")
+    else:
+        parts += [_plan_cards(inputs.plan), _plan_facts(inputs.plan)]
+    parts += [_deviation_table(inputs), "</section>"]
+    return "".join(parts)
+
+
+def _charts_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
+    if inputs.brokers_after is not None:
+        note = f"Before and after the plan (after: from <code>{_e(inputs.after_source)}</code>)."
+    elif inputs.plan is not None:
+        note = "The plan's per-broker loads are not available: before only."
+    else:
+        note = "Current load only (no plan yet)."
+    imgs = "".join(f'<figure>{_img(charts[m], f"{m} per broker")}</figure>' for m in METRICS)
+    return (f'<section id="charts"><h2>Load per broker</h2><p class="muted">{note} Bars outside the '
+            f"median \u00b1{BAND_PCT:g}% band are coloured; leaders are preferred leaders (first replica).</p>"
+            f"{imgs}</section>")
+
+
+def _heatmap_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
+    if "heatmap" not in charts:
+        body = '<p class="muted">Topic heat map not available (no analysis/topic_broker_top.json).</p>'
+    else:
+        after = "before and after the plan" if inputs.top_after is not None else "before"
+        body = (f'<p class="muted">Replicas per broker of the most skewed topics, {after}.</p>'
+                f'<figure>{_img(charts["heatmap"], "topic heat map")}</figure>')
+    return f'<section id="topics"><h2>Worst topics</h2>{body}</section>'
+
+
+def _flags_section(summary: Mapping[str, Any]) -> str:
+    before, after = summary["before"], summary.get("after")
+    rows = [
+        ("Wix-underloaded brokers (replicas &lt; 0.5 &times; median)", "wix_underloaded", _broker_list),
+        ("Pinterest: brokers leading more than average", "pinterest_over", _broker_list),
+        ("Pinterest: brokers leading less than average", "pinterest_under", _broker_list),
+        ("Under-replicated partitions (ISR &lt; replicas)", "under_replicated_partitions", _int),
+    ]
+    head = "<tr><th></th><th>before</th>" + ("<th>after the plan</th>" if after else "") + "</tr>"
+    body = []
+    for label, key, fmt in rows:
+        cells = f'<td id="flag-{key.replace("_", "-")}">{_e(fmt(before.get(key)))}</td>'
+        if after:
+            cells += f"<td>{_e(fmt(after.get(key)))}</td>"
+        body.append(f"<tr><th>{label}</th>{cells}</tr>")
+    return (f'<section id="flags"><h2>Flags</h2><table class="flags"><thead>{head}</thead>'
+            f'<tbody>{"".join(body)}</tbody></table></section>')
+
+
+def _gates_section(validation: Mapping[str, Any] | None) -> str:
+    if validation is None:
+        return ('<section id="gates"><h2>Validation gates</h2>'
+                '<p id="validation-missing">validation not run yet</p></section>')
+    rows = []
+    for g in validation["gates"]:
+        ok = bool(g.get("passed"))
+        rows.append(f'<tr class="{"pass" if ok else "fail"}"><td>{_e(g["name"])}</td>'
+                    f'<td class="status">{"PASS" if ok else "FAIL"}</td><td>{_e(_any(g.get("observed")))}</td>'
+                    f'<td>{_e(_any(g.get("threshold")))}</td><td>{_e(g.get("description", ""))}</td></tr>')
+    return ('<section id="gates"><h2>Validation gates</h2><table class="gates"><thead><tr><th>gate</th>'
+            "<th>result</th><th>observed</th><th>threshold</th><th>description</th></tr></thead>"
+            f'<tbody>{"".join(rows)}</tbody></table></section>')
+
+
+def _replica_cell(before: Iterable[Any], after: Iterable[Any]) -> str:
+    old = list(before)
+    new = [f"<b>{_e(b)}</b>" if b not in old else _e(b) for b in after]
+    return f'[{", ".join(_e(b) for b in old)}] &rarr; [{", ".join(new)}]'
+
+
+def _change_row(c: Mapping[str, Any]) -> str:
+    lead_b, lead_a = c.get("leader_before"), c.get("leader_after")
+    moved = "chg" if lead_b != lead_a else ""
+    return (f'<tr><td>{_e(c.get("topic"))}</td><td class="num">{_e(c.get("partition"))}</td>'
+            f'<td>{_replica_cell(c.get("replicas_before", []), c.get("replicas_after", []))}</td>'
+            f'<td class="{moved}">{_e(lead_b)} &rarr; {_e(lead_a)}</td>'
+            f'<td class="num">{_e(_human(c.get("bytes_to_copy", 0)))}</td></tr>')
+
+
+def _changes_section(plan: Mapping[str, Any] | None) -> str:
+    if plan is None:
+        return '<section id="changes"><h2>Changes</h2><p>No plan exists yet.</p></section>'
+    changes = plan["changes"]
+    if not changes:
+        return '<section id="changes"><h2>Changes</h2><p id="changes-count">The plan changes nothing.</p></section>'
+    shown = changes[:MAX_CHANGE_ROWS]
+    count = (f"showing {len(shown)} of {len(changes)} changes" if len(changes) > len(shown)
+             else f"{len(changes)} changes")
+    rows = "".join(_change_row(c) for c in shown if isinstance(c, dict))
+    return (f'<section id="changes"><h2>Changes</h2><p id="changes-count">{count} '
+            '<span class="muted">(added replicas in bold; highlighted leaders change)</span></p>'
+            '<table class="changes"><thead><tr><th>topic</th><th>partition</th><th>replicas before &rarr; after</th>'
+            f'<th>leader</th><th>bytes to copy</th></tr></thead><tbody>{rows}</tbody></table></section>')
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;background:#f4f5f7;
+color:#1d2330;font-size:15px;line-height:1.4}
+main{max-width:1320px;margin:0 auto;padding:20px 28px 40px;background:#fff}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:28px 0 8px;border-bottom:1px solid #dde1e7;padding-bottom:4px}
+code{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:0.92em}
+.muted{color:#5f6b7a;font-size:13px;margin:2px 0}.source{margin:2px 0;font-size:16px}
+.verdict{display:inline-block;padding:6px 14px;border-radius:6px;font-weight:600;margin:12px 0 6px}
+.verdict.ok{background:#dff3e3;color:#146c2e}.verdict.bad{background:#fbe0e0;color:#a31515}
+.verdict.pending{background:#fff3d6;color:#7a5300}
+.cluster{font-size:15px;margin:6px 0 12px}
+.cards{display:grid;grid-template-columns:repeat(4,1fr);gap:12px;margin:8px 0}
+.card{border:1px solid #dde1e7;border-radius:8px;padding:10px 14px;background:#fafbfc}
+.card .label{font-size:13px;color:#5f6b7a;text-transform:uppercase;letter-spacing:.03em}
+.card .value{font-size:30px;font-weight:700;font-variant-numeric:tabular-nums}
+.card .sub{font-size:13px;color:#3b4554}
+.facts{margin:10px 0 2px}
+.noplan{background:#fff3d6;border:1px solid #f0d48a;border-radius:6px;padding:10px 14px;font-weight:600}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums}
+th,td{padding:4px 10px;border-bottom:1px solid #e6e9ee;text-align:left;vertical-align:top}
+thead th{background:#f0f2f5;font-size:13px}
+table.dev{margin-top:12px}table.dev caption{text-align:left;font-weight:600;padding:4px 0;white-space:nowrap}
+table.dev td{font-size:17px}td.bad{color:#a31515;font-weight:600}
+td.num{text-align:right}
+tr.pass td{background:#e3f5e7}tr.fail td{background:#fbe0e0}
+tr.pass td.status{color:#146c2e;font-weight:700}tr.fail td.status{color:#a31515;font-weight:700}
+table.changes{font-size:13px}td.chg{background:#fff3d6}
+table.flags th{font-weight:500}
+figure{margin:10px 0}figure img{max-width:100%;height:auto;display:block;border:1px solid #eef0f3}
+footer{margin-top:30px;color:#5f6b7a;font-size:12px}
+"""
+
+
+def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str:
+    plan_hash = inputs.plan.get("content_hash", "") if inputs.plan is not None else ""
+    footer = (f"<footer>Generated {_e(generated_at)} by rebalancer.report"
+              + (f" &middot; full content hash <code>{_e(plan_hash)}</code>" if plan_hash else "")
+              + "</footer>")
+    body = "".join([
+        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts),
+        _heatmap_section(inputs, charts), _flags_section(inputs.summary), _gates_section(inputs.validation),
+        _changes_section(inputs.plan), footer,
+    ])
+    title = f"Kafka rebalance report: {_source(inputs)}"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>{body}</main></body></html>\n")
+
+
+# -- entry point ----------------------------------------------------------------------------------------------
+def render_report(run_dir: str | Path) -> Path:
+    """Write ``RUN_DIR/report.html`` (self-contained) and its charts in ``RUN_DIR/report/``; return the html path.
+
+    Raises ``InputError`` (naming the file) when a required input is missing or any input is malformed.
+    """
+    root = Path(run_dir)
+    inputs = _load_inputs(root)
+    charts = _render_charts(inputs, root / CHARTS_DIR)
+    generated_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out = root / REPORT_FILE
+    atomic_write_text(out, _page(inputs, charts, generated_at))
+    return out

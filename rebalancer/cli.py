@@ -90,6 +90,24 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    import json as _json
+
+    from .validate import GateFailure, Thresholds, format_gate_table, validate_run_dir
+
+    th = Thresholds(max_changes_per_partition=args.max_changes_per_partition, max_deviation_pct=args.max_deviation,
+                    max_leader_deviation_pct=args.max_leader_deviation)
+    try:
+        result = validate_run_dir(args.run_dir, th)
+    except GateFailure:
+        path = Path(args.run_dir) / "validation" / "result.json"
+        print(format_gate_table(_json.loads(path.read_text())))
+        raise
+    print(format_gate_table(result))
+    print(f"all {len(result['gates'])} gates passed in {result['seconds']:.1f} s; Data Docs: {result['docs']}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import render_report
 
@@ -257,6 +275,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", help="load-history parquet: topic, partition, bytes_in_per_s[, bytes_out_per_s]")
     p.add_argument("--in-process", action="store_true", help="run in this process instead of spark-submit")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("validate", help="Great Expectations gates on RUN_DIR's plan (writes validation/)")
+    p.add_argument("run_dir")
+    p.add_argument("--max-changes-per-partition", type=int,
+                   help="gate 1 (default 1; the plan's own cap in remove-brokers mode)")
+    p.add_argument("--max-deviation", type=_positive_float, default=15.0,
+                   help="gate 2: replica count vs the median, %% (default 15; 1 replica of slack)")
+    p.add_argument("--max-leader-deviation", type=_positive_float, default=15.0,
+                   help="gate 4: leader count vs the median, %% (default 15; 1 leader of slack)")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("report", help="write RUN_DIR/report.html for the approver (needs the analysis)")
     p.add_argument("run_dir")

@@ -1,8 +1,8 @@
 """An independent 0/1 program for leader balancing, used to certify the min-cost flow (tests, benchmark).
 
-Same lexicographic objective as ``leaders.balance_leaders`` with ``priority="changes"``, solved in three stages so
-no big weights are needed: (1) minimise the per-topic band violation, (2) with that fixed, minimise the leader
-changes, (3) with both fixed, minimise the cluster band violation. Slower than the flow; exact when every stage
+Same lexicographic objective as ``leaders.balance_leaders`` with ``priority="changes"``, solved in stages so no
+big weights are needed: (1) the per-topic band violation, (2) the cluster tolerance-band violation, (3) the leader
+changes, (4) the cluster band violation, each minimised with the earlier ones fixed at their optimum. Slower than the flow; exact when every stage
 reaches optimality.
 """
 
@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .leaders import LeaderItem, topic_bands
+from .leaders import LeaderItem, tolerance_band, topic_bands
 from .targets import band
 
 __all__ = ["leader_ilp"]
 
 
-def leader_ilp(items: Sequence[LeaderItem], cluster_brokers: frozenset[int], time_limit: float = 120.0) -> tuple[int, int, int]:
-    """(topic violation, changes, cluster violation) at the optimum."""
+def leader_ilp(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
+               time_limit: float = 120.0) -> tuple[int, int, int, int]:
+    """(topic violation, tolerance violation, changes, cluster violation) at the optimum."""
     import pulp
 
     prob = pulp.LpProblem("leaders", pulp.LpMinimize)
@@ -40,18 +41,21 @@ def leader_ilp(items: Sequence[LeaderItem], cluster_brokers: frozenset[int], tim
             prob += count + under >= tb.floor, f"tlo_{t}_{b}"
             topic_terms += [over, under]
     cb = band(len(items), len(cluster_brokers))
+    wide = tolerance_band(cb)
     cluster_terms: list[Any] = []
+    wide_terms: list[Any] = []
     for b in sorted(cluster_brokers):
         count = pulp.lpSum(by_broker.get(b, []))
-        over = prob.add_variable(f"co_{b}", lowBound=0)
-        under = prob.add_variable(f"cu_{b}", lowBound=0)
-        prob += count - over <= cb.ceil, f"chi_{b}"
-        prob += count + under >= cb.floor, f"clo_{b}"
-        cluster_terms += [over, under]
+        for tag, bb, terms in (("c", cb, cluster_terms), ("w", wide, wide_terms)):
+            over = prob.add_variable(f"{tag}o_{b}", lowBound=0)
+            under = prob.add_variable(f"{tag}u_{b}", lowBound=0)
+            prob += count - over <= bb.ceil, f"{tag}hi_{b}"
+            prob += count + under >= bb.floor, f"{tag}lo_{b}"
+            terms += [over, under]
     current = {it.key: it.current for it in items}
     changes = pulp.lpSum(v for (k, b), v in y.items() if b != current[k])
     results = []
-    for stage, expr in enumerate((pulp.lpSum(topic_terms), changes, pulp.lpSum(cluster_terms))):
+    for stage, expr in enumerate((pulp.lpSum(topic_terms), pulp.lpSum(wide_terms), changes, pulp.lpSum(cluster_terms))):
         prob.setObjective(expr)
         prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit))
         if pulp.LpStatus[prob.status] != "Optimal":
@@ -59,5 +63,5 @@ def leader_ilp(items: Sequence[LeaderItem], cluster_brokers: frozenset[int], tim
         value = int(round(pulp.value(expr) or 0))
         results.append(value)
         prob += expr <= value, f"stage_{stage}"
-    return results[0], results[1], results[2]
+    return results[0], results[1], results[2], results[3]
 

@@ -6,11 +6,14 @@ every partition, lexicographically minimising
 
 1. the per-topic band violation: for each topic, every broker that can lead it should lead between
    floor and ceil of the topic's average (partitions / brokers hosting the topic), summed as units outside the band;
-2. the number of leader changes (partitions whose preferred leader changes);
-3. the cluster-wide band violation of every eligible broker's total leader count.
+2. the cluster-wide *tolerance* violation: units of a broker's total leader count outside the band widened by the
+   validation gate's tolerance (max(1, 15% of the average)), so that a plan passes the leader gate wherever the
+   replica sets allow it;
+3. the number of leader changes (partitions whose preferred leader changes);
+4. the cluster-wide band violation of every eligible broker's total leader count ([floor, ceil] of the average).
 
 With ``priority="balance"`` (used after replica moves, where leader changes are cheap next to the data being
-copied) objectives 2 and 3 swap: cluster-wide balance first, then the fewest changes.
+copied) objectives 3 and 4 swap: cluster-wide balance first, then the fewest changes.
 
 Scale: networkx's network simplex grows superlinearly (12k partitions: ~4 s; 88k: ~170 s). Above ``CHUNK``
 partitions the topics are split into groups (a topic is never split, so its band is still met exactly) solved one
@@ -39,6 +42,7 @@ from .targets import Band, band
 __all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "leader_objective", "CHUNK"]
 
 CHUNK = 6_000
+TOLERANCE_PCT = 15.0  # the leader gate's default (rebalancer.validate)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class LeaderResult:
     changes: int
     topic_violation: int
     cluster_violation: int
+    tolerance_violation: int = 0
     groups: int = 1  # >1: solved per topic group (each exact), see the module doc
 
 
@@ -73,9 +78,15 @@ def _violation(count: int, b: Band) -> int:
     return b.deficit(count) + b.excess(count)
 
 
+def tolerance_band(b: Band, pct: float = TOLERANCE_PCT) -> Band:
+    """The band widened by the gate's tolerance: max(1, pct% of the average) leaders either side."""
+    slack = max(1, int(math.floor(pct / 100.0 * b.average)))
+    return Band(max(0, b.floor - slack), b.ceil + slack, b.average)
+
+
 def leader_objective(leaders: Mapping[tuple[str, int], int], items: Sequence[LeaderItem],
-                     cluster_brokers: frozenset[int]) -> tuple[int, int, int]:
-    """(topic violation, changes, cluster violation) of a leader choice."""
+                     cluster_brokers: frozenset[int]) -> tuple[int, int, int, int]:
+    """(topic violation, tolerance violation, changes, cluster violation) of a leader choice."""
     bands = topic_bands(items)
     per_topic: dict[tuple[str, int], int] = {}
     per_broker: dict[int, int] = {b: 0 for b in cluster_brokers}
@@ -89,8 +100,10 @@ def leader_objective(leaders: Mapping[tuple[str, int], int], items: Sequence[Lea
     for t, (tb, brokers) in bands.items():
         tv += sum(_violation(per_topic.get((t, b), 0), tb) for b in brokers)
     cb = band(len(items), len(cluster_brokers)) if cluster_brokers else Band(0, 0, 0.0)
+    wide = tolerance_band(cb)
     cv = sum(_violation(per_broker.get(b, 0), cb) for b in cluster_brokers)
-    return tv, changes, cv
+    wv = sum(_violation(per_broker.get(b, 0), wide) for b in cluster_brokers)
+    return tv, wv, changes, cv
 
 
 def _tiers(g: nx.MultiDiGraph, u: object, v: object, b: Band, weight: int, room: int) -> None:
@@ -103,18 +116,31 @@ def _tiers(g: nx.MultiDiGraph, u: object, v: object, b: Band, weight: int, room:
         g.add_edge(u, v, capacity=room - b.ceil, weight=weight)
 
 
+def _tiers2(g: nx.MultiDiGraph, u: object, v: object, tight: Band, wide: Band, w_tight: int, w_wide: int,
+            room: int) -> None:
+    """Two nested bands as convex tiers: marginal costs -(w_wide+w_tight), -w_tight, 0, +w_tight, +(w_wide+w_tight)."""
+    cuts = [0, wide.floor, tight.floor, tight.ceil, wide.ceil, max(room, wide.ceil)]
+    costs = [-(w_wide + w_tight), -w_tight, 0, w_tight, w_wide + w_tight]
+    for lo, hi, cost in zip(cuts, cuts[1:], costs):
+        lo, hi = min(lo, room), min(hi, room)
+        if hi > lo:
+            g.add_edge(u, v, capacity=hi - lo, weight=cost)
+
+
 def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
                 priority: str = "changes", cluster_bands: Mapping[int, Band] | None = None) -> tuple[nx.MultiDiGraph, int, int]:
     n = len(items)
+    # Integer weights that make the objectives lexicographic: each level outweighs the whole range of those below.
     if priority == "changes":
         cluster_w = 1
-        change = 2 * n + 1  # above the whole cluster-violation range (at most 2 units of weight 1 per partition)
+        change = 2 * n * cluster_w + 1
     elif priority == "balance":
         change = 1
-        cluster_w = n + 1  # above all changes
+        cluster_w = n * change + 1
     else:
         raise ValueError(f"priority must be 'changes' or 'balance', not {priority!r}")
-    m1 = (n + 1) * change + 2 * n * cluster_w + 1  # above all changes plus cluster terms
+    wide_w = 2 * n * cluster_w + n * change + 1
+    m1 = 2 * n * (wide_w + cluster_w) + n * change + 1
     g = nx.MultiDiGraph()
     g.add_node("s", demand=-n)
     g.add_node("t", demand=n)
@@ -132,7 +158,8 @@ def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
     cb = band(n, len(cluster_brokers)) if cluster_brokers else Band(0, 0, 0.0)
     for b, room in broker_room.items():
         if b in cluster_brokers:
-            _tiers(g, ("b", b), "t", cluster_bands.get(b, cb) if cluster_bands else cb, cluster_w, room)
+            tight = cluster_bands.get(b, cb) if cluster_bands else cb
+            _tiers2(g, ("b", b), "t", tight, tolerance_band(tight), cluster_w, wide_w, room)
         else:
             g.add_edge(("b", b), "t", capacity=room, weight=0)
     return g, change, m1
@@ -194,5 +221,5 @@ def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int]
                     assigned[b] += 1
             leaders.update(part)
             remaining -= len(group)
-    tv, changes, cv = leader_objective(leaders, items, cluster_brokers)
-    return LeaderResult(leaders, changes, tv, cv, n_groups)
+    tv, wv, changes, cv = leader_objective(leaders, items, cluster_brokers)
+    return LeaderResult(leaders, changes, tv, cv, wv, n_groups)

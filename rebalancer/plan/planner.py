@@ -103,8 +103,10 @@ def _leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targe
         leaders = res.leaders
         info = {"algorithm": "min-cost flow (network simplex), exact" if res.groups == 1 else
                 f"min-cost flow (network simplex) over {res.groups} topic groups, each exact",
-                "priority": "topic band, cluster band, changes" if replicas_moved else "topic band, changes, cluster band",
+                "priority": ("topic band, cluster tolerance band, cluster band, changes" if replicas_moved else
+                             "topic band, cluster tolerance band, changes, cluster band"),
                 "topic_band_violation": res.topic_violation,
+                "tolerance_band_violation": res.tolerance_violation,
                 "cluster_band_violation": res.cluster_violation}
     info["seconds"] = round(time.monotonic() - started, 3)
     info["partitions_without_eligible_leader"] = stranded

@@ -1,0 +1,309 @@
+"""The validation stage: Great Expectations gates that every plan must pass before an approver sees it.
+
+Frames built from ``snapshot.json``, ``plan.json``, ``reassignment.json`` and ``rollback.json``:
+
+- ``partitions``: one row per changed partition (replica changes, RF before/after, distinct brokers, racks before
+  and after, whether the partition exists in the snapshot);
+- ``placements``: one row per broker of every changed partition's new replica list, with a status (``ok``,
+  ``unknown``, ``removed``, ``not-live``: a new replica on a broker that is down);
+- ``brokers``: one row per eligible broker after the plan (|deviation| from the median of replicas and leaders);
+- ``topics``: one row per topic, with the per-topic preferred-leader spread after the plan;
+- ``inventory``: one row with the snapshot's topic and broker counts;
+- ``plan``: one row with the recorded hash, the hash recomputed from plan.json's changes and the hash recomputed
+  from reassignment.json + rollback.json.
+
+One GX expectation per gate, so the result reads as gates (the numbers are the issue's gate list):
+
+1. ``max-changes-per-partition``  partitions.replica_changes <= N
+2. ``replica-balance``            brokers.replica_dev_excess <= 0 (see below)
+3. ``known-live-brokers``         placements.status in {ok}
+4. ``leader-balance``             brokers.leader_dev_excess <= 0; ``topic-leader-balance`` when the plan claims it
+5. ``replication-factor``         partitions.rf_before == partitions.rf_check (RF unchanged, no duplicate broker)
+6. ``rack-diversity``             partitions.racks_after >= partitions.racks_before
+7. ``topics-not-empty``, ``brokers-not-empty``, ``partitions-in-snapshot``
+8. ``plan-hash``, ``reassignment-files-hash``
+
+Deviation gates: a broker passes when |count - median| <= max(threshold% x median, 1), because counts are
+integers (19 brokers cannot share 20 replicas within 15%); ``*_dev_excess`` is how far beyond that it is. In
+``leaders`` mode replica counts cannot change, so the replica gate's threshold is the larger of the option and the
+deviation before the plan (not made worse).
+
+Writes ``validation/result.json`` and GX Data Docs under ``validation/docs/``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, RebalancerError
+from .formats import atomic_write_json, read_json
+from .model import Cluster
+from .plan.result import Change, Plan, content_hash, load_plan
+from .snapshot import load_snapshot
+
+__all__ = ["Thresholds", "GateFailure", "build_frames", "run_gates", "validate_run_dir", "format_gate_table"]
+
+log = logging.getLogger(__name__)
+RESULT_FILE = "result.json"
+
+
+class GateFailure(RebalancerError):
+    """At least one gate failed (the result file is written; the message names the failed gates)."""
+
+    exit_code = 6
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_changes_per_partition: int | None = None  # None: 1, or the plan's own cap in remove-brokers mode
+    max_deviation_pct: float = 15.0
+    max_leader_deviation_pct: float = 15.0
+    sample_rows: int = 10
+
+
+def _excess(value: float, median: float, pct: float) -> float:
+    allowed = max(pct / 100.0 * median, 1.0)
+    return round(max(0.0, abs(value - median) - allowed), 6)
+
+
+def _changes_hash_from_files(run: Path) -> str | None:
+    re_path, rb_path = run / "reassignment.json", run / "rollback.json"
+    if not re_path.exists() or not rb_path.exists():
+        return None
+    after = {(e["topic"], e["partition"]): tuple(e["replicas"]) for e in read_json(re_path).get("partitions", [])}
+    before = {(e["topic"], e["partition"]): tuple(e["replicas"]) for e in read_json(rb_path).get("partitions", [])}
+    if set(after) != set(before):
+        return "mismatch: reassignment.json and rollback.json name different partitions"
+    return content_hash(Change(t, p, before[(t, p)], after[(t, p)], None, 0) for (t, p) in after)
+
+
+def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None) -> dict[str, Any]:
+    """The data frames the gates look at (pandas)."""
+    import pandas as pd
+
+    rack = {b.id: b.rack for b in cluster.brokers}
+    alive = {b.id for b in cluster.brokers if b.alive}
+    removed = set(plan.params.get("brokers") or []) if plan.mode == "remove-brokers" else set()
+    rows, placements = [], []
+    for c in plan.changes:
+        in_snapshot = cluster.has_partition(c.topic, c.partition)
+        current = cluster.partition(c.topic, c.partition).replicas if in_snapshot else c.replicas_before
+        distinct = len(set(c.replicas_after))
+        rows.append({
+            "topic": c.topic, "partition": c.partition, "in_snapshot": in_snapshot,
+            "replica_changes": len([b for b in c.replicas_after if b not in c.replicas_before]),
+            "rf_before": len(current), "rf_after": len(c.replicas_after),
+            "rf_check": distinct if distinct == len(c.replicas_after) else -1,
+            "racks_before": len({rack.get(b) for b in current}),
+            "racks_after": len({rack.get(b) for b in c.replicas_after}),
+        })
+        for b in c.replicas_after:
+            status = "ok"
+            if b not in rack:
+                status = "unknown"
+            elif b in removed:
+                status = "removed"
+            elif b not in current and b not in alive:
+                status = "not-live"
+            placements.append({"topic": c.topic, "partition": c.partition, "broker": b, "status": status})
+    after = {p.tp: p.replicas for p in cluster.partitions}
+    for c in plan.changes:
+        if (c.topic, c.partition) in after:
+            after[(c.topic, c.partition)] = c.replicas_after
+    eligible = [b.id for b in cluster.brokers if b.alive and b.id not in removed]
+    reps = {b: 0 for b in eligible}
+    leads = {b: 0 for b in eligible}
+    before_reps = {b: 0 for b in eligible}
+    topic_leads: dict[tuple[str, int], int] = {}
+    topic_hosts: dict[str, set[int]] = {}
+    for p in cluster.partitions:
+        for b in p.replicas:
+            if b in before_reps:
+                before_reps[b] += 1
+        new = after[p.tp]
+        for b in new:
+            if b in reps:
+                reps[b] += 1
+            if b in leads:
+                topic_hosts.setdefault(p.topic, set()).add(b)
+        if new[0] in leads:
+            leads[new[0]] += 1
+            topic_leads[(p.topic, new[0])] = topic_leads.get((p.topic, new[0]), 0) + 1
+    med_r = statistics.median(reps.values()) if reps else 0
+    med_l = statistics.median(leads.values()) if leads else 0
+    med_before = statistics.median(before_reps.values()) if before_reps else 0
+    brokers = pd.DataFrame([{
+        "broker": b, "replicas": reps[b], "leaders": leads[b],
+        "replica_dev_pct": round(abs(reps[b] - med_r) / med_r * 100, 3) if med_r else 0.0,
+        "leader_dev_pct": round(abs(leads[b] - med_l) / med_l * 100, 3) if med_l else 0.0,
+        "replica_dev_before_pct": round(abs(before_reps[b] - med_before) / med_before * 100, 3) if med_before else 0.0,
+        "med_replicas": med_r, "med_leaders": med_l,
+    } for b in eligible], columns=["broker", "replicas", "leaders", "replica_dev_pct", "leader_dev_pct",
+                                   "replica_dev_before_pct", "med_replicas", "med_leaders"])
+    topics = pd.DataFrame([{
+        "topic": t,
+        "leader_spread": (max(topic_leads.get((t, b), 0) for b in hosts) - min(topic_leads.get((t, b), 0) for b in hosts)),
+    } for t, hosts in sorted(topic_hosts.items())], columns=["topic", "leader_spread"])
+    plan_row = {
+        "recorded_hash": plan.hash,
+        "changes_hash": content_hash(plan.changes),
+        "files_hash": (_changes_hash_from_files(run) if run is not None else None) or "missing files",
+    }
+    return {
+        "partitions": pd.DataFrame(rows, columns=["topic", "partition", "in_snapshot", "replica_changes", "rf_before",
+                                                  "rf_after", "rf_check", "racks_before", "racks_after"]),
+        "placements": pd.DataFrame(placements, columns=["topic", "partition", "broker", "status"]),
+        "brokers": brokers,
+        "topics": topics,
+        "plan": pd.DataFrame([plan_row]),
+        "inventory": pd.DataFrame([{"topics": len(cluster.topics), "brokers": len(cluster.brokers)}]),
+    }
+
+
+def _gates(frames: Mapping[str, Any], plan: Plan, th: Thresholds) -> list[dict[str, Any]]:
+    """(gate name, frame, expectation, threshold, description) in gate order."""
+    import great_expectations as gx
+
+    e = gx.expectations
+    cap = th.max_changes_per_partition
+    if cap is None:
+        cap = plan.params.get("max_changes_per_partition") if plan.mode == "remove-brokers" else 1
+        cap = cap if cap is not None else max((len(c.replicas_after) for c in plan.changes), default=1)
+    brokers = frames["brokers"]
+    rep_pct = th.max_deviation_pct
+    if plan.mode == "leaders" and len(brokers):
+        rep_pct = max(rep_pct, float(brokers["replica_dev_before_pct"].max()))
+    brokers["replica_dev_excess"] = [_excess(r, m, rep_pct) for r, m in zip(brokers["replicas"], brokers["med_replicas"])]
+    brokers["leader_dev_excess"] = [_excess(v, m, th.max_leader_deviation_pct)
+                                    for v, m in zip(brokers["leaders"], brokers["med_leaders"])]
+    gates = [
+        ("max-changes-per-partition", "partitions", e.ExpectColumnValuesToBeBetween(column="replica_changes", max_value=cap),
+         cap, "at most N replicas added per partition"),
+        ("replica-balance", "brokers", e.ExpectColumnValuesToBeBetween(column="replica_dev_excess", max_value=0),
+         f"{rep_pct:g}%", "every eligible broker's replica count within the % of the median (1 replica of slack)"),
+        ("known-live-brokers", "placements", e.ExpectColumnValuesToBeInSet(column="status", value_set=["ok"]),
+         "ok", "only known brokers, none being removed, new replicas only on live brokers"),
+        ("leader-balance", "brokers", e.ExpectColumnValuesToBeBetween(column="leader_dev_excess", max_value=0),
+         f"{th.max_leader_deviation_pct:g}%", "every eligible broker's leader count within the % of the median (1 of slack)"),
+    ]
+    leaders_info = plan.solver.get("leaders") or {}
+    if leaders_info.get("topic_band_violation") == 0:
+        gates.append(("topic-leader-balance", "topics", e.ExpectColumnValuesToBeBetween(column="leader_spread", max_value=1),
+                      1, "the plan claims every topic's leaders within [floor, ceil]: spread <= 1"))
+    gates += [
+        ("replication-factor", "partitions", e.ExpectColumnPairValuesToBeEqual(column_A="rf_before", column_B="rf_check"),
+         "equal", "replication factor unchanged, no duplicate broker in a replica list"),
+        ("rack-diversity", "partitions", e.ExpectColumnPairValuesAToBeGreaterThanB(column_A="racks_after", column_B="racks_before", or_equal=True),
+         ">=", "no partition spans fewer racks than before"),
+        ("topics-not-empty", "inventory", e.ExpectColumnValuesToBeBetween(column="topics", min_value=1), ">= 1",
+         "the snapshot's topic list is not empty"),
+        ("brokers-not-empty", "inventory", e.ExpectColumnValuesToBeBetween(column="brokers", min_value=1), ">= 1",
+         "the snapshot's broker list is not empty"),
+        ("partitions-in-snapshot", "partitions", e.ExpectColumnValuesToBeInSet(column="in_snapshot", value_set=[True]),
+         "true", "the plan covers only partitions of the snapshot"),
+        ("plan-hash", "plan", e.ExpectColumnPairValuesToBeEqual(column_A="recorded_hash", column_B="changes_hash"),
+         "equal", "plan.json's content hash matches its changes"),
+        ("reassignment-files-hash", "plan", e.ExpectColumnPairValuesToBeEqual(column_A="recorded_hash", column_B="files_hash"),
+         "equal", "reassignment.json and rollback.json are exactly the plan's changes"),
+    ]
+    return [{"name": n, "frame": f, "expectation": x, "threshold": t, "description": d} for n, f, x, t, d in gates]
+
+
+def _context(docs_dir: Path) -> Any:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    # GX sets its own loggers to INFO on import; keep the CLI's stderr to our one-line errors.
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("great_expectations"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.add_data_docs_site(site_name="run", site_config={
+        "class_name": "SiteBuilder", "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)}})
+    return context
+
+
+def run_gates(frames: Mapping[str, Any], plan: Plan, thresholds: Thresholds, docs_dir: Path) -> dict[str, Any]:
+    """Validate every frame with its gates through one GX checkpoint; returns the result document."""
+    import great_expectations as gx
+
+    started = time.monotonic()
+    gates = _gates(frames, plan, thresholds)
+    context = _context(docs_dir)
+    source = context.data_sources.add_pandas("rebalance_plan")
+    definitions = []
+    for frame in dict.fromkeys(g["frame"] for g in gates):
+        batch = source.add_dataframe_asset(frame).add_batch_definition_whole_dataframe(frame)
+        suite = context.suites.add(gx.ExpectationSuite(name=f"gates_{frame}"))
+        for g in gates:
+            if g["frame"] == frame:
+                g["expectation"].meta = {"gate": g["name"]}
+                suite.add_expectation(g["expectation"])
+        definitions.append(context.validation_definitions.add(gx.ValidationDefinition(name=frame, data=batch, suite=suite)))
+    by_gate: dict[str, Any] = {}
+    for vd in definitions:
+        res = vd.run(batch_parameters={"dataframe": frames[vd.name]},
+                     result_format={"result_format": "COMPLETE", "partial_unexpected_count": thresholds.sample_rows})
+        for r in res.results:
+            by_gate[r.expectation_config.meta["gate"]] = r
+    context.build_data_docs(site_names=["run"])
+    out = []
+    for g in gates:
+        r = by_gate[g["name"]]
+        frame = frames[g["frame"]]
+        result = r.result or {}
+        index = (result.get("unexpected_index_list") or [])[: thresholds.sample_rows]
+        sample = json.loads(frame.loc[[i for i in index if i in frame.index]].to_json(orient="records")) if index else []
+        observed: Any = result.get("observed_value")
+        if observed is None and "unexpected_count" in result:
+            observed = f"{result['unexpected_count']} of {result.get('element_count', len(frame))} rows fail"
+        out.append({"name": g["name"], "passed": bool(r.success), "observed": observed, "threshold": g["threshold"],
+                    "description": g["description"], "failing_rows_sample": sample, "frame": g["frame"]})
+    return {"passed": all(g["passed"] for g in out), "gates": out, "plan_hash": plan.hash,
+            "validated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.monotonic() - started, 3),
+            "thresholds": {"max_changes_per_partition": thresholds.max_changes_per_partition,
+                           "max_deviation_pct": thresholds.max_deviation_pct,
+                           "max_leader_deviation_pct": thresholds.max_leader_deviation_pct},
+            "docs": str(docs_dir / "index.html")}
+
+
+def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Validate RUN_DIR's plan; writes validation/result.json and Data Docs. Raises GateFailure when a gate fails."""
+    run = Path(run_dir)
+    cluster = load_snapshot(run)
+    plan = load_plan(run)
+    for name in ("reassignment.json", "rollback.json"):
+        path = run / name
+        if path.exists():
+            doc = read_json(path)
+            if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+                raise InputError(f"{path}: not a Kafka reassignment document")
+    out = run / "validation"
+    out.mkdir(parents=True, exist_ok=True)
+    frames = build_frames(cluster, plan, run)
+    result = run_gates(frames, plan, thresholds or Thresholds(), out / "docs")
+    atomic_write_json(out / RESULT_FILE, result)
+    if not result["passed"]:
+        failed = [g["name"] for g in result["gates"] if not g["passed"]]
+        raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE})")
+    return result
+
+
+def format_gate_table(result: Mapping[str, Any]) -> str:
+    rows = [(g["name"], "PASS" if g["passed"] else "FAIL", str(g["observed"]), str(g["threshold"])) for g in result["gates"]]
+    w = [max(len(r[i]) for r in rows + [("gate", "", "observed", "threshold")]) for i in range(4)]
+    lines = [f"{'gate':<{w[0]}}  {'':<4}  {'observed':<{w[2]}}  threshold", "-" * (w[0] + w[2] + w[3] + 10)]
+    lines += [f"{n:<{w[0]}}  {s:<4}  {o:<{w[2]}}  {t}" for n, s, o, t in rows]
+    return "\n".join(lines)

@@ -108,6 +108,70 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exec_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from .execute import ExecOptions, parse_rate
+
+    max_bytes = parse_rate(args.max_batch_bytes.removesuffix("/s")) if getattr(args, "max_batch_bytes", None) else None
+    return ExecOptions(throttle=parse_rate(args.throttle), per_broker=args.max_moves_per_broker, total=args.max_moves,
+                       max_batch_bytes=max_bytes, order=args.order, poll=args.poll,
+                       timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
+                       throttle_settle=args.throttle_settle,
+                       approval=getattr(args, "approval", None))
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from .execute import approve
+
+    record = approve(args.run_dir, by=args.by, decision="rejected" if args.reject else "approved", comment=args.comment)
+    print(f"plan {record['plan_hash'][:12]} {record['decision']} by {record['by']} at {record['at']}")
+    return 0
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    from .execute import execute, open_backend
+
+    opts = _exec_options(args)  # an invalid throttle fails here, before any connection
+    with open_backend(args.source, timeout=args.timeout) as backend:
+        state = execute(args.run_dir, backend, opts)
+    done = sum(1 for b in state.get("batches", []) if b["status"] == "done")
+    skipped = sum(len(b.get("skipped", [])) for b in state.get("batches", []))
+    print(f"executed: {done} batch(es) done" + (f", {skipped} drifted move(s) skipped (see execution/state.json)" if skipped else "")
+          + "; throttles removed")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .execute import open_backend, verify
+
+    with open_backend(args.source, timeout=args.timeout) as backend:
+        result = verify(args.run_dir, backend)
+    print(f"verified: {result['partitions_checked']} partitions at their planned replicas with full ISR and preferred"
+          " leaders; no throttle left; broker counts as predicted")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from .execute import open_backend, rollback
+
+    opts = _exec_options(args)
+    with open_backend(args.source, timeout=args.timeout) as backend:
+        state = rollback(args.run_dir, backend, opts)
+    moved = sum(len(b.get("todo", [])) for b in state["batches"])
+    print(f"rolled back: {moved} move(s) reverted, original assignment verified, throttles removed")
+    return 0
+
+
+def cmd_throttle(args: argparse.Namespace) -> int:
+    from .execute import clear_all, open_backend
+
+    if not args.clear:
+        raise InputError("only --clear is supported: throttles are otherwise set per batch by execute")
+    with open_backend(args.source, timeout=args.timeout) as backend:
+        cleaned = clear_all(backend)
+    print(f"removed throttles from {', '.join(cleaned)}" if cleaned else "no throttle configs found")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import render_report
 
@@ -285,6 +349,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-leader-deviation", type=_positive_float, default=15.0,
                    help="gate 4: leader count vs the median, %% (default 15; 1 leader of slack)")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("approve", help="record approval (or rejection) of exactly this plan (its content hash)")
+    p.add_argument("run_dir")
+    p.add_argument("--by", required=True, help="who decides")
+    p.add_argument("--reject", action="store_true")
+    p.add_argument("--comment", default="")
+    p.set_defaults(func=cmd_approve)
+
+    def exec_opts(q: argparse.ArgumentParser, throttle_required: bool = True) -> None:
+        q.add_argument("run_dir")
+        q.add_argument("--source", required=True, help="zk://HOST:PORT[/chroot]")
+        q.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout, seconds")
+        q.add_argument("--throttle", required=throttle_required, default="50MB/s",
+                       help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
+        q.add_argument("--max-moves-per-broker", type=int, default=5)
+        q.add_argument("--max-moves", type=int, default=50)
+        q.add_argument("--max-batch-bytes", help="cap on the bytes one batch copies, e.g. 100GB")
+        q.add_argument("--order", choices=["smallest", "largest"], default="smallest")
+        q.add_argument("--poll", type=_positive_float, default=1.0, help="seconds between progress checks")
+        q.add_argument("--timeout-factor", type=_positive_float, default=3.0,
+                       help="batch timeout = factor x bytes/throttle of the busiest broker + --min-timeout")
+        q.add_argument("--min-timeout", type=_positive_float, default=120.0)
+        q.add_argument("--throttle-settle", type=float, default=2.0,
+                       help="seconds between setting throttles and starting a batch (brokers apply config changes "
+                            "asynchronously; default 2)")
+
+    p = sub.add_parser("execute", help="execute an approved plan in throttled batches (resumable)")
+    exec_opts(p)
+    p.add_argument("--approval", help="approval record (default RUN_DIR/approval.json)")
+    p.set_defaults(func=cmd_execute)
+
+    p = sub.add_parser("verify", help="check the cluster matches the plan, with no throttle left")
+    p.add_argument("run_dir")
+    p.add_argument("--source", required=True)
+    p.add_argument("--timeout", type=_positive_float, default=10.0)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("rollback", help="revert the plan's completed moves to rollback.json, throttled")
+    exec_opts(p, throttle_required=False)
+    p.set_defaults(func=cmd_rollback)
+
+    p = sub.add_parser("throttle", help="operator tool: --clear removes every replication throttle config")
+    p.add_argument("--source", required=True)
+    p.add_argument("--clear", action="store_true")
+    p.add_argument("--timeout", type=_positive_float, default=10.0)
+    p.set_defaults(func=cmd_throttle)
 
     p = sub.add_parser("report", help="write RUN_DIR/report.html for the approver (needs the analysis)")
     p.add_argument("run_dir")

@@ -260,8 +260,11 @@ def read_cluster(
         states[(t, p)] = parse_state_znode(data, t, p)
 
     in_flight: list[dict[str, Any]] = []
-    if zk.exists(REASSIGN):
-        data, _ = zk.get(REASSIGN)
+    try:
+        data, _ = zk.get(REASSIGN)  # no exists() first: the controller may delete it at any moment
+    except NoNodeError:
+        data = None
+    if data is not None:
         for (t, p), target in sorted(parse_reassignment(data).items()):
             in_flight.append({"topic": t, "partition": p, "replicas": target})
 

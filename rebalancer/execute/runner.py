@@ -1,0 +1,448 @@
+"""Execution, verification and rollback of an approved plan, resumable, with the cluster as the source of truth.
+
+``RUN_DIR/execution/state.json`` records the batches (fixed when the execution first starts) and each batch's
+status: ``pending`` -> ``submitting`` -> ``submitted`` -> ``done`` (or ``failed``); steps found drifted are listed
+and skipped, never overwritten. A restarted run reads the state, then asks the cluster: a submitted batch whose
+partitions reached their targets is done, one still in flight is waited for, and nothing finished is submitted
+again. Throttles are set per batch, removed when it ends, and removed everywhere by a final cleanup whatever
+happened.
+
+Refusals (nothing is written to the cluster): a plan whose content hash does not match its changes, no approval
+record or one for another hash, a reassignment in flight that this run did not start, another execution holding
+the cluster lock, an invalid throttle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, RebalancerError, SourceError
+from ..formats import atomic_write_json, read_json
+from ..plan.result import Plan, content_hash, load_plan
+from . import throttle as thr
+from .batches import Step, make_batches, steps_of
+
+__all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "approve", "execute", "verify",
+           "rollback", "APPROVAL_FILE"]
+
+log = logging.getLogger(__name__)
+APPROVAL_FILE = "approval.json"
+STATE_FILE = "state.json"
+
+
+class ExecutionFailed(RebalancerError):
+    """A batch failed (stalled, timed out, the destination died); the state and the reason are recorded."""
+
+    exit_code = 7
+
+
+class ForeignReassignment(SourceError):
+    """A reassignment this run did not start is in flight: refused, nothing done."""
+
+
+class VerificationFailed(RebalancerError):
+    exit_code = 8
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    throttle: int                      # bytes/s
+    per_broker: int = 5
+    total: int = 50
+    max_batch_bytes: int | None = None
+    order: str = "smallest"
+    poll: float = 0.5
+    timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
+    min_timeout: float = 60.0
+    stall_grace: float = 5.0           # a destination broker down this long fails the batch
+    throttle_settle: float = 2.0       # seconds between setting throttles and moving: brokers learn of config changes
+                                       # asynchronously (ZooKeeper notifications), and a move must never start unthrottled
+    approval: str | None = None        # path of the approval record (default RUN_DIR/approval.json)
+    progress: Callable[[str], None] | None = None
+
+
+@contextmanager
+def open_backend(source: str, timeout: float = 10.0) -> Iterator[Any]:
+    if source.startswith("zk://"):
+        from ..zkclient import parse_zk_url, zk_session
+        from .zk_backend import ZkBackend
+
+        target = parse_zk_url(source)
+        with zk_session(target, timeout=timeout) as zk:
+            yield ZkBackend(zk, target.display)
+        return
+    if source.startswith("kafka://"):
+        raise InputError("the kafka:// (Admin API) execution backend is not available yet: use zk://HOST:PORT[/chroot]")
+    raise InputError(f"unknown source {source!r}: expected zk://HOST:PORT[/chroot]")
+
+
+# -- approval ---------------------------------------------------------------------------------------------------
+def approve(run_dir: str | Path, *, by: str, decision: str = "approved", comment: str = "") -> dict[str, Any]:
+    """Record a decision on exactly this plan (its content hash)."""
+    if decision not in ("approved", "rejected"):
+        raise InputError("decision must be approved or rejected")
+    plan = _checked_plan(Path(run_dir))
+    record = {"plan_hash": plan.hash, "decision": decision, "by": by, "comment": comment,
+              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(Path(run_dir) / APPROVAL_FILE, record)
+    return record
+
+
+def _checked_plan(run: Path) -> Plan:
+    plan = load_plan(run)
+    if content_hash(plan.changes) != plan.hash:
+        raise InputError(f"{run / 'plan.json'}: its changes do not match its content hash (edited by hand?); re-plan")
+    return plan
+
+
+def _check_approval(run: Path, plan: Plan, path: str | None) -> dict[str, Any]:
+    p = Path(path) if path else run / APPROVAL_FILE
+    if not p.exists():
+        raise InputError(f"no approval record at {p}: nothing touches the cluster before this plan is approved")
+    record = read_json(p)
+    if not isinstance(record, dict) or record.get("plan_hash") != plan.hash:
+        raise InputError(f"{p} approves plan {str(record.get('plan_hash'))[:12] if isinstance(record, dict) else '?'}"
+                         f", not this plan {plan.hash[:12]}: refusing to execute")
+    if record.get("decision") != "approved":
+        raise InputError(f"{p}: the plan was {record.get('decision')}, not approved")
+    return record
+
+
+# -- state ------------------------------------------------------------------------------------------------------
+def _state_path(run: Path, kind: str = STATE_FILE) -> Path:
+    return run / "execution" / kind
+
+
+def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> dict[str, Any]:
+    batches = make_batches(steps, per_broker=opts.per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)
+    return {"kind": kind, "plan_hash": plan.hash, "throttle_bytes_per_s": opts.throttle,
+            "params": {"per_broker": opts.per_broker, "total": opts.total, "max_batch_bytes": opts.max_batch_bytes, "order": opts.order},
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "finished": False,
+            "batches": [{"index": i, "status": "pending", "steps": [s.to_dict() for s in b], "skipped": [], "events": []}
+                        for i, b in enumerate(batches)]}
+
+
+def _save(run: Path, state: dict[str, Any], kind: str = STATE_FILE) -> None:
+    atomic_write_json(_state_path(run, kind), state)
+
+
+def _say(opts: ExecOptions, text: str) -> None:
+    (opts.progress or (lambda t: print(t, file=sys.stderr, flush=True)))(text)
+
+
+# -- ZooKeeper hiccups ------------------------------------------------------------------------------------------------
+def _retrying(fn: Callable[[], Any], what: str, patience: float = 60.0) -> Any:
+    """Call ``fn``, riding out connection loss and session expiry (kazoo reconnects with a new session)."""
+    from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return fn()
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            if time.monotonic() > deadline:
+                raise SourceError(f"lost ZooKeeper while {what} ({type(exc).__name__}) and could not reconnect within "
+                                  f"{patience:.0f} s; rerun the same command to resume") from None
+            log.warning("ZooKeeper %s while %s; retrying", type(exc).__name__, what)
+            time.sleep(0.5)
+
+
+# -- the batch loop -----------------------------------------------------------------------------------------------
+def _current(backend: Any, tps: set[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    cluster = backend.read_cluster()
+    return {p.tp: p for p in cluster.partitions if p.tp in tps}
+
+
+def _expected_seconds(steps: list[Step], rate: int) -> float:
+    out: dict[int, int] = {}
+    inn: dict[int, int] = {}
+    for s in steps:
+        for b in s.added:
+            inn[b] = inn.get(b, 0) + s.size_bytes
+            out[s.before[0]] = out.get(s.before[0], 0) + s.size_bytes
+    busiest = max([*out.values(), *inn.values(), 0])
+    return busiest / rate
+
+
+def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any], opts: ExecOptions,
+               state_file: str, total_batches: int) -> None:
+    steps = [Step.from_dict(d) for d in batch["steps"]]
+    tps = {s.tp for s in steps}
+    flight = backend.in_flight()
+    if batch["status"] in ("pending", "submitting"):
+        # Ours only if we were submitting this very batch and the in-flight set is exactly its partitions.
+        ours = batch["status"] == "submitting" and flight and set(flight) <= tps and all(
+            tuple(flight[s.tp]) == s.after for s in steps if s.tp in flight)
+        if flight and not ours:
+            t, p = sorted(flight)[0]
+            raise ForeignReassignment(f"a reassignment this run did not start is in flight ({len(flight)} partitions, e.g. {t}-{p});"
+                              " refusing to touch the cluster until it finishes")
+        if ours:
+            batch["status"] = "submitted"  # the crash came after the znode was created
+    if batch["status"] in ("pending", "submitting"):
+        current = _current(backend, tps)
+        live = backend.live_brokers()
+        todo, done_already = [], 0
+        batch["skipped"] = []
+        for s in steps:
+            p = current.get(s.tp)
+            have = p.replicas if p else None
+            if have == s.after:
+                done_already += 1
+            elif have == s.before:
+                todo.append(s)
+            else:
+                batch["skipped"].append({**s.to_dict(), "found": list(have) if have else None,
+                                         "reason": "drifted: the partition no longer has the replicas the plan started from"})
+                _say(opts, f"batch {batch['index'] + 1}/{total_batches}: skipping {s.topic}-{s.partition}: replicas are "
+                           f"{list(have) if have else 'gone'}, the plan expected {list(s.before)}")
+        batch["todo"] = [s.to_dict() for s in todo]
+        if not todo:
+            batch["status"] = "done"
+            batch["finished_at"] = time.time()
+            _save(run, state, state_file)
+            return
+        brokers, topics = thr.batch_throttles(todo, live)
+        thr.apply(backend, state["throttle_bytes_per_s"], brokers, topics)
+        batch["throttled"] = {"brokers": sorted(brokers), "topics": sorted(topics)}
+        if brokers:
+            time.sleep(opts.throttle_settle)
+        batch["status"] = "submitting"
+        _save(run, state, state_file)
+        backend.submit({s.tp: s.after for s in todo})
+        batch["status"] = "submitted"
+        batch["submitted_at"] = time.time()
+        _save(run, state, state_file)
+        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: submitted {len(todo)} moves "
+                   f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
+    todo = [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
+    _wait(run, backend, state, batch, todo, opts, state_file, total_batches)
+    # Leadership: a preferred election where the preferred leader changed.
+    current = _current(backend, {s.tp for s in todo})
+    elect = [s.tp for s in todo if current.get(s.tp) is not None and current[s.tp].leader != s.after[0]]
+    if elect:
+        deadline = time.monotonic() + max(opts.min_timeout, 30.0)
+        while backend.election_running():
+            if time.monotonic() > deadline:
+                raise ExecutionFailed("a preferred leader election by someone else did not finish")
+            time.sleep(opts.poll)
+        backend.elect_preferred(elect)
+        while backend.election_running():
+            if time.monotonic() > deadline:
+                raise ExecutionFailed(f"the preferred leader election of batch {batch['index'] + 1} did not finish")
+            time.sleep(opts.poll)
+    thr.remove(backend, (batch.get("throttled") or {}).get("brokers", []), (batch.get("throttled") or {}).get("topics", []))
+    batch["status"] = "done"
+    batch["finished_at"] = time.time()
+    _save(run, state, state_file)
+
+
+def _wait(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any], todo: list[Step], opts: ExecOptions,
+          state_file: str, total_batches: int) -> None:
+    rate = state["throttle_bytes_per_s"]
+    expected = _expected_seconds(todo, rate)
+    timeout = opts.min_timeout + opts.timeout_factor * expected
+    started = batch.get("submitted_at") or time.time()
+    tps = {s.tp for s in todo}
+    total_bytes = sum(s.bytes for s in todo)
+    dead_since: dict[int, float] = {}
+    last_report = 0.0
+    while True:
+        flight = _retrying(backend.in_flight, "reading the reassignment")
+        current = _retrying(lambda: _current(backend, tps), "reading partitions")
+        finished = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None and current[s.tp].replicas == s.after]
+        if len(finished) == len(todo):
+            return
+        unexpected = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None
+                      and current[s.tp].replicas not in (s.after, s.before)]
+        if unexpected and not flight:
+            s = unexpected[0]
+            raise ExecutionFailed(f"{s.topic}-{s.partition} ended with replicas {list(current[s.tp].replicas)}, "
+                                  f"not the planned {list(s.after)}")
+        if not flight and len(finished) < len(todo):
+            # Nothing in flight but not done: the move was cancelled or reverted outside this run.
+            s = next(s for s in todo if s not in finished)
+            raise ExecutionFailed(f"{s.topic}-{s.partition}: the reassignment is no longer in flight but the partition "
+                                  f"has {list(current[s.tp].replicas) if current.get(s.tp) else 'no'} replicas")
+        live = _retrying(backend.live_brokers, "reading brokers")
+        now = time.time()
+        for s in todo:
+            if s in finished:
+                continue
+            for b in s.added:
+                if b not in live:
+                    dead_since.setdefault(b, now)
+                    if now - dead_since[b] >= opts.stall_grace:
+                        raise ExecutionFailed(f"batch {batch['index'] + 1} stalled: destination broker {b} of "
+                                              f"{s.topic}-{s.partition} is down ({now - dead_since[b]:.0f} s)")
+                else:
+                    dead_since.pop(b, None)
+        elapsed = now - started
+        if elapsed > timeout:
+            raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
+                                  f"(limit {timeout:.0f} s: {expected:.0f} s at the throttle x{opts.timeout_factor:g} + "
+                                  f"{opts.min_timeout:.0f} s); {len(finished)}/{len(todo)} moves done")
+        if now - last_report >= 5 or last_report == 0:
+            done_bytes = sum(s.bytes for s in finished)
+            eta = max(0.0, expected - elapsed) if expected else 0.0
+            _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(finished)}/{len(todo)} moves, "
+                       f"{done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, ETA ~{eta:.0f} s")
+            last_report = now
+        time.sleep(opts.poll)
+
+
+def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
+         make_steps: Callable[[], list[Step]]) -> dict[str, Any]:
+    state_file = STATE_FILE if kind == "execute" else "rollback_state.json"
+    path = _state_path(run, state_file)
+    state = read_json(path) if path.exists() else None
+    if state is None or state.get("plan_hash") != plan.hash or state.get("kind") != kind or state.get("finished"):
+        state = _new_state(plan, opts, kind, make_steps())
+    else:
+        state["throttle_bytes_per_s"] = opts.throttle
+    backend.acquire_lock(str(run))
+    try:
+        _save(run, state, state_file)
+        n = len(state["batches"])
+        for batch in state["batches"]:
+            if batch["status"] == "done":
+                continue
+            try:
+                _run_batch(run, backend, state, batch, opts, state_file, n)
+            except ForeignReassignment:
+                raise  # a refusal: the batch was never started
+            except RebalancerError as exc:
+                batch["status"] = "failed"
+                batch["error"] = str(exc)
+                state["failed"] = str(exc)
+                _save(run, state, state_file)
+                raise
+        state["finished"] = True
+        state["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        state.pop("failed", None)
+        _save(run, state, state_file)
+        return state
+    except Exception as exc:
+        from kazoo.exceptions import KazooException
+
+        if isinstance(exc, KazooException):
+            raise SourceError(f"ZooKeeper error during {kind}: {type(exc).__name__}; rerun the same command to resume") from None
+        raise
+    finally:
+        # Whatever happened, no throttle stays behind (retried through a reconnect).
+        cleaned = _retrying(lambda: thr.clear_all(backend), "removing throttles", patience=120.0)
+        if cleaned:
+            log.info("throttles removed from %s", ", ".join(cleaned))
+        _retrying(backend.release_lock, "releasing the lock")
+
+
+def execute(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, Any]:
+    run = Path(run_dir)
+    plan = _checked_plan(run)
+    _check_approval(run, plan, opts.approval)
+    if not plan.changes:
+        return {"finished": True, "batches": [], "plan_hash": plan.hash}
+    existing = load_state(run)
+    if existing and existing.get("plan_hash") == plan.hash and existing.get("finished"):
+        return existing  # already executed: a rerun is a no-op
+
+    def steps() -> list[Step]:
+        out: list[Step] = []
+        for c in plan.changes:
+            out += steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)
+        return out
+
+    return _run(run, backend, plan, opts, "execute", steps)
+
+
+def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, Any]:
+    """Revert every partition the plan moved back to rollback.json (only those in a state this run produced)."""
+    run = Path(run_dir)
+    plan = load_plan(run)
+    # Wait for in-flight moves of this plan (ZooKeeper mode cannot cancel them).
+    ours = {(c.topic, c.partition) for c in plan.changes}
+    deadline = time.monotonic() + opts.min_timeout
+    while set(backend.in_flight()) & ours:
+        if time.monotonic() > deadline:
+            stuck = sorted(set(backend.in_flight()) & ours)[0]
+            raise ExecutionFailed(f"rollback: the reassignment of {stuck[0]}-{stuck[1]} is still in flight and ZooKeeper mode "
+                                  "cannot cancel it (restart its destination broker, or cancel it through kafka://)")
+        time.sleep(opts.poll)
+    def steps() -> list[Step]:
+        # From wherever each partition is now (planned target, or midway through a multi-step change) back to
+        # its original replicas; partitions in any other state were changed by someone else and are left alone.
+        current = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        out: list[Step] = []
+        for c in plan.changes:
+            have = current.get((c.topic, c.partition))
+            ours = {st.after for st in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)}
+            if have is None or have == c.replicas_before or have not in ours:
+                continue
+            out += steps_of(c.topic, c.partition, have, c.replicas_before, c.size_bytes)
+        return out
+
+    state = _run(run, backend, plan, opts, "rollback", steps)
+    result = verify(run_dir, backend, expect="original", write=True)
+    state["verified"] = result["passed"]
+    return state
+
+
+def verify(run_dir: str | Path, backend: Any, *, expect: str = "planned", write: bool = True) -> dict[str, Any]:
+    """Every planned partition has its target (or, after rollback, original) replicas, a full ISR and its preferred
+    leader leading; no throttle config anywhere; balance compared with the plan's prediction."""
+    run = Path(run_dir)
+    plan = load_plan(run)
+    cluster = backend.read_cluster()
+    parts = {p.tp: p for p in cluster.partitions}
+    problems = []
+    for c in plan.changes:
+        want = c.replicas_after if expect == "planned" else c.replicas_before
+        p = parts.get((c.topic, c.partition))
+        if p is None:
+            problems.append({"partition": f"{c.topic}-{c.partition}", "problem": "missing"})
+            continue
+        if p.replicas != want:
+            problems.append({"partition": p.name, "problem": "replicas", "expected": list(want), "found": list(p.replicas)})
+        elif set(p.isr) != set(p.replicas):
+            problems.append({"partition": p.name, "problem": "isr", "expected": list(want), "found": list(p.isr)})
+        elif p.leader != want[0]:
+            problems.append({"partition": p.name, "problem": "leader", "expected": want[0], "found": p.leader})
+    throttles = {f"{t}/{n}": keys for (t, n), keys in backend.throttle_configs().items()}
+    counts: dict[int, int] = {b.id: 0 for b in cluster.brokers}
+    for p in cluster.partitions:
+        for b in p.replicas:
+            counts[b] = counts.get(b, 0) + 1
+    predicted = {b["broker"]: b["replicas_after" if expect == "planned" else "replicas_before"]
+                 for b in plan.summary.get("brokers", [])}
+    balance = [{"broker": b, "predicted": predicted[b], "actual": counts.get(b, 0)}
+               for b in sorted(predicted) if predicted[b] != counts.get(b, 0)]
+    result = {"expect": expect, "plan_hash": plan.hash, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "partitions_checked": len(plan.changes), "problems": problems, "throttles_left": throttles,
+              "balance_differences": balance, "passed": not problems and not throttles and not balance}
+    if write:
+        name = "verification.json" if expect == "planned" else "verification_rollback.json"
+        atomic_write_json(run / name, result)
+    if not result["passed"]:
+        what = []
+        if problems:
+            first = problems[0]
+            what.append(f"{len(problems)} partition(s) not as {expect} (e.g. {first['partition']}: {first['problem']})")
+        if throttles:
+            what.append(f"throttles left on {', '.join(sorted(throttles))}")
+        if balance:
+            what.append(f"{len(balance)} broker(s) differ from the predicted replica count")
+        raise VerificationFailed("verification failed: " + "; ".join(what))
+    return result
+
+
+def load_state(run_dir: str | Path) -> dict[str, Any] | None:
+    path = _state_path(Path(run_dir))
+    return json.loads(path.read_text()) if path.exists() else None

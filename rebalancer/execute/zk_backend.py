@@ -1,0 +1,148 @@
+"""The ZooKeeper backend: what ``kafka-reassign-partitions --zookeeper`` and ``kafka-configs --zookeeper`` do.
+
+- reassignment: create ``/admin/reassign_partitions`` (Kafka acts on its creation; it cannot be edited or cancelled
+  while in flight, so one batch is one znode);
+- throttles: write ``/config/brokers/<id>`` and ``/config/topics/<t>`` (merging with the keys already there) and a
+  ``/config/changes/config_change_`` notification for each, which is how brokers learn of them;
+- preferred leader election: create ``/admin/preferred_replica_election``;
+- one execution per cluster: an ephemeral ``/rebalancer/lock`` node holding the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .. import kafka_zk as kz
+from ..errors import SourceError
+from ..model import Cluster, TopicPartition
+from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
+
+__all__ = ["ZkBackend", "LOCK_PATH"]
+
+LOCK_PATH = "/rebalancer/lock"
+
+
+class ZkBackend:
+    name = "zookeeper"
+
+    def __init__(self, zk: Any, display: str) -> None:
+        self.zk = zk
+        self.display = display
+
+    # -- reading -------------------------------------------------------------------------------------------
+    def read_cluster(self) -> Cluster:
+        return kz.read_cluster(self.zk, display=self.display)
+
+    def in_flight(self) -> dict[TopicPartition, list[int]]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self.zk.get(kz.REASSIGN)
+        except NoNodeError:
+            return {}
+        return kz.parse_reassignment(data)
+
+    def live_brokers(self) -> set[int]:
+        return {int(b) for b in self.zk.get_children(kz.BROKER_IDS) if b.isdigit()}
+
+    # -- reassignment and election --------------------------------------------------------------------------
+    def submit(self, targets: Mapping[TopicPartition, Iterable[int]]) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        body = {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                             for (t, p), r in sorted(targets.items())]}
+        try:
+            self.zk.create(kz.REASSIGN, kz.encode(body), makepath=True)
+        except NodeExistsError:
+            raise SourceError("a reassignment appeared while submitting (another tool is running one)") from None
+
+    def elect_preferred(self, tps: Iterable[TopicPartition]) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        body = {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(tps)]}
+        try:
+            self.zk.create(kz.PREFERRED_ELECTION, kz.encode(body), makepath=True)
+        except NodeExistsError:
+            raise SourceError("a preferred leader election is already running") from None
+
+    def election_running(self) -> bool:
+        return self.zk.exists(kz.PREFERRED_ELECTION) is not None
+
+    # -- configs -------------------------------------------------------------------------------------------
+    def _config(self, entity_type: str, name: str) -> dict[str, str]:
+        path = kz.config_path(entity_type, name)
+        if not self.zk.exists(path):
+            return {}
+        data, _ = self.zk.get(path)
+        try:
+            return {str(k): str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+        except (ValueError, AttributeError):
+            raise SourceError(f"ZooKeeper node {path} is not a Kafka config") from None
+
+    def _write_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        path = kz.config_path(entity_type, name)
+        body = kz.encode({"version": 1, "config": dict(config)})
+        if self.zk.exists(path):
+            self.zk.set(path, body)
+        else:
+            self.zk.create(path, body, makepath=True)
+        self.zk.create(f"{kz.CONFIG_CHANGES}/{kz.CONFIG_CHANGE_PREFIX}",
+                       kz.encode({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True, makepath=True)
+
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Incremental change of one entity's config: set some keys, delete others, keep the rest."""
+        current = self._config(entity_type, name)
+        new = {k: v for k, v in current.items() if k not in set(delete)}
+        new.update(set_)
+        if new != current:
+            self._write_config(entity_type, name, new)
+
+    def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
+        """Every throttle key set anywhere: {(entity_type, name): {key: value}}."""
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        for entity_type, keys in (("brokers", THROTTLE_BROKER_KEYS), ("topics", THROTTLE_TOPIC_KEYS)):
+            path = f"/config/{entity_type}"
+            if not self.zk.exists(path):
+                continue
+            for name in self.zk.get_children(path):
+                found = {k: v for k, v in self._config(entity_type, name).items() if k in keys}
+                if found:
+                    out[(entity_type, name)] = found
+        return out
+
+    # -- lock ----------------------------------------------------------------------------------------------
+    def acquire_lock(self, owner: str) -> None:
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        body = json.dumps({"run_dir": owner, "host": socket.gethostname()}).encode()
+        for _ in range(10):
+            try:
+                self.zk.create(LOCK_PATH, body, ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.zk.get(LOCK_PATH)
+            except NoNodeError:
+                continue  # the holder's session just expired: try again
+            holder = json.loads(data).get("run_dir", "?")
+            if holder != owner:
+                raise SourceError(f"another execution holds the cluster lock ({holder}); one execution per cluster")
+            # Left by this run's previous process (killed before its session expired): take it over with our
+            # session, so it cannot vanish under us when the old session expires.
+            try:
+                self.zk.delete(LOCK_PATH, version=stat.version)
+            except NoNodeError:
+                pass
+        raise SourceError("could not take the cluster lock (it keeps changing hands)")
+
+    def release_lock(self) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            self.zk.delete(LOCK_PATH)
+        except NoNodeError:
+            pass

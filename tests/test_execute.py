@@ -1,0 +1,264 @@
+"""Execution, verification and rollback over ZooKeeper, against the simulated cluster on a real ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from rebalancer import kafka_zk as kz
+from rebalancer.errors import InputError, SourceError
+from rebalancer.execute import ExecOptions, ExecutionFailed, approve, execute, rollback, verify
+from rebalancer.execute.batches import make_batches, steps_of
+from rebalancer.execute.zk_backend import ZkBackend
+from rebalancer.formats import write_cluster_json
+from rebalancer.plan import plan_run_dir
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+from rebalancer.snapshot import take_snapshot
+
+MB = 1_000_000
+
+
+def opts(**kw) -> ExecOptions:  # type: ignore[no-untyped-def]
+    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
+    base.update(kw)
+    return ExecOptions(**base)  # type: ignore[arg-type]
+
+
+def prepared(tmp: Path, zk, zk_url: str, make_sim, *, scenario="new-brokers", params=None, mode="add-brokers",  # type: ignore[no-untyped-def]
+             brokers=(12, 13, 14, 15), acceleration=200.0, approve_it=True):
+    cluster = build_scenario(scenario, params or ScenarioParams(partitions=48, mean_partition_mib=64))
+    sim = make_sim(cluster, acceleration=acceleration)
+    run = tmp / "run"
+    sizes = tmp / "sim" / "log-dirs.json"
+    take_snapshot(zk_url, run, sizes=f"file://{sizes}")
+    plan = plan_run_dir(run, mode, brokers=list(brokers) if brokers else None)
+    if approve_it:
+        approve(run, by="test")
+    return sim, run, plan, ZkBackend(zk, zk_url)
+
+
+def assignment(backend: ZkBackend) -> dict:  # type: ignore[type-arg]
+    return {p.tp: p.replicas for p in backend.read_cluster().partitions}
+
+
+def test_add_brokers_plan_executes_exactly_and_verifies(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    state = execute(run, backend, opts(per_broker=2, total=6))
+    assert state["finished"] and all(b["status"] == "done" for b in state["batches"])
+    now = assignment(backend)
+    for c in plan.changes:
+        assert now[(c.topic, c.partition)] == c.replicas_after
+    result = verify(run, backend)
+    assert result["passed"] and result["throttles_left"] == {}
+    assert json.loads((run / "verification.json").read_text())["passed"] is True
+    # Batches respected the limits: at most 2 moves per broker, 6 per batch.
+    for b in state["batches"]:
+        load: dict[int, int] = {}
+        for d in b["steps"]:
+            if d["bytes"]:
+                for broker in {*[x for x in d["to"] if x not in d["from"]], d["from"][0]}:
+                    load[broker] = load.get(broker, 0) + 1
+        assert len(b["steps"]) <= 6 and max(load.values(), default=0) <= 2
+    # A second run is a no-op and submits nothing.
+    completed = len(sim.completed)
+    execute(run, backend, opts())
+    assert len(sim.completed) == completed
+
+
+def test_throttle_is_set_during_batches_and_bounds_the_copy(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, acceleration=100.0)
+    seen: list[dict] = []  # type: ignore[type-arg]
+
+    def watch(_text: str) -> None:
+        if zk.exists(kz.REASSIGN):
+            seen.append(backend.throttle_configs())
+
+    rate = 20 * MB
+    execute(run, backend, opts(throttle=rate, progress=watch, per_broker=50, total=500))
+    assert seen and any(("brokers", "12") in s for s in seen)
+    cfg = next(s for s in seen if ("brokers", "12") in s)[("brokers", "12")]
+    assert cfg["follower.replication.throttled.rate"] == str(rate)
+    # Physical bound: the busiest broker's bytes in or out at the throttle rate; the simulated copy took about that.
+    moved_in: dict[int, int] = {}
+    moved_out: dict[int, int] = {}
+    for c in plan.changes:
+        for b in c.added:
+            moved_in[b] = moved_in.get(b, 0) + c.size_bytes
+            moved_out[c.replicas_before[0]] = moved_out.get(c.replicas_before[0], 0) + c.size_bytes
+    bound = max([*moved_in.values(), *moved_out.values()]) / rate
+    events = [e for e in sim.completed if e["bytes_copied"]]
+    took = max(e["finished_sim_s"] for e in events) - min(e["started_sim_s"] for e in events)
+    assert bound * 0.99 <= took <= bound * 1.15, (took, bound)
+    assert backend.throttle_configs() == {}
+
+
+def test_refusals_change_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, approve_it=False)
+    before = assignment(backend)
+    with pytest.raises(InputError, match="no approval record"):
+        execute(run, backend, opts())
+    approve(run, by="test", decision="rejected")
+    with pytest.raises(InputError, match="was rejected, not approved"):
+        execute(run, backend, opts())
+    approve(run, by="test")
+    # A plan whose changes no longer match its hash (edited after approval).
+    doc = json.loads((run / "plan.json").read_text())
+    original = json.dumps(doc)
+    doc["changes"][0]["replicas_after"] = doc["changes"][0]["replicas_before"][::-1]
+    (run / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="do not match its content hash"):
+        execute(run, backend, opts())
+    (run / "plan.json").write_text(original)
+    # A foreign reassignment in flight (a stalled one: its destination is down).
+    sim.kill_broker(15)
+    p = next(p for p in backend.read_cluster().partitions if 15 not in p.replicas)
+    zk.create(kz.REASSIGN, kz.encode({"version": 1, "partitions": [{"topic": p.topic, "partition": p.partition,
+                                                                   "replicas": [15, *p.replicas[1:]]}]}))
+    with pytest.raises(SourceError, match="a reassignment this run did not start is in flight"):
+        execute(run, backend, opts())
+    assert backend.throttle_configs() == {}
+    after = assignment(backend)
+    assert {k: v for k, v in after.items() if k != p.tp} == {k: v for k, v in before.items() if k != p.tp}
+    assert not (run / "execution" / "state.json").exists() or all(
+        b["status"] == "pending" for b in json.loads((run / "execution" / "state.json").read_text())["batches"])
+
+
+def test_invalid_throttle_is_one_line_and_touches_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    for bad in ("fast", "-5MB/s", "0", "10 parsecs"):
+        result = run_cli("execute", str(run), "--source", zk_url, f"--throttle={bad}")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "invalid throttle" in result.stderr
+    assert not zk.exists(kz.REASSIGN) and backend.throttle_configs() == {}
+    assert not (run / "execution").exists()
+
+
+def test_drifted_partition_is_skipped_and_reported(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    victim = next(c for c in plan.changes if c.added)
+    # Someone else moves it first.
+    other = [b for b in range(12) if b not in victim.replicas_before][:1]
+    drifted = (victim.replicas_before[0], *victim.replicas_before[1:-1], other[0])
+    zk.create(kz.REASSIGN, kz.encode({"version": 1, "partitions": [{"topic": victim.topic, "partition": victim.partition,
+                                                                   "replicas": list(drifted)}]}))
+    deadline = time.time() + 20
+    while zk.exists(kz.REASSIGN) and time.time() < deadline:
+        time.sleep(0.05)
+    state = execute(run, backend, opts())
+    skipped = [s for b in state["batches"] for s in b["skipped"]]
+    assert [(s["topic"], s["partition"]) for s in skipped] == [(victim.topic, victim.partition)]
+    assert "drifted" in skipped[0]["reason"]
+    assert assignment(backend)[(victim.topic, victim.partition)] == drifted  # never overwritten
+
+
+def test_sigkill_mid_batch_then_rerun_finishes_without_resubmitting(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, acceleration=5.0)
+    args = ["--source", zk_url, "--throttle", "20MB/s", "--poll", "0.1", "--max-moves", "8", "--throttle-settle", "0.2"]
+    proc = subprocess.Popen([sys.executable, "-m", "rebalancer", "execute", str(run), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    deadline = time.time() + 60
+    while not zk.exists(kz.REASSIGN) and time.time() < deadline:  # a batch is in flight
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = json.loads((run / "execution" / "state.json").read_text())
+    assert any(b["status"] in ("submitted", "submitting") for b in state["batches"])
+    result = run_cli("execute", str(run), *args)
+    assert result.returncode == 0, result.stderr
+    now = assignment(backend)
+    assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+    # No step ran twice: the simulator completed each move exactly once.
+    moved = [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed]
+    assert len(moved) == len(set(moved))
+    verify(run, backend)
+
+
+def test_destination_dies_batch_fails_then_rollback_restores(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, acceleration=5.0)
+    original = assignment(backend)
+    import threading
+
+    def kill_when_copying() -> None:
+        deadline = time.time() + 30
+        while not zk.exists(kz.REASSIGN) and time.time() < deadline:
+            time.sleep(0.02)
+        sim.kill_broker(12)
+
+    killer = threading.Thread(target=kill_when_copying)
+    killer.start()
+    started = time.time()
+    with pytest.raises(ExecutionFailed, match="stalled: destination broker 12 of .* is down"):
+        execute(run, backend, opts(throttle=5 * MB, stall_grace=1.0))
+    killer.join()
+    assert time.time() - started < 30
+    assert backend.throttle_configs() == {}  # the final cleanup ran
+    # ZooKeeper mode cannot cancel: the operator brings the broker back, then rolls back.
+    sim.restart_broker(12)
+    rollback(run, backend, opts(throttle=200 * MB))
+    assert assignment(backend) == original
+    assert backend.throttle_configs() == {}
+    assert json.loads((run / "verification_rollback.json").read_text())["passed"] is True
+
+
+def test_session_expiry_during_execution_is_ridden_out(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    from kazoo.client import KazooClient
+
+    sim, run, plan, _ = prepared(tmp_path, zk, zk_url, make_sim, acceleration=20.0)
+    client = KazooClient(hosts=zk_url[len("zk://"):], timeout=2.0)
+    client.start()
+    backend = ZkBackend(client, zk_url)
+    import threading
+
+    def expire() -> None:
+        deadline = time.time() + 30
+        while not client.exists(kz.REASSIGN) and time.time() < deadline:
+            time.sleep(0.02)
+        # kazoo's harness trick: a second client on the same session, closed, expires the session.
+        session_id, password = client.client_id
+        twin = KazooClient(hosts=zk_url[len("zk://"):])
+        twin._session_id, twin._session_passwd = session_id, password  # noqa: SLF001
+        twin.start()
+        twin.stop()
+        twin.close()
+
+    t = threading.Thread(target=expire)
+    t.start()
+    try:
+        state = execute(run, backend, opts(throttle=40 * MB))
+    except SourceError as exc:  # failing cleanly is allowed; then a rerun must finish
+        assert "rerun" in str(exc)
+        state = execute(run, backend, opts(throttle=40 * MB))
+    t.join()
+    assert state["finished"]
+    verify(run, backend)
+    client.stop()
+    client.close()
+
+
+def test_multi_replica_change_moves_in_steps_never_beyond_rf_plus_one():
+    steps = steps_of("t", 0, (1, 2, 3), (4, 5, 3), 100)
+    assert [s.after for s in steps] == [(4, 2, 3), (4, 5, 3)]
+    for s in steps:
+        assert len(set(s.before) | set(s.after)) <= len(s.before) + 1
+    batches = make_batches(steps, per_broker=5, total=50)
+    assert [len(b) for b in batches] == [1, 1]  # the second step waits for the first
+    reorder = steps_of("t", 1, (1, 2, 3), (3, 1, 2), 100)
+    assert len(reorder) == 1 and reorder[0].leader_only and reorder[0].bytes == 0
+
+
+def test_throttle_clear_cli(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    backend.alter_configs("brokers", "3", {"leader.replication.throttled.rate": "1000", "other.setting": "x"})
+    backend.alter_configs("topics", "orders.v0", {"follower.replication.throttled.replicas": "0:3"})
+    result = run_cli("throttle", "--source", zk_url, "--clear")
+    assert result.returncode == 0 and "brokers/3" in result.stdout and "topics/orders.v0" in result.stdout
+    assert backend.throttle_configs() == {}
+    assert backend._config("brokers", "3") == {"other.setting": "x"}  # noqa: SLF001 - other keys survive

@@ -211,9 +211,9 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
             _save(run, state, state_file)
             return
         brokers, topics = thr.batch_throttles(todo, live)
-        thr.apply(backend, state["throttle_bytes_per_s"], brokers, topics)
+        changed = thr.apply(backend, state["throttle_bytes_per_s"], brokers, topics)
         batch["throttled"] = {"brokers": sorted(brokers), "topics": sorted(topics)}
-        if brokers:
+        if changed:  # set just now: give the brokers time to see them (pre-set ones have been in force already)
             time.sleep(opts.throttle_settle)
         batch["status"] = "submitting"
         _save(run, state, state_file)
@@ -224,6 +224,10 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
         _say(opts, f"batch {batch['index'] + 1}/{total_batches}: submitted {len(todo)} moves "
                    f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
     todo = [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
+    # While this batch copies, throttle the next one's replicas too, so it can start without a settle wait.
+    upcoming = _next_throttles(backend, state, batch)
+    if upcoming[0]:
+        thr.apply(backend, state["throttle_bytes_per_s"], *upcoming)
     _wait(run, backend, state, batch, todo, opts, state_file, total_batches)
     # Leadership: a preferred election where the preferred leader changed.
     current = _current(backend, {s.tp for s in todo})
@@ -239,10 +243,20 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
             if time.monotonic() > deadline:
                 raise ExecutionFailed(f"the preferred leader election of batch {batch['index'] + 1} did not finish")
             time.sleep(opts.poll)
-    thr.remove(backend, (batch.get("throttled") or {}).get("brokers", []), (batch.get("throttled") or {}).get("topics", []))
+    mine = batch.get("throttled") or {}
+    thr.narrow(backend, (mine.get("brokers", []), mine.get("topics", [])), upcoming, state["throttle_bytes_per_s"])
     batch["status"] = "done"
     batch["finished_at"] = time.time()
     _save(run, state, state_file)
+
+
+def _next_throttles(backend: Any, state: dict[str, Any], batch: dict[str, Any]) -> tuple[set[int], dict[str, Any]]:
+    """Throttles of the next pending batch (assuming its steps start from where the plan expects)."""
+    later = [b for b in state["batches"] if b["index"] > batch["index"] and b["status"] == "pending"]
+    if not later:
+        return set(), {}
+    steps = [Step.from_dict(d) for d in later[0]["steps"]]
+    return thr.batch_throttles(steps, _retrying(backend.live_brokers, "reading brokers"))
 
 
 def _wait(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any], todo: list[Step], opts: ExecOptions,

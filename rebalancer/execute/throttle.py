@@ -8,7 +8,9 @@ Per batch (as ``kafka-reassign-partitions --throttle`` does, limited to what mov
   existing replicas (any of them may serve the copy) and ``follower.replication.throttled.replicas`` listing the new
   replicas.
 
-Removal deletes exactly these keys and keeps every other key of the entity. ``clear_all`` deletes the throttle keys
+While a batch copies, the next batch's throttles are added (so it can start without waiting for brokers to learn of
+them); when a batch ends its throttles are narrowed to exactly the next batch's. Removal deletes exactly these
+keys and keeps every other key of the entity. ``clear_all`` deletes the throttle keys
 wherever they are (the final cleanup and ``rebalancer throttle --clear``).
 """
 
@@ -20,7 +22,8 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "parse_rate", "batch_throttles", "apply", "remove", "clear_all"]
+__all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "parse_rate", "batch_throttles", "apply", "narrow", "remove",
+           "clear_all"]
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -70,14 +73,31 @@ def _merge(existing: str, add: set[str]) -> str:
     return ",".join(sorted(items, key=lambda x: tuple(int(v) for v in x.split(":"))))
 
 
-def apply(backend: Any, rate: int, brokers: set[int], topics: dict[str, tuple[set[str], set[str]]]) -> None:
+def apply(backend: Any, rate: int, brokers: set[int], topics: dict[str, tuple[set[str], set[str]]]) -> bool:
+    """Add this batch's throttles to whatever is set; returns whether any config changed."""
+    changed = False
     for b in sorted(brokers):
-        backend.alter_configs("brokers", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
+        changed |= bool(backend.alter_configs("brokers", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}))
     current = backend.throttle_configs()
     for t, (leader_side, follower_side) in sorted(topics.items()):
         have = current.get(("topics", t), {})
-        backend.alter_configs("topics", t, {LEADER_REPLICAS: _merge(have.get(LEADER_REPLICAS, ""), leader_side),
-                                            FOLLOWER_REPLICAS: _merge(have.get(FOLLOWER_REPLICAS, ""), follower_side)})
+        changed |= bool(backend.alter_configs("topics", t, {
+            LEADER_REPLICAS: _merge(have.get(LEADER_REPLICAS, ""), leader_side),
+            FOLLOWER_REPLICAS: _merge(have.get(FOLLOWER_REPLICAS, ""), follower_side)}))
+    return changed
+
+
+def narrow(backend: Any, done: tuple[Iterable[int], Iterable[str]], keep: tuple[set[int], dict[str, tuple[set[str], set[str]]]],
+           rate: int) -> None:
+    """After a batch: throttle exactly what the next batch needs (``keep``) and nothing else the batch had set."""
+    keep_brokers, keep_topics = keep
+    for b in sorted(set(done[0]) - keep_brokers):
+        backend.alter_configs("brokers", str(b), {}, delete=THROTTLE_BROKER_KEYS)
+    for t in sorted(set(done[1]) - set(keep_topics)):
+        backend.alter_configs("topics", t, {}, delete=THROTTLE_TOPIC_KEYS)
+    for t, (leader_side, follower_side) in sorted(keep_topics.items()):
+        backend.alter_configs("topics", t, {LEADER_REPLICAS: _merge("", leader_side),
+                                            FOLLOWER_REPLICAS: _merge("", follower_side)})
 
 
 def remove(backend: Any, brokers: Iterable[int], topics: Iterable[str]) -> None:

@@ -92,13 +92,17 @@ class ZkBackend:
         self.zk.create(f"{kz.CONFIG_CHANGES}/{kz.CONFIG_CHANGE_PREFIX}",
                        kz.encode({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True, makepath=True)
 
-    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
-        """Incremental change of one entity's config: set some keys, delete others, keep the rest."""
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool:
+        """Incremental change of one entity's config: set some keys, delete others, keep the rest.
+
+        Returns whether anything changed (nothing is written, and no notification sent, otherwise)."""
         current = self._config(entity_type, name)
         new = {k: v for k, v in current.items() if k not in set(delete)}
         new.update(set_)
         if new != current:
             self._write_config(entity_type, name, new)
+            return True
+        return False
 
     def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
         """Every throttle key set anywhere: {(entity_type, name): {key: value}}."""

@@ -230,7 +230,7 @@ def _context(docs_dir: Path) -> Any:
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     context.add_data_docs_site(site_name="run", site_config={
         "class_name": "SiteBuilder", "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)}})
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir.resolve())}})
     return context
 
 

@@ -157,3 +157,16 @@ def test_plan_without_snapshot_is_one_line(tmp_path: Path):
 
 def test_report_without_analysis_is_one_line(tmp_path: Path):
     assert_one_line_error(run_cli("report", str(tmp_path)), 2, "analysis/summary.json: no such file")
+
+
+def test_sim_up_twice_in_one_dir_starts_clean(tmp_path: Path):
+    sim_dir = tmp_path / "sim"
+    for scenario, brokers in (("sqooba", 20), ("new-brokers", 16)):
+        up = run_cli("sim", "up", "--dir", str(sim_dir), "--scenario", scenario, "--partitions", "24")
+        assert up.returncode == 0, up.stderr
+        try:
+            state = json.loads((sim_dir / "sim.json").read_text())
+            snap = run_cli("snapshot", "--source", state["zk_url"], "--out", str(tmp_path / scenario), "--quiet")
+            assert f"{brokers} brokers" in snap.stdout, snap.stdout
+        finally:
+            run_cli("sim", "down", "--dir", str(sim_dir))

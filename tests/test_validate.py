@@ -258,3 +258,11 @@ def test_cli_prints_gate_table_and_fails_with_exit_6(tmp_path: Path):
         f"rebalancer: error: 1 gate(s) failed: max-changes-per-partition (see {run / 'validation' / 'result.json'})"]
     ok = run_cli("validate", str(run), "--max-changes-per-partition", "2")
     assert ok.returncode == 0 and "all 12 gates passed" not in ok.stdout and "gates passed" in ok.stdout
+
+
+def test_relative_run_dir(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    write_cluster_json(build_scenario("sqooba"), tmp_path / "rel" / "snapshot.json")
+    plan_run_dir("rel", "remove-brokers", brokers=[19])
+    assert validate_run_dir("rel")["passed"]
+    assert (tmp_path / "rel" / "validation" / "docs" / "index.html").exists()

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -627,6 +628,7 @@ class SimulatedCluster:
             "in_flight": len(self.moves),
             "completed": len(self.completed),
             "wall_time": time.time(),
+            "pid": os.getpid(),
         }
 
     def _publish_status(self) -> None:

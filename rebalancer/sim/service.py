@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,13 +92,15 @@ def read_state(directory: str | Path) -> dict[str, Any]:
 
 
 def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path: Path | None, timeout: float) -> dict[str, Any]:
-    """Wait until the controller publishes its status znode; fail early if its process dies."""
+    """Wait until *this* controller (its pid) publishes its status znode; fail early if its process dies."""
     deadline = time.monotonic() + timeout
     with zk_session(target, timeout=min(10.0, timeout), create_chroot=True) as zk:
         while time.monotonic() < deadline:
             if zk.exists(STATUS_PATH):  # type: ignore[attr-defined]
                 data, _ = zk.get(STATUS_PATH)  # type: ignore[attr-defined]
-                return dict(json.loads(data))
+                status = dict(json.loads(data))
+                if proc is None or status.get("pid") == proc.pid:
+                    return status
             if proc is not None and proc.poll() is not None:
                 raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
             time.sleep(0.1)
@@ -126,6 +129,10 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     zk_record = None
     server = None
     if zk_hosts is None:
+        # Our own ZooKeeper holds only the simulated cluster: start it empty, never on a previous run's data.
+        shutil.rmtree(d / "zookeeper", ignore_errors=True)
+        for stale in ("log-dirs.json", "events.jsonl"):
+            (d / stale).unlink(missing_ok=True)
         server = ZooKeeperServer(d / "zookeeper", port=port)
         server.start(detach=True)
         zk_hosts = server.hosts

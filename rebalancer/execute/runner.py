@@ -157,8 +157,8 @@ def _retrying(fn: Callable[[], Any], what: str, patience: float = 60.0) -> Any:
 
 # -- the batch loop -----------------------------------------------------------------------------------------------
 def _current(backend: Any, tps: set[tuple[str, int]]) -> dict[tuple[str, int], Any]:
-    cluster = backend.read_cluster()
-    return {p.tp: p for p in cluster.partitions if p.tp in tps}
+    """The moving partitions only: a poll must not read the whole cluster."""
+    return dict(backend.read_partitions(tps))
 
 
 def _expected_seconds(steps: list[Step], rate: int) -> float:

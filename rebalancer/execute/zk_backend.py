@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import kafka_zk as kz
 from ..errors import SourceError
-from ..model import Cluster, TopicPartition
+from ..model import Cluster, Partition, TopicPartition
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["ZkBackend", "LOCK_PATH"]
@@ -35,6 +35,35 @@ class ZkBackend:
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
         return kz.read_cluster(self.zk, display=self.display)
+
+    def read_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition]:
+        """Replicas, leader and ISR of just these partitions (two znode reads per topic and partition)."""
+        from kazoo.exceptions import NoNodeError
+
+        wanted = set(tps)
+        topics = {t for t, _ in wanted}
+        topic_futs = {t: self.zk.get_async(kz.topic_path(t)) for t in topics}
+        state_futs = {tp: self.zk.get_async(kz.state_path(*tp)) for tp in wanted}
+        out: dict[TopicPartition, Partition] = {}
+        assignments = {}
+        for t, fut in topic_futs.items():
+            try:
+                assignments[t] = kz.parse_topic_znode(fut.get()[0], t)
+            except NoNodeError:
+                continue
+        for tp, fut in state_futs.items():
+            a = assignments.get(tp[0])
+            if a is None or tp[1] not in a.partitions:
+                continue
+            try:
+                leader, isr, _ = kz.parse_state_znode(fut.get()[0], *tp)
+            except NoNodeError:
+                leader, isr = None, []
+            replicas = tuple(a.partitions[tp[1]])
+            out[tp] = Partition(tp[0], tp[1], replicas, leader if leader in replicas else None,
+                                tuple(b for b in isr if b in replicas), 0,
+                                adding=tuple(a.adding.get(tp[1], ())), removing=tuple(a.removing.get(tp[1], ())))
+        return out
 
     def in_flight(self) -> dict[TopicPartition, list[int]]:
         from kazoo.exceptions import NoNodeError

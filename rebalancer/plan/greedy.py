@@ -5,7 +5,8 @@ partition (default 1), never touching a partition beyond that, rack-safe, near-l
 Unlike a naive version, every move goes from a broker above its target to one below it, in two phases:
 
 1. while some giver is above ``ceil`` (or is being removed): move from the fullest such giver to the emptiest
-   receiver below ``floor`` if any, else below ``ceil``;
+   receiver below ``floor`` if any, else below ``ceil`` (a removed broker, failing both, to any rack-safe receiver:
+   emptying it comes before balance);
 2. while some receiver is below ``floor``: move to it from the fullest giver above ``floor``.
 
 Each move lowers an excess or fills a deficit, so when a valid partition is always found the number of moves equals
@@ -150,6 +151,11 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
         choice = pick(g, below_floor) if below_floor else None
         if choice is None:
             choice = pick(g, below_ceil)
+        if choice is None and g in inp.removed:
+            # Emptying a removed broker comes first: any receiver that keeps the racks will do, above its ceiling
+            # if it must (the balance gates then show the cost).
+            anyone = sorted((r for r in inp.receivers if r != g and r not in inp.removed), key=count.__getitem__)
+            choice = pick(g, anyone)
         if choice is None:
             stuck.add(g)
             continue

@@ -226,6 +226,13 @@ def make_plan(
         bounds["leader_changes"] = solver["leaders"]["leader_bound"]
     by_tp = {p.tp: p.replicas for p in cluster.partitions}
     assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in assignment.items()) if v != by_tp[k]}
+    if targets.removed:
+        left = [(p.name, b) for p in cluster.partitions for b in assignment.get(p.tp, p.replicas) if b in targets.removed]
+        if left:
+            name, b = left[0]
+            raise PlanError(f"cannot empty broker {b}: {len(left)} replica(s) (e.g. {name}) have no receiver that keeps "
+                            "their rack count, capacity and change cap (add brokers in that rack, or raise "
+                            "--max-changes-per-partition)")
     if dead_replicas:
         solver["replicas_on_dead_brokers"] = len(dead_replicas)
     solver["seconds"] = round(time.monotonic() - started, 3)

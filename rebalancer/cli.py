@@ -108,6 +108,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminal_bar() -> object:
+    """A one-line progress bar on stderr (only used when stderr is a terminal)."""
+    from .balance import human_bytes
+
+    def show(batch: int, batches: int, moves_done: int, moves: int, done: int, total: int, elapsed: float, eta: float) -> None:
+        width = 30
+        frac = (done / total) if total else (moves_done / moves if moves else 1.0)
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        sys.stderr.write(f"\rbatch {batch}/{batches} [{bar}] {moves_done}/{moves} moves "
+                         f"{human_bytes(done)}/{human_bytes(total)} {elapsed:.0f}s ETA {eta:.0f}s   ")
+        sys.stderr.flush()
+
+    return show
+
+
 def _exec_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .execute import ExecOptions, parse_rate
 
@@ -116,6 +131,8 @@ def _exec_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                        max_batch_bytes=max_bytes, order=args.order, poll=args.poll,
                        timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
                        throttle_settle=args.throttle_settle,
+                       on_progress=_terminal_bar() if sys.stderr.isatty() else None,  # type: ignore[arg-type]
+                       progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr, flush=True)),
                        approval=getattr(args, "approval", None))
 
 
@@ -131,8 +148,12 @@ def cmd_execute(args: argparse.Namespace) -> int:
     from .execute import execute, open_backend
 
     opts = _exec_options(args)  # an invalid throttle fails here, before any connection
-    with open_backend(args.source, timeout=args.timeout) as backend:
-        state = execute(args.run_dir, backend, opts)
+    try:
+        with open_backend(args.source, timeout=args.timeout) as backend:
+            state = execute(args.run_dir, backend, opts)
+    finally:
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # end the progress bar's line
     done = sum(1 for b in state.get("batches", []) if b["status"] == "done")
     skipped = sum(len(b.get("skipped", [])) for b in state.get("batches", []))
     print(f"executed: {done} batch(es) done" + (f", {skipped} drifted move(s) skipped (see execution/state.json)" if skipped else "")

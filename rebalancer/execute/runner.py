@@ -66,7 +66,10 @@ class ExecOptions:
     throttle_settle: float = 2.0       # seconds between setting throttles and moving: brokers learn of config changes
                                        # asynchronously (ZooKeeper notifications), and a move must never start unthrottled
     approval: str | None = None        # path of the approval record (default RUN_DIR/approval.json)
-    progress: Callable[[str], None] | None = None
+    progress: Callable[[str], None] | None = None   # log lines (default: stderr)
+    report_every: float = 5.0          # seconds between progress lines while a batch copies
+    # Live progress for a terminal: (batch, batches, moves done, moves, bytes done, bytes, elapsed s, eta s).
+    on_progress: Callable[[int, int, int, int, int, int, float, float], None] | None = None
 
 
 @contextmanager
@@ -304,9 +307,16 @@ def _wait(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any],
             raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
                                   f"(limit {timeout:.0f} s: {expected:.0f} s at the throttle x{opts.timeout_factor:g} + "
                                   f"{opts.min_timeout:.0f} s); {len(finished)}/{len(todo)} moves done")
-        if now - last_report >= 5 or last_report == 0:
-            done_bytes = sum(s.bytes for s in finished)
+        done_bytes = sum(s.bytes for s in finished)
+        # ETA from the observed rate once something finished, from bytes / throttle before that.
+        if done_bytes and total_bytes:
+            eta = elapsed * (total_bytes - done_bytes) / done_bytes
+        else:
             eta = max(0.0, expected - elapsed) if expected else 0.0
+        if opts.on_progress is not None:
+            opts.on_progress(batch["index"] + 1, total_batches, len(finished), len(todo), done_bytes, total_bytes,
+                             elapsed, eta)
+        elif now - last_report >= opts.report_every or last_report == 0:
             _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(finished)}/{len(todo)} moves, "
                        f"{done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, ETA ~{eta:.0f} s")
             last_report = now

@@ -48,6 +48,7 @@ __all__ = [
     "parse_topic_znode",
     "parse_state_znode",
     "parse_reassignment",
+    "read_config",
     "read_cluster",
     "write_cluster",
 ]
@@ -189,6 +190,21 @@ def parse_state_znode(data: bytes | None, topic: str, partition: int) -> tuple[i
     except (KeyError, TypeError, ValueError) as exc:
         raise SourceError(f"ZooKeeper node {where} is not a Kafka partition state: {exc!r}") from None
     return (None if leader < 0 else leader), isr, epoch
+
+
+def read_config(zk: Any, entity_type: str, name: str | int) -> dict[str, str]:
+    """The dynamic config of ``/config/<entity_type>/<name>`` ({} when absent); SourceError when malformed."""
+    from kazoo.exceptions import NoNodeError
+
+    path = config_path(entity_type, name)
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+    except (ValueError, AttributeError):
+        raise SourceError(f"ZooKeeper node {path} is not a Kafka config") from None
 
 
 def parse_reassignment(data: bytes | None, where: str = REASSIGN) -> dict[TopicPartition, list[int]]:

@@ -102,14 +102,7 @@ class ZkBackend:
 
     # -- configs -------------------------------------------------------------------------------------------
     def _config(self, entity_type: str, name: str) -> dict[str, str]:
-        path = kz.config_path(entity_type, name)
-        if not self.zk.exists(path):
-            return {}
-        data, _ = self.zk.get(path)
-        try:
-            return {str(k): str(v) for k, v in (json.loads(data).get("config") or {}).items()}
-        except (ValueError, AttributeError):
-            raise SourceError(f"ZooKeeper node {path} is not a Kafka config") from None
+        return kz.read_config(self.zk, entity_type, name)
 
     def _write_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
         path = kz.config_path(entity_type, name)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import kafka_zk as kz
-from ..errors import SimulationError
+from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, parse_log_dirs, read_json
 from ..model import Broker, Cluster, TopicPartition
 
@@ -383,15 +383,10 @@ class SimulatedCluster:
 
     # -- configs -------------------------------------------------------------------------------------------
     def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
-        path = kz.config_path(entity_type, name)
-        if not self.zk.exists(path):
-            return {}
-        data, _ = self.zk.get(path)
         try:
-            cfg = json.loads(data).get("config") or {}
-            return {str(k): str(v) for k, v in cfg.items()}
-        except (ValueError, AttributeError):
-            log.warning("malformed config znode %s", path)
+            return kz.read_config(self.zk, entity_type, name)
+        except SourceError:
+            log.warning("malformed config znode %s", kz.config_path(entity_type, name))  # brokers ignore it too
             return {}
 
     def _load_configs(self) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..balance import deviation_pct
+from ..balance import max_abs_deviation
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json, reassignment_json
 from ..model import Cluster
@@ -121,10 +120,7 @@ def _loads(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...
 
 
 def _max_dev(values: list[int]) -> float:
-    if not values:
-        return 0.0
-    med = statistics.median(values)
-    return round(max(abs(deviation_pct(v, med)) for v in values), 3)
+    return round(max_abs_deviation(values), 3)
 
 
 def _topic_spread(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]], eligible: frozenset[int]) -> int:

@@ -32,7 +32,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from .balance import broker_loads, format_broker_table
     from .snapshot import REPLICAS_FILE, SNAPSHOT_FILE, take_snapshot
 
-    cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout)
+    cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout,
+                            kafka_config_file=args.kafka_config)
     out = Path(args.out)
     dead = [b.id for b in cluster.brokers if not b.alive]
     print(
@@ -149,7 +150,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
     opts = _exec_options(args)  # an invalid throttle fails here, before any connection
     try:
-        with open_backend(args.source, timeout=args.timeout) as backend:
+        with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
             state = execute(args.run_dir, backend, opts)
     finally:
         if sys.stderr.isatty():
@@ -164,7 +165,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .execute import open_backend, verify
 
-    with open_backend(args.source, timeout=args.timeout) as backend:
+    with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         result = verify(args.run_dir, backend)
     print(f"verified: {result['partitions_checked']} partitions at their planned replicas with full ISR and preferred"
           " leaders; no throttle left; broker counts as predicted")
@@ -175,7 +176,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from .execute import open_backend, rollback
 
     opts = _exec_options(args)
-    with open_backend(args.source, timeout=args.timeout) as backend:
+    with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         state = rollback(args.run_dir, backend, opts)
     moved = sum(len(b.get("todo", [])) for b in state["batches"])
     print(f"rolled back: {moved} move(s) reverted, original assignment verified, throttles removed")
@@ -187,7 +188,7 @@ def cmd_throttle(args: argparse.Namespace) -> int:
 
     if not args.clear:
         raise InputError("only --clear is supported: throttles are otherwise set per batch by execute")
-    with open_backend(args.source, timeout=args.timeout) as backend:
+    with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         cleaned = clear_all(backend)
     print(f"removed throttles from {', '.join(cleaned)}" if cleaned else "no throttle configs found")
     return 0
@@ -322,15 +323,26 @@ def _positive_float(text: str) -> float:
     return value
 
 
+SOURCE_HELP = ("zk://[user:password@]HOST:PORT[/chroot] (ZooKeeper) or kafka://[user:password@]HOST:PORT[,HOST:PORT]"
+               " (Admin API)")
+
+
+def _kafka_config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kafka-config", metavar="FILE",
+                   help="Kafka client config for kafka:// (security.protocol, sasl.*, ssl.* properties, or JSON of "
+                        "kafka-python settings); also REBALANCER_KAFKA_CONFIG. Secrets are never printed")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("snapshot", help="read a cluster and write RUN_DIR/snapshot.json and replicas.parquet")
-    p.add_argument("--source", required=True, help="file://PATH.json or zk://HOST:PORT[/chroot]")
+    p.add_argument("--source", required=True, help="file://PATH.json, zk://HOST:PORT[/chroot] or kafka://HOST:PORT[,HOST:PORT]")
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--sizes", help="file://PATH: kafka-log-dirs --describe JSON with partition sizes (for zk://)")
+    _kafka_config_option(p)
     p.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout in seconds (default 10)")
     p.add_argument("--quiet", action="store_true", help="no per-broker table")
     p.set_defaults(func=cmd_snapshot)
@@ -380,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def exec_opts(q: argparse.ArgumentParser, throttle_required: bool = True) -> None:
         q.add_argument("run_dir")
-        q.add_argument("--source", required=True, help="zk://HOST:PORT[/chroot]")
+        q.add_argument("--source", required=True, help=SOURCE_HELP)
+        _kafka_config_option(q)
         q.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout, seconds")
         q.add_argument("--throttle", required=throttle_required, default="50MB/s",
                        help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
@@ -403,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check the cluster matches the plan, with no throttle left")
     p.add_argument("run_dir")
-    p.add_argument("--source", required=True)
+    p.add_argument("--source", required=True, help=SOURCE_HELP)
+    _kafka_config_option(p)
     p.add_argument("--timeout", type=_positive_float, default=10.0)
     p.set_defaults(func=cmd_verify)
 
@@ -412,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_rollback)
 
     p = sub.add_parser("throttle", help="operator tool: --clear removes every replication throttle config")
-    p.add_argument("--source", required=True)
+    p.add_argument("--source", required=True, help=SOURCE_HELP)
+    _kafka_config_option(p)
     p.add_argument("--clear", action="store_true")
     p.add_argument("--timeout", type=_positive_float, default=10.0)
     p.set_defaults(func=cmd_throttle)
@@ -476,6 +491,8 @@ def _configure_logging(debug: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # kazoo reports every failed connection attempt; the error we raise says it in one line.
     logging.getLogger("kazoo").setLevel(logging.INFO if debug else logging.CRITICAL)
+    # kafka-python likewise logs each refused connection and retried request.
+    logging.getLogger("kafka").setLevel(logging.INFO if debug else logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError, SourceError
 from .formats import load_cluster_file, parse_log_dirs, read_json, write_cluster_json
@@ -41,8 +43,11 @@ def read_sizes(url: str) -> dict[TopicPartition, dict[int, int]]:
     return parse_log_dirs(read_json(path), where=str(path))
 
 
-def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0) -> Cluster:
-    """Read a cluster from ``file://`` or ``zk://``; raises ``InputError``/``SourceError`` with one line."""
+def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0,
+                kafka_config: Mapping[str, Any] | None = None, kafka_config_file: str | None = None) -> Cluster:
+    """Read a cluster from ``file://``, ``zk://`` or ``kafka://``; raises ``InputError``/``SourceError`` with one line.
+
+    ``kafka://`` reads sizes through DescribeLogDirs; ``--sizes`` overrides them when given."""
     size_map = read_sizes(sizes) if sizes else None
     if source.startswith("file://"):
         cluster = load_cluster_file(_file_path(source))
@@ -63,8 +68,13 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0)
                 how = "the given credentials" if target.auth else "no credentials (use zk://user:password@... or REBALANCER_ZK_AUTH)"
                 raise SourceError(f"ZooKeeper at {target.display} denied access to the Kafka metadata with {how}") from None
     if source.startswith("kafka://"):
-        raise InputError("kafka:// (Admin API) sources are not available yet: use zk://HOST:PORT[/chroot] or file://PATH")
-    raise InputError(f"unknown source {source!r}: expected file://PATH or zk://HOST:PORT[/chroot]")
+        from .kafka_admin import admin_session, parse_kafka_url, read_cluster as read_admin
+
+        target = parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
+        with admin_session(target, timeout=timeout) as admin:
+            cluster = read_admin(admin, display=target.display)
+        return _apply_sizes(cluster, size_map) if size_map else cluster
+    raise InputError(f"unknown source {source!r}: expected file://PATH, zk://HOST:PORT[/chroot] or kafka://HOST:PORT")
 
 
 def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]]) -> Cluster:
@@ -135,13 +145,15 @@ def write_brokers_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> Non
     os.replace(tmp, target)
 
 
-def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0) -> Cluster:
+def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0,
+                  kafka_config: Mapping[str, Any] | None = None, kafka_config_file: str | None = None) -> Cluster:
     """Read the source and write ``snapshot.json`` and ``replicas.parquet`` into ``out_dir``.
 
     Nothing is written unless the whole cluster was read and validated.
     """
     started = time.monotonic()
-    cluster = read_source(source, sizes=sizes, timeout=timeout)
+    cluster = read_source(source, sizes=sizes, timeout=timeout, kafka_config=kafka_config,
+                          kafka_config_file=kafka_config_file)
     meta = dict(cluster.meta)
     meta.setdefault("source", source)
     meta.setdefault("taken_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

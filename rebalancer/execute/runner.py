@@ -18,7 +18,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +73,9 @@ class ExecOptions:
 
 
 @contextmanager
-def open_backend(source: str, timeout: float = 10.0) -> Iterator[Any]:
+def open_backend(source: str, timeout: float = 10.0, *, kafka_config: Mapping[str, Any] | None = None,
+                 kafka_config_file: str | None = None) -> Iterator[Any]:
+    """The backend for a source: ``zk://`` (ZooKeeper, kazoo) or ``kafka://`` (Admin API, kafka-python)."""
     if source.startswith("zk://"):
         from ..zkclient import parse_zk_url, zk_session
         from .zk_backend import ZkBackend
@@ -83,8 +85,14 @@ def open_backend(source: str, timeout: float = 10.0) -> Iterator[Any]:
             yield ZkBackend(zk, target.display)
         return
     if source.startswith("kafka://"):
-        raise InputError("the kafka:// (Admin API) execution backend is not available yet: use zk://HOST:PORT[/chroot]")
-    raise InputError(f"unknown source {source!r}: expected zk://HOST:PORT[/chroot]")
+        from ..kafka_admin import admin_session, parse_kafka_url
+        from .admin_backend import AdminBackend
+
+        ktarget = parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
+        with admin_session(ktarget, timeout=timeout) as admin:
+            yield AdminBackend(admin, ktarget.display)
+        return
+    raise InputError(f"unknown source {source!r}: expected zk://HOST:PORT[/chroot] or kafka://HOST:PORT[,HOST:PORT]")
 
 
 # -- approval ---------------------------------------------------------------------------------------------------
@@ -141,20 +149,24 @@ def _say(opts: ExecOptions, text: str) -> None:
     (opts.progress or (lambda t: print(t, file=sys.stderr, flush=True)))(text)
 
 
-# -- ZooKeeper hiccups ------------------------------------------------------------------------------------------------
+# -- connection hiccups -----------------------------------------------------------------------------------------------
 def _retrying(fn: Callable[[], Any], what: str, patience: float = 60.0) -> Any:
-    """Call ``fn``, riding out connection loss and session expiry (kazoo reconnects with a new session)."""
+    """Call ``fn``, riding out ZooKeeper connection loss and session expiry (kazoo reconnects with a new session)
+    and Kafka brokers that cannot be reached for a moment (kafka-python reconnects)."""
     from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+    from ..kafka_admin import TransientKafkaError
 
     deadline = time.monotonic() + patience
     while True:
         try:
             return fn()
-        except (ConnectionLoss, SessionExpiredError) as exc:
+        except (ConnectionLoss, SessionExpiredError, TransientKafkaError) as exc:
+            which = "Kafka" if isinstance(exc, TransientKafkaError) else "ZooKeeper"
             if time.monotonic() > deadline:
-                raise SourceError(f"lost ZooKeeper while {what} ({type(exc).__name__}) and could not reconnect within "
+                raise SourceError(f"lost {which} while {what} ({type(exc).__name__}) and could not reconnect within "
                                   f"{patience:.0f} s; rerun the same command to resume") from None
-            log.warning("ZooKeeper %s while %s; retrying", type(exc).__name__, what)
+            log.warning("%s %s while %s; retrying", which, type(exc).__name__, what)
             time.sleep(0.5)
 
 
@@ -391,10 +403,21 @@ def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, 
     """Revert every partition the plan moved back to rollback.json (only those in a state this run produced)."""
     run = Path(run_dir)
     plan = load_plan(run)
-    # Wait for in-flight moves of this plan (ZooKeeper mode cannot cancel them).
     ours = {(c.topic, c.partition) for c in plan.changes}
+    # In-flight moves of this plan: the Admin API cancels them (Kafka reverts them to their original replicas);
+    # ZooKeeper mode cannot, so wait for them to finish and revert them afterwards.
+    if getattr(backend, "can_cancel", False):
+        ours_after = {(c.topic, c.partition): {st.after for st in steps_of(c.topic, c.partition, c.replicas_before,
+                                                                            c.replicas_after, c.size_bytes)}
+                      for c in plan.changes}
+        flight = _retrying(backend.in_flight, "listing reassignments")
+        # Only moves this plan started (their target is one of the plan's steps); anyone else's are not ours to cancel.
+        mine = sorted(tp for tp, target in flight.items() if tuple(target) in ours_after.get(tp, ()))
+        if mine:
+            _say(opts, f"rollback: cancelling {len(mine)} move(s) in flight")
+            backend.cancel(mine)
     deadline = time.monotonic() + opts.min_timeout
-    while set(backend.in_flight()) & ours:
+    while set(_retrying(backend.in_flight, "listing reassignments")) & ours:
         if time.monotonic() > deadline:
             stuck = sorted(set(backend.in_flight()) & ours)[0]
             raise ExecutionFailed(f"rollback: the reassignment of {stuck[0]}-{stuck[1]} is still in flight and ZooKeeper mode "

@@ -27,6 +27,7 @@ LOCK_PATH = "/rebalancer/lock"
 
 class ZkBackend:
     name = "zookeeper"
+    can_cancel = False  # a reassignment znode cannot be edited or cancelled while in flight
 
     def __init__(self, zk: Any, display: str) -> None:
         self.zk = zk

@@ -1,0 +1,317 @@
+"""Kafka Admin-API connections (``kafka://`` sources) and reading a cluster through them.
+
+``kafka://HOST:PORT[,HOST:PORT...]`` names bootstrap brokers. Connection security comes from a client config, in
+this order (later wins): the file named by ``REBALANCER_KAFKA_CONFIG``, the file given with ``--kafka-config``, a
+mapping passed by the caller (the Airflow connection's extras), and SASL credentials in the URL
+(``kafka://user:password@HOST:PORT``, which also default the protocol to ``SASL_PLAINTEXT``/``PLAIN``).
+
+A config file is either JSON of kafka-python keyword arguments or a Java/librdkafka client properties file::
+
+    security.protocol=SASL_SSL
+    sasl.mechanism=SCRAM-SHA-512
+    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ops" password="...";
+    ssl.ca.location=/etc/kafka/ca.pem
+
+Secrets (passwords) are never printed: ``KafkaTarget.display`` and every error message leave them out.
+
+Reading (``read_cluster``): Metadata gives live brokers with racks and every partition's replicas, leader and ISR
+(brokers named in replica lists but absent from Metadata are dead); DescribeLogDirs asked of every live broker gives
+replica sizes; ListPartitionReassignments gives what is in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from .errors import InputError, SourceError
+from .model import Broker, Cluster, Partition, TopicPartition
+
+__all__ = ["KafkaTarget", "parse_kafka_url", "load_client_config", "admin_session", "read_cluster",
+           "TransientKafkaError", "kafka_errors"]
+
+log = logging.getLogger(__name__)
+
+# kafka-python keyword arguments a config may set (anything else is refused, so a typo is not silently ignored).
+CLIENT_KEYS = {
+    "security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_name",
+    "sasl_kerberos_service_name", "sasl_kerberos_domain_name", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
+    "ssl_password", "ssl_crlfile", "ssl_check_hostname", "client_id", "request_timeout_ms", "api_version",
+}
+SECRET_KEYS = {"sasl_plain_password", "ssl_password"}
+# Java client / librdkafka property names -> kafka-python keyword arguments.
+PROPERTY_KEYS = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.cafile": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.crl.location": "ssl_crlfile",
+    "client.id": "client_id",
+    "request.timeout.ms": "request_timeout_ms",
+}
+PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"}
+_JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class TransientKafkaError(SourceError):
+    """The cluster could not be reached for a moment (connection lost, controller moving): worth retrying."""
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    bootstrap: tuple[str, ...]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def display(self) -> str:
+        """The bootstrap list with protocol and user, never a password: safe for logs and errors."""
+        proto = self.config.get("security_protocol", "PLAINTEXT")
+        user = self.config.get("sasl_plain_username")
+        return f"kafka://{','.join(self.bootstrap)}" + (f" ({proto}" + (f", user {user})" if user else ")") if proto != "PLAINTEXT" else "")
+
+    def client_kwargs(self) -> dict[str, Any]:
+        return {"bootstrap_servers": list(self.bootstrap), **self.config}
+
+
+def _properties(text: str, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise InputError(f"{where}:{n}: expected key=value")
+        if key == "sasl.jaas.config":
+            found = dict(_JAAS.findall(value))
+            if "username" in found:
+                out["sasl_plain_username"] = found["username"]
+            if "password" in found:
+                out["sasl_plain_password"] = found["password"]
+        elif key == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = bool(value)
+        elif key in ("ssl.truststore.location", "ssl.keystore.location"):
+            raise InputError(f"{where}:{n}: {key} is a Java keystore; this client needs PEM files "
+                             "(ssl.ca.location, ssl.certificate.location, ssl.key.location)")
+        elif key in PROPERTY_KEYS:
+            out[PROPERTY_KEYS[key]] = value
+        elif key.replace(".", "_") in CLIENT_KEYS:
+            out[key.replace(".", "_")] = value
+        else:
+            raise InputError(f"{where}:{n}: unknown Kafka client property {key!r}")
+    return out
+
+
+def load_client_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a client config file (JSON of kafka-python arguments, or Java/librdkafka properties)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read Kafka client config {p}: {exc.strerror or exc}") from None
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{p}: expected a JSON object of client settings")
+        return dict(doc)
+    return _properties(text, str(p))
+
+
+def _checked(config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key not in CLIENT_KEYS:
+            raise InputError(f"unknown Kafka client setting {key!r} (known: {', '.join(sorted(CLIENT_KEYS))})")
+        if value is None or value == "":
+            continue
+        out[key] = value
+    if "security_protocol" in out:
+        out["security_protocol"] = str(out["security_protocol"]).upper()
+        if out["security_protocol"] not in PROTOCOLS:
+            raise InputError(f"security_protocol {out['security_protocol']!r} is not one of {', '.join(sorted(PROTOCOLS))}")
+    if "sasl_mechanism" in out:
+        out["sasl_mechanism"] = str(out["sasl_mechanism"]).upper()
+        if out["sasl_mechanism"] not in MECHANISMS:
+            raise InputError(f"sasl_mechanism {out['sasl_mechanism']!r} is not one of {', '.join(sorted(MECHANISMS))}")
+    if out.get("security_protocol", "PLAINTEXT").startswith("SASL") and "sasl_mechanism" not in out:
+        out["sasl_mechanism"] = "PLAIN"
+    if "sasl_mechanism" in out and not out.get("security_protocol", "").startswith("SASL"):
+        raise InputError(f"sasl_mechanism is set but security_protocol is {out.get('security_protocol', 'PLAINTEXT')}:"
+                         " use SASL_PLAINTEXT or SASL_SSL")
+    if out.get("sasl_mechanism") in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+            out.get("sasl_plain_username") and "sasl_plain_password" in out):
+        raise InputError(f"SASL {out['sasl_mechanism']} needs a username and password")
+    for key in ("request_timeout_ms",):
+        if key in out:
+            try:
+                out[key] = int(out[key])
+            except (TypeError, ValueError):
+                raise InputError(f"{key} must be an integer, got {out[key]!r}") from None
+    if "ssl_check_hostname" in out and isinstance(out["ssl_check_hostname"], str):
+        out["ssl_check_hostname"] = out["ssl_check_hostname"].lower() not in ("false", "0", "no", "")
+    for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
+        if key in out and not Path(out[key]).is_file():
+            raise InputError(f"{key}: no such file {out[key]}")
+    return out
+
+
+def parse_kafka_url(url: str, *, config_file: str | None = None,
+                    config: Mapping[str, Any] | None = None) -> KafkaTarget:
+    """Parse ``kafka://[user:password@]HOST:PORT[,HOST:PORT]`` and merge the client config (see the module doc)."""
+    if not url.startswith("kafka://"):
+        raise InputError(f"not a Kafka URL (expected kafka://HOST:PORT[,HOST:PORT]): {url!r}")
+    rest = url[len("kafka://"):].rstrip("/")
+    merged: dict[str, Any] = {}
+    for path in (os.environ.get("REBALANCER_KAFKA_CONFIG"), config_file):
+        if path:
+            merged.update(load_client_config(path))
+    merged.update(config or {})
+    if "@" in rest:
+        cred, rest = rest.rsplit("@", 1)
+        user, sep, password = cred.partition(":")
+        if not sep or not user:
+            raise InputError("Kafka URL credentials must be user:password@")
+        merged["sasl_plain_username"], merged["sasl_plain_password"] = unquote(user), unquote(password)
+        merged.setdefault("security_protocol", "SASL_PLAINTEXT")
+    if not rest:
+        raise InputError("Kafka URL names no broker (expected kafka://HOST:PORT[,HOST:PORT])")
+    hosts = []
+    for hp in rest.split(","):
+        host, sep, port = hp.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
+            raise InputError(f"Kafka URL: {hp!r} is not HOST:PORT")
+        hosts.append(f"{host}:{port}")
+    return KafkaTarget(bootstrap=tuple(hosts), config=_checked(merged))
+
+
+def kafka_errors() -> tuple[type[BaseException], ...]:
+    """kafka-python's errors that mean "not reachable right now" rather than "refused"."""
+    import kafka.errors as ke
+
+    return (ke.KafkaConnectionError, ke.RetriableError, ke.NodeNotReadyError)
+
+
+@contextmanager
+def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any]:
+    """A connected ``KafkaAdminClient``; connection and authentication failures become one-line ``SourceError``s."""
+    import kafka.errors as ke
+    from kafka import KafkaAdminClient
+
+    kwargs = target.client_kwargs()
+    kwargs.setdefault("request_timeout_ms", max(int(timeout * 1000), 1000))
+    kwargs.setdefault("client_id", "kafka-rebalancer")
+    try:
+        client = KafkaAdminClient(**kwargs, bootstrap_timeout_ms=int(timeout * 1000))
+    except (ke.KafkaTimeoutError, ke.KafkaConnectionError):
+        raise SourceError(f"cannot connect to Kafka at {target.display} within {timeout:g} s") from None
+    except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
+        raise SourceError(f"Kafka at {target.display} refused the credentials: {type(exc).__name__}") from None
+    except ke.KafkaConfigurationError as exc:
+        raise InputError(f"Kafka client config for {target.display}: {exc}") from None
+    except ke.KafkaError as exc:
+        raise SourceError(f"Kafka at {target.display}: {type(exc).__name__} {exc}") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+# -- reading a cluster ---------------------------------------------------------------------------------------------
+def metadata(admin: Any, topics: list[str] | None = None) -> dict[str, Any]:
+    """The Metadata response as a dict (brokers, controller_id, cluster_id, topics)."""
+    return admin._manager.run(admin._get_cluster_metadata, topics)  # the public describe_* split it in two calls
+
+
+def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapping[str, list[int]]],
+                  sizes: Mapping[TopicPartition, Mapping[int, int]] | None = None,
+                  wanted: set[TopicPartition] | None = None) -> list[Partition]:
+    out = []
+    for t in meta["topics"]:
+        if t.get("error_code"):
+            continue
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition_index"])
+            if wanted is not None and tp not in wanted:
+                continue
+            replicas = tuple(p["replica_nodes"])
+            leader = p["leader_id"] if p["leader_id"] in replicas else None
+            per = (sizes or {}).get(tp) or {}
+            size = per.get(leader, max(per.values())) if per and leader in per else (max(per.values()) if per else 0)
+            flight = ongoing.get(tp) or {}
+            out.append(Partition(tp[0], tp[1], replicas, leader, tuple(b for b in p["isr_nodes"] if b in replicas),
+                                 int(size), adding=tuple(flight.get("adding_replicas", ())),
+                                 removing=tuple(flight.get("removing_replicas", ()))))
+    return out
+
+
+def log_dir_sizes(admin: Any, brokers: list[int]) -> dict[TopicPartition, dict[int, int]]:
+    """Bytes per replica from DescribeLogDirs on every live broker (future replicas of a log-dir move excluded)."""
+    sizes: dict[TopicPartition, dict[int, int]] = {}
+    for entry in admin.describe_log_dirs(brokers=brokers):
+        for d in entry["log_dirs"]:
+            if d.get("error_code"):
+                continue
+            for t in d["topics"]:
+                for p in t["partitions"]:
+                    if p.get("is_future_key"):
+                        continue
+                    per = sizes.setdefault((t["name"], p["partition_index"]), {})
+                    per[entry["broker"]] = max(per.get(entry["broker"], 0), int(p["partition_size"]))
+    return sizes
+
+
+def in_flight(admin: Any) -> dict[TopicPartition, dict[str, list[int]]]:
+    return {(tp.topic, tp.partition): v for tp, v in admin.list_partition_reassignments().items()}
+
+
+def read_cluster(admin: Any, *, display: str, with_sizes: bool = True) -> Cluster:
+    """Brokers (racks), partitions (replicas, leader, ISR), sizes and in-flight reassignments via the Admin API."""
+    import kafka.errors as ke
+
+    try:
+        meta = metadata(admin)
+        live = sorted(b["node_id"] for b in meta["brokers"])
+        sizes = log_dir_sizes(admin, live) if with_sizes else None
+        ongoing = in_flight(admin)
+    except kafka_errors() as exc:
+        raise TransientKafkaError(f"Kafka at {display}: {type(exc).__name__} while reading the cluster") from None
+    except ke.AuthorizationError as exc:
+        raise SourceError(f"Kafka at {display} denied describing the cluster ({type(exc).__name__})") from None
+    brokers = {b["node_id"]: Broker(id=b["node_id"], rack=b.get("rack") or None, alive=True, host=b.get("host") or None,
+                                    port=b.get("port") or None) for b in meta["brokers"]}
+    parts = partitions_of(meta, ongoing, sizes)
+    for p in parts:
+        for b in p.replicas:
+            if b not in brokers:
+                brokers[b] = Broker(id=b, alive=False)
+    meta_out: dict[str, Any] = {"source": display, "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                "sizes_known": bool(with_sizes), "cluster_id": meta.get("cluster_id"),
+                                "controller_id": meta.get("controller_id")}
+    if ongoing:
+        meta_out["reassignment_in_progress"] = [
+            {"topic": t, "partition": p, "replicas": [b for b in v["replicas"] if b not in v["removing_replicas"]]}
+            for (t, p), v in sorted(ongoing.items())]
+    return Cluster.build(sorted(brokers.values(), key=lambda b: b.id), parts, meta_out)

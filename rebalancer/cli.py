@@ -234,6 +234,8 @@ def cmd_sim_up(args: argparse.Namespace) -> int:
     state = up(args.dir, scenario=args.scenario, params=_scenario_params(args), acceleration=args.acceleration,
                zk_hosts=args.zookeeper, chroot=args.chroot, port=args.port)
     print(f"simulated cluster up: {state['zk_url']}  (sizes: {state['sizes']})")
+    if state.get("kafka_bootstrap"):
+        print(f"Kafka protocol (Admin API): {state['kafka_bootstrap']}")
     print(f"state in {Path(args.dir) / 'sim.json'}; stop with: rebalancer sim down --dir {args.dir}")
     return 0
 
@@ -259,6 +261,7 @@ def cmd_sim_status(args: argparse.Namespace) -> int:
     status = json.loads(data)
     print(f"{state['zk_url']}: brokers alive {status['alive']}, in-flight moves {status['in_flight']},"
           f" completed {status['completed']}, simulated time {status['sim_time_s']:.1f} s (x{status['acceleration']:g})")
+    print(f"Kafka: kafka://{status['bootstrap']}")
     return 0
 
 

@@ -84,7 +84,8 @@ class KafkaTarget:
         """The bootstrap list with protocol and user, never a password: safe for logs and errors."""
         proto = self.config.get("security_protocol", "PLAINTEXT")
         user = self.config.get("sasl_plain_username")
-        return f"kafka://{','.join(self.bootstrap)}" + (f" ({proto}" + (f", user {user})" if user else ")") if proto != "PLAINTEXT" else "")
+        hosts = ",".join(self.bootstrap[:3]) + (f",+{len(self.bootstrap) - 3} more" if len(self.bootstrap) > 3 else "")
+        return f"kafka://{hosts}" + (f" ({proto}" + (f", user {user})" if user else ")") if proto != "PLAINTEXT" else "")
 
     def client_kwargs(self) -> dict[str, Any]:
         return {"bootstrap_servers": list(self.bootstrap), **self.config}
@@ -211,7 +212,8 @@ def kafka_errors() -> tuple[type[BaseException], ...]:
     """kafka-python's errors that mean "not reachable right now" rather than "refused"."""
     import kafka.errors as ke
 
-    return (ke.KafkaConnectionError, ke.RetriableError, ke.NodeNotReadyError)
+    # UnknownBrokerIdError: a broker that came back is not in the cached metadata yet.
+    return (ke.KafkaConnectionError, ke.RetriableError, ke.NodeNotReadyError, ke.UnknownBrokerIdError)
 
 
 @contextmanager
@@ -287,8 +289,10 @@ def in_flight(admin: Any) -> dict[TopicPartition, dict[str, list[int]]]:
     return {(tp.topic, tp.partition): v for tp, v in admin.list_partition_reassignments().items()}
 
 
-def read_cluster(admin: Any, *, display: str, with_sizes: bool = True) -> Cluster:
-    """Brokers (racks), partitions (replicas, leader, ISR), sizes and in-flight reassignments via the Admin API."""
+def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool = False) -> Cluster:
+    """Brokers (racks), partitions (replicas, leader, ISR), sizes and in-flight reassignments via the Admin API.
+
+    kafka-python's errors become one-line ``SourceError``s, unless ``raw`` (the caller handles and retries them)."""
     import kafka.errors as ke
 
     try:
@@ -297,9 +301,17 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True) -> Cluste
         sizes = log_dir_sizes(admin, live) if with_sizes else None
         ongoing = in_flight(admin)
     except kafka_errors() as exc:
+        if raw:
+            raise
         raise TransientKafkaError(f"Kafka at {display}: {type(exc).__name__} while reading the cluster") from None
     except ke.AuthorizationError as exc:
+        if raw:
+            raise
         raise SourceError(f"Kafka at {display} denied describing the cluster ({type(exc).__name__})") from None
+    except ke.KafkaError as exc:
+        if raw:
+            raise
+        raise SourceError(f"Kafka at {display}: {type(exc).__name__} while reading the cluster") from None
     brokers = {b["node_id"]: Broker(id=b["node_id"], rack=b.get("rack") or None, alive=True, host=b.get("host") or None,
                                     port=b.get("port") or None) for b in meta["brokers"]}
     parts = partitions_of(meta, ongoing, sizes)

@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,27 +41,39 @@ class AdminBackend:
     name = "admin"
     can_cancel = True
 
-    def __init__(self, admin: Any, display: str) -> None:
+    def __init__(self, admin: Any, display: str, *, patience: float = 60.0) -> None:
         self.admin = admin
         self.display = display
+        self.patience = patience
         self._lock_fh: Any = None
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one Admin call; "not reachable right now" becomes ``TransientKafkaError`` (the runner retries it)."""
+        """Run one Admin call, retrying while the cluster cannot be reached for a moment (a broker or the controller
+        restarting): every request this backend sends is idempotent (a reassignment to the same target, a config
+        SET/DELETE, an election, reads). Past ``patience`` seconds it raises ``TransientKafkaError``."""
         import kafka.errors as ke
 
-        try:
-            return fn()
-        except ka.kafka_errors() as exc:
-            raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc).__name__} while {what}") from None
-        except ke.AuthorizationError as exc:
-            raise SourceError(f"Kafka at {self.display} denied {what} ({type(exc).__name__})") from None
-        except ke.KafkaError as exc:
-            raise SourceError(f"Kafka at {self.display}: {what} failed: {type(exc).__name__} {exc}") from None
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                return fn()
+            except ka.kafka_errors() as exc:
+                # kafka-python keeps sending controller-bound requests to the controller it knew and addresses
+                # brokers from cached metadata: forget both, so a retry finds the new controller and a returned broker.
+                self.admin._controller_id = None  # noqa: SLF001
+                self.admin._manager.cluster.request_update()  # noqa: SLF001
+                if time.monotonic() > deadline:
+                    raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc).__name__} while {what}") from None
+                log.warning("Kafka %s while %s; retrying", type(exc).__name__, what)
+                time.sleep(0.5)
+            except ke.AuthorizationError as exc:
+                raise SourceError(f"Kafka at {self.display} denied {what} ({type(exc).__name__})") from None
+            except ke.KafkaError as exc:
+                raise SourceError(f"Kafka at {self.display}: {what} failed: {type(exc).__name__} {exc}") from None
 
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
-        return ka.read_cluster(self.admin, display=self.display)
+        return self._call("reading the cluster", lambda: ka.read_cluster(self.admin, display=self.display, raw=True))
 
     def read_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition]:
         wanted = set(tps)
@@ -93,7 +106,7 @@ class AdminBackend:
                               f"{getattr(err, '__name__', err)}")
 
     def submit(self, targets: Mapping[TopicPartition, Iterable[int]]) -> None:
-        self._alter({tp: list(r) for tp, r in targets.items()}, "the reassignment")
+        self._alter({tp: list(r) for tp, r in targets.items()}, "submitting the reassignment")
 
     def cancel(self, tps: Iterable[TopicPartition]) -> None:
         """Cancel in-flight moves: Kafka reverts each partition to its original replicas and drops partial copies."""

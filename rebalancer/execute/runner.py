@@ -225,6 +225,11 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
             batch["finished_at"] = time.time()
             _save(run, state, state_file)
             return
+        down = sorted({(b, s.topic, s.partition) for s in todo for b in s.added if b not in live})
+        if down:
+            b, t, p = down[0]
+            raise ExecutionFailed(f"batch {batch['index'] + 1} cannot start: destination broker {b} of {t}-{p} is down "
+                                  "(nothing submitted; bring it back and rerun, or roll back)")
         brokers, topics = thr.batch_throttles(todo, live)
         changed = thr.apply(backend, state["throttle_bytes_per_s"], brokers, topics)
         batch["throttled"] = {"brokers": sorted(brokers), "topics": sorted(topics)}
@@ -369,6 +374,10 @@ def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
     except Exception as exc:
         from kazoo.exceptions import KazooException
 
+        from ..kafka_admin import TransientKafkaError
+
+        if isinstance(exc, TransientKafkaError):
+            raise SourceError(f"{exc} during {kind}; rerun the same command to resume") from None
         if isinstance(exc, KazooException):
             raise SourceError(f"ZooKeeper error during {kind}: {type(exc).__name__}; rerun the same command to resume") from None
         raise

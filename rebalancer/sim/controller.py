@@ -22,9 +22,15 @@ It keeps real Kafka metadata in a real ZooKeeper and reacts to it as Kafka 3.x's
   full; a partially copied replica resumes copying.
 - Time runs ``acceleration`` times faster than the wall clock, so gigabytes copy in seconds while every duration
   is still bytes / rate in simulated seconds.
+- The Kafka protocol: every live broker serves a listener on 127.0.0.1 (``kafka_listener``) and registers that
+  endpoint in ``/brokers/ids/<id>``, as a broker does at start-up; a killed broker's port refuses connections. The
+  controller requests of the Admin API act on the same state: ``api_reassign``/``api_cancel``
+  (AlterPartitionReassignments, KIP-455: such moves never appear in ``/admin/reassign_partitions``),
+  ``ongoing`` (ListPartitionReassignments) and ``elect_preferred`` (ElectLeaders). The controller is the lowest
+  live broker id. Listener threads and the controller loop share one lock (``lock``).
 
 Not simulated: producer traffic (partition sizes are static), log retention, auto leader rebalancing
-(``auto.leader.rebalance.enable`` behaves as false), controller fail-over.
+(``auto.leader.rebalance.enable`` behaves as false), the ``/controller`` znode and its election.
 
 Private state lives outside Kafka's paths: ``/kafka-sim/status`` (simulated clock, live brokers) and
 ``/kafka-sim/commands`` (fault injection requests from ``rebalancer sim kill-broker``); per-replica sizes are
@@ -34,23 +40,29 @@ written to ``STATE_DIR/log-dirs.json`` in ``kafka-log-dirs --describe`` format a
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import kafka_zk as kz
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, parse_log_dirs, read_json
 from ..model import Broker, Cluster, TopicPartition
 
-__all__ = ["SimulatedCluster", "Move", "allocate_rates", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DEFAULT_NIC"]
+if TYPE_CHECKING:
+    from .kafka_listener import BrokerListener
+
+__all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "SIM_ROOT", "STATUS_PATH",
+           "COMMANDS_PATH", "DEFAULT_NIC", "LISTEN_HOST"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +71,14 @@ STATUS_PATH = f"{SIM_ROOT}/status"
 COMMANDS_PATH = f"{SIM_ROOT}/commands"
 DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
 UNLIMITED = math.inf
+LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
+
+# Kafka error codes (org.apache.kafka.common.protocol.Errors) of the controller requests answered here.
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REPLICA_ASSIGNMENT = 39
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -68,7 +88,7 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 @dataclass
 class Move:
-    """One partition being reassigned."""
+    """One partition being reassigned; ``via_api`` when AlterPartitionReassignments started (or took over) it."""
 
     tp: TopicPartition
     original: list[int]
@@ -77,10 +97,28 @@ class Move:
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
     bytes_copied: float = 0.0
+    via_api: bool = False
 
     @property
     def full(self) -> list[int]:
         return self.target + [b for b in self.original if b not in self.target]
+
+
+class Reassignment(NamedTuple):
+    """A reassignment in flight as ListPartitionReassignments reports it."""
+
+    replicas: list[int]  # the full replica set: target, then the original replicas leaving
+    adding: list[int]
+    removing: list[int]
+
+
+class ApiError(Exception):
+    """A Kafka error code with its message, the answer for one partition of a controller request (Kafka's ApiError)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 @dataclass
@@ -159,10 +197,14 @@ def _parse_rate(value: Any) -> float:
 
 
 class SimulatedCluster:
-    """The controller loop over one ZooKeeper chroot. Use ``load`` or ``attach``, then ``start``/``stop``."""
+    """The controller loop over one ZooKeeper chroot. Use ``load`` or ``attach``, then ``start``/``stop``.
+
+    Each broker's Kafka listener binds ``kafka_port_base + broker id`` when a base is given, else an ephemeral port;
+    a restarted broker listens on its previous port again."""
 
     def __init__(self, zk: Any, *, acceleration: float = 1.0, tick: float = 0.02,
-                 state_dir: str | Path | None = None, nic_bytes_per_s: float = DEFAULT_NIC) -> None:
+                 state_dir: str | Path | None = None, nic_bytes_per_s: float = DEFAULT_NIC,
+                 kafka_port_base: int | None = None) -> None:
         if acceleration <= 0:
             raise SimulationError(f"acceleration must be positive, got {acceleration}")
         self.zk = zk
@@ -191,18 +233,38 @@ class SimulatedCluster:
         self._reregister = threading.Event()
         self._lock = threading.RLock()
         self.error: BaseException | None = None
+        self.cluster_id = ""
+        self.kafka_port_base = kafka_port_base
+        self.kafka_ports: dict[int, int] = {}  # broker -> listener port, kept while the broker is down
+        self._listeners: dict[int, BrokerListener] = {}
         zk.add_listener(self._on_state)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by the controller loop for each step: hold it to read a consistent state or change it from elsewhere."""
+        return self._lock
+
+    @property
+    def controller_id(self) -> int | None:
+        """The broker acting as Kafka's controller: the lowest live broker id (None when every broker is down)."""
+        with self._lock:
+            return min(self.alive, default=None)
+
+    @property
+    def bootstrap(self) -> str:
+        """``HOST:PORT,...`` of every live broker's Kafka listener (empty before ``start``)."""
+        with self._lock:
+            return ",".join(f"{LISTEN_HOST}:{self.kafka_ports[b]}" for b in sorted(self.alive) if b in self._listeners)
 
     # -- setting up ----------------------------------------------------------------------------------------
     def load(self, cluster: Cluster) -> None:
         """Write a scenario's metadata into ZooKeeper (which must hold no Kafka metadata yet) and adopt it."""
         if self.zk.exists(kz.TOPICS) and self.zk.get_children(kz.TOPICS):
             raise SimulationError("ZooKeeper already holds Kafka topics here: use attach, or a fresh chroot")
-        kz.write_cluster(self.zk, cluster, register_brokers=True, ephemeral=True)
+        kz.write_cluster(self.zk, cluster, register_brokers=False)
         self.zk.ensure_path(COMMANDS_PATH)
         self._adopt(cluster)
         self._load_configs()
-        self._publish_status()
         self._flush_sizes(force=True)
 
     def attach(self) -> None:
@@ -217,17 +279,16 @@ class SimulatedCluster:
             for tp, per in sizes.items():
                 if tp in self.disk:
                     self.disk[tp].update({b: float(v) for b, v in per.items() if b in self.disk[tp]})
-        # Our brokers' ephemeral znodes died with the previous session: register them again.
+        # Our brokers' ephemeral znodes died with the previous session: all of them register again at start.
         for b in cluster.brokers:
             if b.id not in alive_before:
                 self.alive.add(b.id)
-        self._register_all()
         self.zk.ensure_path(COMMANDS_PATH)
         self._load_configs()
-        self._publish_status()
 
     def _adopt(self, cluster: Cluster) -> None:
         with self._lock:
+            self.cluster_id = self._ensure_cluster_id()
             self.brokers = {b.id: b for b in cluster.brokers}
             self.alive = {b.id for b in cluster.brokers if b.alive}
             self.topics = {}
@@ -251,17 +312,47 @@ class SimulatedCluster:
                         data, _ = self.zk.get(kz.state_path(name, num))
                         self.state[(name, num)][2] = kz.parse_state_znode(data, name, num)[2]
 
+    def _ensure_cluster_id(self) -> str:
+        """Kafka's cluster id from ``/cluster/id``, written as the first broker of a new cluster does when missing."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        try:
+            data, _ = self.zk.get(kz.CLUSTER_ID)
+        except NoNodeError:
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            try:
+                self.zk.create(kz.CLUSTER_ID, kz.encode({"version": "1", "id": cluster_id}), makepath=True)
+                return cluster_id
+            except NodeExistsError:
+                data, _ = self.zk.get(kz.CLUSTER_ID)
+        try:
+            return str(json.loads(data)["id"])
+        except (ValueError, KeyError, TypeError):
+            raise SimulationError(f"ZooKeeper node {kz.CLUSTER_ID} is not a Kafka cluster id") from None
+
     # -- running -------------------------------------------------------------------------------------------
     def start(self) -> SimulatedCluster:
+        """Every live broker opens its Kafka listener and registers; then the controller loop runs."""
+        with self._lock:
+            self._register_all()
+            self._publish_status()
         self._thread = threading.Thread(target=self.run, name="sim-controller", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop the controller loop, then close every listener and its connections."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        with self._lock:
+            listeners = list(self._listeners.values())
+            self._listeners.clear()
+            for listener in listeners:
+                listener.close()
+        for listener in listeners:  # outside the lock: a connection thread may be waiting for it
+            listener.join(timeout)
 
     def run(self) -> None:
         """The loop: one ``step`` per tick until ``stop``. ZooKeeper hiccups are retried on the next tick."""
@@ -309,24 +400,48 @@ class SimulatedCluster:
             self._reregister.set()
 
     # -- brokers -------------------------------------------------------------------------------------------
+    def _listen(self, bid: int) -> int:
+        """Open the broker's Kafka listener unless it is open; returns its port."""
+        from .kafka_listener import BrokerListener, KafkaApis
+
+        if bid in self._listeners:
+            return self._listeners[bid].port
+        port = self.kafka_ports.get(bid, 0 if self.kafka_port_base is None else self.kafka_port_base + bid)
+        try:
+            listener = BrokerListener(KafkaApis(self, bid), LISTEN_HOST, port)
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise SimulationError(f"broker {bid} cannot listen on {LISTEN_HOST}:{port}: {reason}") from None
+        listener.start()
+        self._listeners[bid] = listener
+        self.kafka_ports[bid] = listener.port
+        return listener.port
+
     def _register(self, bid: int) -> None:
+        """The broker serves its listener and advertises it in its ephemeral ``/brokers/ids/<id>``."""
+        port = self._listen(bid)
         path = kz.broker_path(bid)
         if self.zk.exists(path):
             self.zk.delete(path)
-        self.zk.create(path, kz.encode(kz.broker_znode(self.brokers[bid], port=9092 + bid)), ephemeral=True, makepath=True)
+        endpoint = replace(self.brokers[bid], host=LISTEN_HOST, port=port)
+        self.zk.create(path, kz.encode(kz.broker_znode(endpoint)), ephemeral=True, makepath=True)
 
     def _register_all(self) -> None:
         for bid in sorted(self.alive):
             self._register(bid)
 
     def kill_broker(self, bid: int) -> None:
-        """The broker dies: its registration vanishes, it leaves the ISRs, its leaderships fail over."""
+        """The broker dies: its listener and connections close, its registration vanishes, it leaves the ISRs, its
+        leaderships fail over."""
         with self._lock:
             if bid not in self.brokers:
                 raise SimulationError(f"unknown broker {bid}")
             if bid not in self.alive:
                 return
             self.alive.discard(bid)
+            listener = self._listeners.pop(bid, None)
+            if listener is not None:
+                listener.close()
             try:
                 self.zk.delete(kz.broker_path(bid))
             except Exception:  # already gone with a lost session
@@ -343,7 +458,8 @@ class SimulatedCluster:
             log.info("broker %d killed", bid)
 
     def restart_broker(self, bid: int) -> None:
-        """The broker comes back: registers, rejoins the ISR where its replica is complete, leads offline partitions."""
+        """The broker comes back: listens on its port again, registers, rejoins the ISR where its replica is complete,
+        leads offline partitions."""
         with self._lock:
             if bid not in self.brokers:
                 raise SimulationError(f"unknown broker {bid}")
@@ -359,7 +475,12 @@ class SimulatedCluster:
                 if leader is None and bid in isr:
                     self._set_state(tp, bid, isr, epoch + 1)
                 elif complete and bid not in isr and leader is not None:
-                    self._set_state(tp, leader, isr + [bid], epoch)
+                    if tp in self.moves:
+                        # An ISR change completes a reassignment whose whole target is now in sync (Kafka's
+                        # controller re-checks on every ISR change of a moving partition).
+                        self._caught_up(self.moves[tp], bid, self.sim_time)
+                    else:
+                        self._set_state(tp, leader, isr + [bid], epoch)
             log.info("broker %d restarted", bid)
 
     def _process_commands(self) -> None:
@@ -477,8 +598,8 @@ class SimulatedCluster:
         if finished:
             self._remove_from_admin(finished)
 
-    def _start_move(self, tp: TopicPartition, current: list[int], target: list[int]) -> None:
-        move = Move(tp=tp, original=list(current), target=list(target), started=self.sim_time)
+    def _start_move(self, tp: TopicPartition, current: list[int], target: list[int], *, via_api: bool = False) -> Move:
+        move = Move(tp=tp, original=list(current), target=list(target), started=self.sim_time, via_api=via_api)
         move.adding = [b for b in target if b not in current]
         move.removing = [b for b in current if b not in target]
         for b in move.adding:
@@ -494,6 +615,7 @@ class SimulatedCluster:
         leader, isr, epoch = self.state[tp]
         self._set_state(tp, leader, isr, epoch + 1)
         log.info("reassigning %s-%d %s -> %s", tp[0], tp[1], current, target)
+        return move
 
     def _copy(self, dt: float) -> None:
         """Advance every copying replica by ``dt`` simulated seconds; caught-up replicas join the ISR."""
@@ -535,7 +657,8 @@ class SimulatedCluster:
             self._set_state(tp, leader, isr + [broker], epoch)
         if all(b in self.state[tp][1] for b in move.target):
             self._complete(move, when)
-            self._remove_from_admin([tp])
+            if not move.via_api:
+                self._remove_from_admin([tp])
 
     def _complete(self, move: Move, when: float | None = None) -> None:
         tp = move.tp
@@ -585,7 +708,126 @@ class SimulatedCluster:
             self.zk.delete(kz.REASSIGN, version=stat.version)
             self._reassign_czxid = None
 
+    # -- the Admin API's reassignment requests (KIP-455, ZooKeeper-mode controller) ------------------------
+    def api_reassign(self, tp: TopicPartition, target: Sequence[int]) -> None:
+        """AlterPartitionReassignments of one partition to ``target``; raises ``ApiError`` when Kafka refuses it.
+
+        Kafka checks the list (non-empty, no duplicates, ids >= 0, every replica to add on a live broker), then the
+        partition. A new move is the same as one through ZooKeeper (replicas ``target ++ (original -- target)``),
+        except that ``/admin/reassign_partitions`` is not involved. A partition already moving gets the new target
+        against its original replicas: adding replicas no longer wanted are dropped with their partial copy, those
+        still wanted keep what they copied; a move started through ZooKeeper leaves its znode (the latest
+        reassignment wins). A move whose target is already in the ISR, or adds no replica, completes at once; a
+        target equal to the replicas of a partition at rest changes nothing."""
+        target = list(target)
+        with self._lock:
+            move = self.moves.get(tp)
+            topic = self.topics.get(tp[0])
+            known = topic is not None and tp[1] in topic.partitions
+            original = move.original if move else (topic.partitions[tp[1]] if topic and known else [])
+            if not target:
+                raise ApiError(INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment.")
+            if len(set(target)) != len(target):
+                raise ApiError(INVALID_REPLICA_ASSIGNMENT,
+                               f"Duplicate replica ids in partition reassignment replica list: {target}")
+            if any(b < 0 for b in target):
+                raise ApiError(INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {target}")
+            adding = [b for b in target if b not in original]
+            if not set(adding) <= self.alive:
+                raise ApiError(INVALID_REPLICA_ASSIGNMENT, "Replica assignment has brokers that are not alive. Replica "
+                               f"list: {adding}, live broker list: {sorted(self.alive)}")
+            if not known:
+                raise ApiError(UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            if move is None:
+                if target == original:
+                    return
+                move = self._start_move(tp, original, target, via_api=True)
+            else:
+                if not move.via_api:
+                    self._remove_from_admin([tp])
+                    move.via_api = True
+                self._retarget(move, target)
+            if not move.adding or all(b in self.state[tp][1] for b in move.target):
+                self._complete(move)
+
+    def _retarget(self, move: Move, target: list[int]) -> None:
+        """Point a moving partition at a new target (Kafka's ``updateCurrentReassignment``)."""
+        tp = move.tp
+        dropped = [b for b in move.full if b not in target and b not in move.original]
+        for b in dropped:
+            self.disk[tp].pop(b, None)
+        move.target = list(target)
+        move.adding = [b for b in target if b not in move.original]
+        move.removing = [b for b in move.original if b not in target]
+        for b in move.adding:
+            self.disk[tp].setdefault(b, 0.0)
+        topic = self.topics[tp[0]]
+        topic.partitions[tp[1]] = move.full
+        topic.adding[tp[1]] = list(move.adding)
+        topic.removing[tp[1]] = list(move.removing)
+        self._write_topic(tp[0])
+        leader, isr, epoch = self.state[tp]
+        isr = [b for b in isr if b not in dropped]
+        if leader in dropped:
+            leader = next((b for b in move.full if b in isr and b in self.alive), None)
+        self._set_state(tp, leader, isr, epoch + 1)
+        self._dirty_sizes = True
+        log.info("reassignment of %s-%d retargeted: %s -> %s", tp[0], tp[1], move.original, target)
+
+    def api_cancel(self, tp: TopicPartition) -> None:
+        """Cancel a reassignment (AlterPartitionReassignments with null replicas); raises ``ApiError`` when there is
+        none (NO_REASSIGNMENT_IN_PROGRESS, also for an unknown partition, as Kafka answers).
+
+        As Kafka reassigns back to the original replicas: the adding replicas leave the ISR and lose their partial
+        copy, a leader among them hands over to the first live original replica in the ISR, the leader epoch is
+        bumped. A move started through ZooKeeper also leaves ``/admin/reassign_partitions``."""
+        with self._lock:
+            move = self.moves.get(tp)
+            if move is None:
+                raise ApiError(NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {tp[0]}-{tp[1]}.")
+            if not move.via_api:
+                self._remove_from_admin([tp])
+            del self.moves[tp]
+            original = move.original
+            for b in move.full:
+                if b not in original:
+                    self.disk[tp].pop(b, None)
+            topic = self.topics[tp[0]]
+            topic.partitions[tp[1]] = list(original)
+            topic.adding.pop(tp[1], None)
+            topic.removing.pop(tp[1], None)
+            self._write_topic(tp[0])
+            leader, isr, epoch = self.state[tp]
+            isr = [b for b in isr if b in original]
+            if leader not in original or leader not in self.alive:
+                leader = next((b for b in original if b in isr and b in self.alive), None)
+            self._set_state(tp, leader, isr, epoch + 1)
+            self._dirty_sizes = True
+            log.info("reassignment of %s-%d cancelled: back to %s", tp[0], tp[1], original)
+
+    def ongoing(self) -> dict[TopicPartition, Reassignment]:
+        """Every reassignment in flight, started through the API or ZooKeeper (ListPartitionReassignments)."""
+        with self._lock:
+            return {tp: Reassignment(m.full, list(m.adding), list(m.removing)) for tp, m in self.moves.items()}
+
     # -- leader election -----------------------------------------------------------------------------------
+    def elect_preferred(self, tp: TopicPartition) -> None:
+        """Preferred leader election of one partition, at once (ElectLeaders, or the ZooKeeper request).
+
+        Raises ``ApiError``: ELECTION_NOT_NEEDED when the preferred replica (the first of the replica list) leads,
+        PREFERRED_LEADER_NOT_AVAILABLE when it is down or out of the ISR, UNKNOWN_TOPIC_OR_PARTITION."""
+        with self._lock:
+            if tp not in self.state:
+                raise ApiError(UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            leader, isr, epoch = self.state[tp]
+            preferred = self.topics[tp[0]].partitions[tp[1]][0]
+            if preferred == leader:
+                raise ApiError(ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            if preferred not in isr or preferred not in self.alive:
+                raise ApiError(PREFERRED_LEADER_NOT_AVAILABLE, f"Failed to elect leader for partition {tp[0]}-{tp[1]} "
+                               "under strategy PreferredReplicaPartitionLeaderElectionStrategy")
+            self._set_state(tp, preferred, isr, epoch + 1)
+
     def _process_election(self) -> None:
         if not self.zk.exists(kz.PREFERRED_ELECTION):
             return
@@ -597,12 +839,10 @@ class SimulatedCluster:
             log.error("rejecting malformed %s", kz.PREFERRED_ELECTION)
             tps = []
         for tp in tps:
-            if tp not in self.state:
-                continue
-            leader, isr, epoch = self.state[tp]
-            preferred = self.topics[tp[0]].partitions[tp[1]][0]
-            if preferred != leader and preferred in isr and preferred in self.alive:
-                self._set_state(tp, preferred, isr, epoch + 1)
+            try:
+                self.elect_preferred(tp)
+            except ApiError as exc:
+                log.debug("preferred election of %s-%d: %s", tp[0], tp[1], exc)
         self.zk.delete(kz.PREFERRED_ELECTION)
 
     # -- znode writes --------------------------------------------------------------------------------------
@@ -622,6 +862,7 @@ class SimulatedCluster:
             "brokers": sorted(self.brokers),
             "in_flight": len(self.moves),
             "completed": len(self.completed),
+            "bootstrap": self.bootstrap,
             "wall_time": time.time(),
             "pid": os.getpid(),
         }

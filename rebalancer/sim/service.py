@@ -3,8 +3,11 @@
 ``up(DIR)`` starts a ZooKeeper server (unless one is given) and ``rebalancer sim run`` as detached processes, waits
 until the controller has published its status, and records everything in ``DIR/sim.json``::
 
-    {"zk_url": "zk://127.0.0.1:PORT/kafka", "sizes": "file://DIR/log-dirs.json",
-     "zookeeper": {"pid": .., "port": ..} | null, "controller": {"pid": ..}, "scenario": ..}
+    {"zk_url": "zk://127.0.0.1:PORT/kafka", "kafka_bootstrap": "kafka://127.0.0.1:PORT,...",
+     "sizes": "file://DIR/log-dirs.json", "zookeeper": {"pid": .., "port": ..} | null, "controller": {"pid": ..},
+     "scenario": ..}
+
+``kafka_bootstrap`` lists the brokers' Kafka listeners as they were at start (``sim status`` shows the live ones).
 
 ``down(DIR)`` stops both; ``send_command`` asks a running controller to kill or restart a broker.
 """
@@ -53,9 +56,9 @@ def run_foreground(zk_url: str, *, scenario: str | None, params: ScenarioParams,
             if scenario is None:
                 raise SimulationError("give a scenario to load, or attach to existing metadata")
             sim.load(build_scenario(scenario, params))
-        log.warning("simulated cluster running on %s: %d brokers, %d partitions, acceleration x%g",
-                    target.display, len(sim.brokers), len(sim.state), acceleration)
         sim.start()
+        log.warning("simulated cluster running on %s: %d brokers, %d partitions, acceleration x%g, Kafka at %s",
+                    target.display, len(sim.brokers), len(sim.state), acceleration, sim.bootstrap)
         while not stop.wait(0.2):
             if sim.error is not None:
                 sim.stop()
@@ -149,7 +152,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     try:
-        wait_ready(parse_zk_url(zk_url), proc, log_path, timeout)
+        status = wait_ready(parse_zk_url(zk_url), proc, log_path, timeout)
     except BaseException:
         proc.terminate()
         if server is not None:
@@ -157,6 +160,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         raise
     state = {
         "zk_url": zk_url,
+        "kafka_bootstrap": f"kafka://{status['bootstrap']}",
         "sizes": f"file://{d / 'log-dirs.json'}",
         "zookeeper": zk_record,
         "controller": {"pid": proc.pid, "log": str(log_path)},

@@ -1,0 +1,659 @@
+"""The simulated brokers' Kafka wire protocol: what an Admin client needs, served from the simulated cluster's state.
+
+Every live broker of a ``SimulatedCluster`` has a ``BrokerListener`` (a TCP server socket, one thread per client
+connection) whose ``KafkaApis`` answers as a Kafka 3.9 broker in ZooKeeper mode does. kafka-python's generated
+message classes (the same ones its ``KafkaAdminClient`` sends) decode each request and encode each response.
+
+Served, with the versions a Kafka 3.9 ZooKeeper-mode broker advertises:
+
+    ApiVersions 0-4, Metadata 0-12, DescribeCluster 0-1, DescribeConfigs 0-4, IncrementalAlterConfigs 0-1,
+    AlterPartitionReassignments 0, ListPartitionReassignments 0, ElectLeaders 0-2, DescribeLogDirs 0-4
+
+What Kafka does, and so do these brokers:
+
+- Frames are an int32 size and a request; a frame over ``socket.request.max.bytes`` (100 MiB), an unknown API or an
+  unsupported version closes the connection. An ApiVersions request newer than v4 gets a v0 response with
+  UNSUPPORTED_VERSION listing the ApiVersions versions, and the client retries with one of them (KIP-511).
+- Metadata and DescribeCluster list the live brokers; the controller is the lowest live broker id. A partition
+  reports every replica (adding ones included during a reassignment), the ISR, the replicas on dead brokers as
+  offline, and LEADER_NOT_AVAILABLE with leader -1 when no live broker leads it.
+- DescribeLogDirs and broker DescribeConfigs/IncrementalAlterConfigs answer for the receiving broker only (a broker
+  config resource names that broker, or is empty for the cluster-wide default). Log dirs hold the bytes each
+  replica has copied; the offset lag is given in bytes still to copy.
+- IncrementalAlterConfigs writes ``/config/<brokers|topics>/<name>`` and a ``/config/changes`` notification, as
+  Kafka's ZooKeeper admin manager does; the controller applies throttles when it sees the notification.
+  DescribeConfigs reports the dynamic configs in ZooKeeper, and the replication throttle keys at their Kafka
+  defaults when unset (kafka-python only alters keys a describe returned).
+- AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders are the controller's: another broker
+  answers NOT_CONTROLLER, and the client asks Metadata for the controller and retries.
+
+Not served: produce/fetch, groups, ACLs, topic creation and deletion, unclean leader election, SASL/TLS (PLAINTEXT
+only), request quotas (``throttle_time_ms`` is always 0), broker configs other than the dynamic ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+import socket
+import struct
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import kafka.errors as Errors
+from kafka.admin import ACLOperation, AlterConfigOp, ConfigResourceType, ConfigSourceType, ConfigType
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from .. import kafka_zk as kz
+from ..errors import SourceError
+from ..model import TopicPartition
+from .controller import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, LISTEN_HOST, ApiError
+
+if TYPE_CHECKING:
+    from .controller import SimulatedCluster
+
+__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "MAX_FRAME_BYTES"]
+
+log = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 104_857_600  # Kafka's socket.request.max.bytes default
+
+# API key -> (min, max) version, as a Kafka 3.9 broker in ZooKeeper mode advertises them.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiVersionsRequest.API_KEY: (0, 4),
+    MetadataRequest.API_KEY: (0, 12),
+    DescribeClusterRequest.API_KEY: (0, 1),
+    DescribeConfigsRequest.API_KEY: (0, 4),
+    IncrementalAlterConfigsRequest.API_KEY: (0, 1),
+    AlterPartitionReassignmentsRequest.API_KEY: (0, 0),
+    ListPartitionReassignmentsRequest.API_KEY: (0, 0),
+    ElectLeadersRequest.API_KEY: (0, 2),
+    DescribeLogDirsRequest.API_KEY: (0, 4),
+}
+
+# With no authorizer, Kafka reports every operation a resource type supports as authorized.
+TOPIC_OPERATIONS = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
+                    ACLOperation.ALTER, ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS,
+                    ACLOperation.ALTER_CONFIGS}
+CLUSTER_OPERATIONS = {ACLOperation.CREATE, ACLOperation.CLUSTER_ACTION, ACLOperation.DESCRIBE_CONFIGS,
+                      ACLOperation.ALTER_CONFIGS, ACLOperation.IDEMPOTENT_WRITE, ACLOperation.ALTER,
+                      ACLOperation.DESCRIBE}
+ZERO_UUID = uuid.UUID(int=0)
+BROKER_ENDPOINT = 1  # DescribeCluster endpoint types: 1 broker, 2 controller (KRaft)
+
+
+class _Close(Exception):
+    """The request cannot be answered: close the connection, as Kafka does."""
+
+
+# -- configs ---------------------------------------------------------------------------------------------------
+def _check_rate(value: str) -> str | None:
+    try:
+        rate = int(value.strip())
+    except ValueError:
+        return "Not a number of type LONG"
+    if rate > 2**63 - 1:
+        return "Not a number of type LONG"
+    return "Value must be at least 0" if rate < 0 else None
+
+
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _check_replicas(value: str) -> str | None:
+    items = [item.strip() for item in value.split(",")]
+    if "".join(items) == "*" or all(_REPLICA.fullmatch(item) for item in items):
+        return None
+    return ("Must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+@dataclass(frozen=True)
+class _Key:
+    """A config key the simulated cluster understands: Kafka's default, type, documentation and validator."""
+
+    default: str
+    config_type: ConfigType
+    doc: str
+    check: Callable[[str], str | None]
+
+
+_RATE_DOC = ("A long representing the upper bound (bytes/sec) on replication traffic for {side}s enumerated in the "
+             "property {side}.replication.throttled.replicas (for each topic). This property can be only set "
+             "dynamically. It is suggested that the limit be kept above 1MB/s for accurate behaviour.")
+_REPLICAS_DOC = ("A list of replicas for which log replication should be throttled on the {side} side. The list should "
+                 "describe a set of replicas in the form [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or "
+                 "alternatively the wildcard '*' can be used to throttle all replicas for this topic.")
+# The replication quotas (KIP-73): rates on brokers (default Long.MAX_VALUE), throttled replicas on topics.
+KNOWN_KEYS: dict[ConfigResourceType, dict[str, _Key]] = {
+    ConfigResourceType.BROKER: {
+        LEADER_RATE: _Key(str(2**63 - 1), ConfigType.LONG, _RATE_DOC.format(side="leader"), _check_rate),
+        FOLLOWER_RATE: _Key(str(2**63 - 1), ConfigType.LONG, _RATE_DOC.format(side="follower"), _check_rate),
+    },
+    ConfigResourceType.TOPIC: {
+        LEADER_REPLICAS: _Key("", ConfigType.LIST, _REPLICAS_DOC.format(side="leader"), _check_replicas),
+        FOLLOWER_REPLICAS: _Key("", ConfigType.LIST, _REPLICAS_DOC.format(side="follower"), _check_replicas),
+    },
+}
+DEFAULT_BROKER = "<default>"  # the znode of the cluster-wide broker default, named "" in the protocol
+
+
+class _Entry(NamedTuple):
+    """One described config: its value, where it comes from, and the layers under it (most specific first)."""
+
+    value: str | None
+    source: ConfigSourceType
+    synonyms: list[tuple[str | None, ConfigSourceType]]
+
+
+def _apply(rtype: ConfigResourceType, config: dict[str, str], ops: Iterable[Any]) -> dict[str, str]:
+    """An entity's config after IncrementalAlterConfigs operations; raises ``ApiError`` as Kafka refuses them."""
+    ops = list(ops)
+    if len({op.name for op in ops}) != len(ops):
+        raise ApiError(Errors.InvalidRequestError.errno, "Error due to duplicate config keys")
+    known = KNOWN_KEYS[rtype]
+    # A throttle key on the wrong kind of entity is unknown there, as Kafka's config validation reports it.
+    misplaced = {k for other, keys in KNOWN_KEYS.items() if other != rtype for k in keys}
+    new = dict(config)
+    for op in ops:
+        if op.name in misplaced:
+            raise ApiError(Errors.InvalidConfigurationError.errno,
+                           f"Unknown {rtype.name.lower()} config name: {op.name}")
+        key = known.get(op.name)
+        if op.config_operation == AlterConfigOp.SET:
+            if op.value is None:
+                raise ApiError(Errors.InvalidRequestError.errno, f"Null value not supported for : {op.name}")
+            new[op.name] = op.value
+        elif op.config_operation == AlterConfigOp.DELETE:
+            new.pop(op.name, None)
+        elif op.config_operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            verb = "append" if op.config_operation == AlterConfigOp.APPEND else "subtract"
+            if key is None:
+                raise ApiError(Errors.InvalidRequestError.errno,
+                               f"Config value {verb} is not simulated for config key: {op.name} (unknown type)")
+            if key.config_type != ConfigType.LIST:
+                raise ApiError(Errors.InvalidConfigurationError.errno,
+                               f"Config value {verb} is not allowed for config key: {op.name}")
+            items = [x for x in (s.strip() for s in new.get(op.name, key.default).split(",")) if x]
+            given = [x for x in (s.strip() for s in (op.value or "").split(",")) if x]
+            if verb == "append":
+                items += [x for x in given if x not in items]
+            else:
+                items = [x for x in items if x not in given]
+            new[op.name] = ",".join(items)
+        else:
+            raise ApiError(Errors.InvalidRequestError.errno,
+                           f"Unknown alter config operation type {op.config_operation}")
+        if key is not None and op.name in new:
+            problem = key.check(new[op.name])
+            if problem:
+                raise ApiError(Errors.InvalidConfigurationError.errno,
+                               f"Invalid value {new[op.name]} for configuration {op.name}: {problem}")
+    return new
+
+
+def _topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """The 16 bytes of a topic id, which the topic znode holds in base64url."""
+    if not topic_id:
+        return ZERO_UUID
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+    except (ValueError, binascii.Error):
+        return ZERO_UUID
+
+
+# -- the APIs --------------------------------------------------------------------------------------------------
+class Api(NamedTuple):
+    """A served API: kafka-python's request and response classes, and the ``KafkaApis`` method answering it."""
+
+    request: Any
+    response: Any
+    handler: str  # (request, version) -> the response's fields
+
+
+APIS: dict[int, Api] = {api.request.API_KEY: api for api in (
+    Api(ApiVersionsRequest, ApiVersionsResponse, "api_versions"),
+    Api(MetadataRequest, MetadataResponse, "metadata"),
+    Api(DescribeClusterRequest, DescribeClusterResponse, "describe_cluster"),
+    Api(DescribeConfigsRequest, DescribeConfigsResponse, "describe_configs"),
+    Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, "incremental_alter_configs"),
+    Api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, "alter_partition_reassignments"),
+    Api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, "list_partition_reassignments"),
+    Api(ElectLeadersRequest, ElectLeadersResponse, "elect_leaders"),
+    Api(DescribeLogDirsRequest, DescribeLogDirsResponse, "describe_log_dirs"),
+)}
+
+
+class KafkaApis:
+    """One broker's request handling: a framed request in, a framed response out (Kafka's ``KafkaApis``).
+
+    Every handler reads and changes the cluster under ``sim.lock``, so it sees no half-done controller step."""
+
+    def __init__(self, sim: SimulatedCluster, broker_id: int) -> None:
+        self.sim = sim
+        self.broker_id = broker_id
+
+    def handle(self, frame: bytes) -> bytes:
+        """Answer one request frame (without its size prefix); raises ``_Close`` when the connection must close."""
+        if len(frame) < 8:
+            raise _Close(f"a {len(frame)}-byte frame holds no request header")
+        api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
+        api = APIS.get(api_key)
+        if api is None:
+            raise _Close(f"unsupported API key {api_key}")
+        low, high = SUPPORTED_VERSIONS[api_key]
+        if not low <= version <= high:
+            if api_key == ApiVersionsRequest.API_KEY:
+                return self._unsupported_api_versions(correlation_id)
+            raise _Close(f"unsupported version {version} of {api.request.name} (supported: {low}-{high})")
+        try:
+            request = api.request.decode(frame, version=version, header=True)
+        except Exception as exc:
+            raise _Close(f"malformed {api.request.name} v{version}: {exc!r}") from None
+        log.debug("broker %d: %s v%d (correlation id %d)", self.broker_id, api.request.name, version, correlation_id)
+        response = api.response(version=version, throttle_time_ms=0, **getattr(self, api.handler)(request, version))
+        response.with_header(correlation_id=correlation_id)
+        data: bytes = response.encode(header=True, framed=True)
+        return data
+
+    @staticmethod
+    def _unsupported_api_versions(correlation_id: int) -> bytes:
+        low, high = SUPPORTED_VERSIONS[ApiVersionsRequest.API_KEY]
+        response = ApiVersionsResponse(version=0, error_code=Errors.UnsupportedVersionError.errno, api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=ApiVersionsRequest.API_KEY, min_version=low, max_version=high)])
+        response.with_header(correlation_id=correlation_id)
+        data: bytes = response.encode(header=True, framed=True)
+        return data
+
+    def _is_controller(self) -> bool:
+        return self.sim.controller_id == self.broker_id
+
+    def _live_brokers(self) -> list[tuple[int, int, str | None]]:
+        """(id, port, rack) of every live broker, as Kafka's metadata cache lists them."""
+        sim = self.sim
+        return [(b, sim.kafka_ports[b], sim.brokers[b].rack) for b in sorted(sim.alive) if b in sim.kafka_ports]
+
+    # -- ApiVersions, Metadata, DescribeCluster ------------------------------------------------------------------
+    def api_versions(self, request: Any, version: int) -> dict[str, Any]:
+        return {"error_code": 0, "api_keys": [
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())]}
+
+    def metadata(self, request: Any, version: int) -> dict[str, Any]:
+        R = MetadataResponse
+        sim = self.sim
+        with sim.lock:
+            if request.topics is None or (version == 0 and not request.topics):  # v0: an empty list means all
+                wanted: list[tuple[str | None, uuid.UUID]] = [(name, ZERO_UUID) for name in sorted(sim.topics)]
+            else:
+                wanted = [(t.name, getattr(t, "topic_id", None) or ZERO_UUID) for t in request.topics]
+            by_id = {_topic_uuid(a.topic_id): name for name, a in sim.topics.items()}
+            topics = []
+            for name, topic_id in wanted:
+                if name is None:  # v12: by topic id
+                    name = by_id.get(topic_id)
+                    if name is None:
+                        topics.append(R.MetadataResponseTopic(error_code=Errors.UnknownTopicIdError.errno, name=None,
+                                                              topic_id=topic_id, is_internal=False, partitions=[]))
+                        continue
+                topics.append(self._topic_metadata(name, request.include_topic_authorized_operations))
+            return {
+                "brokers": [R.MetadataResponseBroker(node_id=b, host=LISTEN_HOST, port=port, rack=rack)
+                            for b, port, rack in self._live_brokers()],
+                "cluster_id": sim.cluster_id,
+                "controller_id": -1 if sim.controller_id is None else sim.controller_id,
+                "topics": topics,
+                "authorized_operations": CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None,
+                "error_code": 0,
+            }
+
+    def _topic_metadata(self, name: str, with_operations: bool) -> Any:
+        R = MetadataResponse.MetadataResponseTopic
+        sim = self.sim
+        assignment = sim.topics.get(name)
+        if assignment is None:
+            return R(error_code=Errors.UnknownTopicOrPartitionError.errno, name=name, topic_id=ZERO_UUID,
+                     is_internal=False, partitions=[])
+        partitions = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            leader, isr, epoch = sim.state[(name, p)]
+            live_leader = leader if leader is not None and leader in sim.alive else None
+            partitions.append(R.MetadataResponsePartition(
+                error_code=0 if live_leader is not None else Errors.LeaderNotAvailableError.errno,
+                partition_index=p, leader_id=-1 if live_leader is None else live_leader, leader_epoch=epoch,
+                replica_nodes=list(replicas), isr_nodes=list(isr),
+                offline_replicas=[b for b in replicas if b not in sim.alive]))
+        return R(error_code=0, name=name, topic_id=_topic_uuid(assignment.topic_id), is_internal=False,
+                 partitions=partitions, authorized_operations=TOPIC_OPERATIONS if with_operations else None)
+
+    def describe_cluster(self, request: Any, version: int) -> dict[str, Any]:
+        R = DescribeClusterResponse
+        sim = self.sim
+        if version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
+            return {"error_code": Errors.MismatchedEndpointTypeError.errno, "endpoint_type": BROKER_ENDPOINT,
+                    "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                                     "of type CONTROLLER", "cluster_id": sim.cluster_id, "controller_id": -1,
+                    "brokers": []}
+        with sim.lock:
+            return {
+                "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
+                "cluster_id": sim.cluster_id,
+                "controller_id": -1 if sim.controller_id is None else sim.controller_id,
+                "brokers": [R.DescribeClusterBroker(broker_id=b, host=LISTEN_HOST, port=port, rack=rack,
+                                                    is_fenced=False) for b, port, rack in self._live_brokers()],
+                "authorized_operations": CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None,
+            }
+
+    # -- DescribeLogDirs -------------------------------------------------------------------------------------------
+    def describe_log_dirs(self, request: Any, version: int) -> dict[str, Any]:
+        R = DescribeLogDirsResponse.DescribeLogDirsResult
+        sim = self.sim
+        wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
+        with sim.lock:
+            by_topic: dict[str, list[Any]] = {}
+            used = 0
+            for tp, held in sorted(sim.disk.items()):
+                if self.broker_id not in held:
+                    continue
+                nbytes = int(held[self.broker_id])
+                used += nbytes
+                if wanted is None or tp in wanted:
+                    by_topic.setdefault(tp[0], []).append(R.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                        partition_index=tp[1], partition_size=nbytes, offset_lag=max(0, sim.size[tp] - nbytes),
+                        is_future_key=False))
+            capacity = sim.brokers[self.broker_id].disk_capacity_bytes
+        result = R(error_code=0, log_dir=f"/var/lib/kafka/data-{self.broker_id}",
+                   topics=[R.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                   total_bytes=capacity or -1, usable_bytes=max(0, int(capacity - used)) if capacity else -1)
+        return {"error_code": 0, "results": [result]}
+
+    # -- DescribeConfigs, IncrementalAlterConfigs ------------------------------------------------------------------
+    def _config_entity(self, rtype: int, name: str) -> tuple[ConfigResourceType, str, str]:
+        """(type, entity type, znode name) of a config resource, refused as Kafka's ZooKeeper admin manager does."""
+        if rtype == ConfigResourceType.TOPIC:
+            if name not in self.sim.topics:
+                raise ApiError(Errors.UnknownTopicOrPartitionError.errno, f"The topic '{name}' does not exist.")
+            return ConfigResourceType.TOPIC, "topics", name
+        if rtype == ConfigResourceType.BROKER:
+            if name == "":
+                return ConfigResourceType.BROKER, "brokers", DEFAULT_BROKER
+            if not name.isdigit():
+                raise ApiError(Errors.InvalidRequestError.errno, f"Broker id must be an integer, but it is: {name}")
+            if int(name) != self.broker_id:
+                raise ApiError(Errors.InvalidRequestError.errno,
+                               f"Unexpected broker id, expected {self.broker_id} or empty string, but received {name}")
+            return ConfigResourceType.BROKER, "brokers", name
+        raise ApiError(Errors.InvalidRequestError.errno, f"Unsupported resource type {rtype}")
+
+    def _read_config(self, entity_type: str, name: str) -> dict[str, str]:
+        try:
+            return kz.read_config(self.sim.zk, entity_type, name)
+        except SourceError as exc:
+            raise ApiError(Errors.UnknownError.errno, str(exc)) from None
+
+    def _described(self, rtype: ConfigResourceType, entity_type: str, name: str) -> dict[str, _Entry]:
+        """Every config the resource reports: its dynamic ones from ZooKeeper, and the known keys' defaults."""
+        if rtype == ConfigResourceType.TOPIC:
+            out = {k: _Entry(v, ConfigSourceType.DYNAMIC_TOPIC_CONFIG, [(v, ConfigSourceType.DYNAMIC_TOPIC_CONFIG)])
+                   for k, v in self._read_config(entity_type, name).items()}
+        else:
+            default = self._read_config("brokers", DEFAULT_BROKER)
+            if name == DEFAULT_BROKER:  # the cluster-wide default reports only what is set there
+                return {k: _Entry(v, ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                  [(v, ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG)]) for k, v in default.items()}
+            layers = [(self._read_config("brokers", name), ConfigSourceType.DYNAMIC_BROKER_CONFIG),
+                      (default, ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+            out = {}
+            for key in {k for config, _ in layers for k in config}:
+                synonyms = [(config[key], source) for config, source in layers if key in config]
+                if key in KNOWN_KEYS[rtype]:
+                    synonyms.append((KNOWN_KEYS[rtype][key].default, ConfigSourceType.DEFAULT_CONFIG))
+                out[key] = _Entry(synonyms[0][0], synonyms[0][1], synonyms)
+        for key, spec in KNOWN_KEYS[rtype].items():
+            if key not in out:
+                default_layer = (spec.default, ConfigSourceType.DEFAULT_CONFIG)
+                synonyms = [] if rtype == ConfigResourceType.TOPIC else [default_layer]  # topic keys have no broker one
+                out[key] = _Entry(spec.default, ConfigSourceType.DEFAULT_CONFIG, synonyms)
+        return out
+
+    def describe_configs(self, request: Any, version: int) -> dict[str, Any]:
+        R = DescribeConfigsResponse.DescribeConfigsResult
+        C = R.DescribeConfigsResourceResult
+        results = []
+        for res in request.resources:
+            try:
+                with self.sim.lock:
+                    rtype, entity_type, name = self._config_entity(res.resource_type, res.resource_name)
+                    entries = self._described(rtype, entity_type, name)
+            except ApiError as exc:
+                results.append(R(error_code=exc.code, error_message=exc.message, resource_type=res.resource_type,
+                                 resource_name=res.resource_name, configs=[]))
+                continue
+            configs = []
+            for key, entry in sorted(entries.items()):
+                if res.configuration_keys is not None and key not in res.configuration_keys:
+                    continue
+                spec = KNOWN_KEYS[rtype].get(key)
+                configs.append(C(
+                    name=key, value=entry.value, read_only=False, config_source=entry.source,
+                    is_default=entry.source == ConfigSourceType.DEFAULT_CONFIG, is_sensitive=False,
+                    synonyms=[C.DescribeConfigsSynonym(name=key, value=v, source=s) for v, s in entry.synonyms]
+                    if request.include_synonyms else [],
+                    config_type=spec.config_type if spec else ConfigType.UNKNOWN,
+                    documentation=spec.doc if spec and request.include_documentation else None))
+            results.append(R(error_code=0, error_message=None, resource_type=res.resource_type,
+                             resource_name=res.resource_name, configs=configs))
+        return {"results": results}
+
+    def incremental_alter_configs(self, request: Any, version: int) -> dict[str, Any]:
+        R = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+        responses = []
+        for res in request.resources:
+            code, message = 0, None
+            try:
+                with self.sim.lock:
+                    rtype, entity_type, name = self._config_entity(res.resource_type, res.resource_name)
+                    config = _apply(rtype, self._read_config(entity_type, name), res.configs)
+                    if not request.validate_only:
+                        self._write_config(entity_type, name, config)
+            except ApiError as exc:
+                code, message = exc.code, exc.message
+                log.info("broker %d refused a config change of %s: %s", self.broker_id, res.resource_name, message)
+            responses.append(R(error_code=code, error_message=message, resource_type=res.resource_type,
+                               resource_name=res.resource_name))
+        return {"responses": responses}
+
+    def _write_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        """Kafka's ``AdminZkClient.changeConfigs``: the entity znode, then a change notification for every broker."""
+        zk = self.sim.zk
+        path = kz.config_path(entity_type, name)
+        body = kz.encode({"version": 1, "config": config})
+        if zk.exists(path):
+            zk.set(path, body)
+        else:
+            zk.create(path, body, makepath=True)
+        zk.create(f"{kz.CONFIG_CHANGES}/{kz.CONFIG_CHANGE_PREFIX}",
+                  kz.encode({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True, makepath=True)
+
+    # -- the controller's APIs -----------------------------------------------------------------------------------
+    def alter_partition_reassignments(self, request: Any, version: int) -> dict[str, Any]:
+        R = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+        if not self._is_controller():
+            return {"error_code": Errors.NotControllerError.errno, "error_message": "This is not the correct "
+                    "controller for this cluster.", "responses": []}
+        responses = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                tp: TopicPartition = (topic.name, p.partition_index)
+                code, message = 0, None
+                try:
+                    if p.replicas is None:
+                        self.sim.api_cancel(tp)
+                    else:
+                        self.sim.api_reassign(tp, list(p.replicas))
+                except ApiError as exc:
+                    code, message = exc.code, exc.message
+                partitions.append(R.ReassignablePartitionResponse(partition_index=p.partition_index,
+                                                                  error_code=code, error_message=message))
+            responses.append(R(name=topic.name, partitions=partitions))
+        return {"error_code": 0, "error_message": None, "responses": responses}
+
+    def list_partition_reassignments(self, request: Any, version: int) -> dict[str, Any]:
+        R = ListPartitionReassignmentsResponse.OngoingTopicReassignment
+        if not self._is_controller():
+            return {"error_code": Errors.NotControllerError.errno, "error_message": "This is not the correct "
+                    "controller for this cluster.", "topics": []}
+        wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
+        by_topic: dict[str, list[Any]] = {}
+        for (t, p), r in sorted(self.sim.ongoing().items()):
+            if wanted is None or (t, p) in wanted:
+                by_topic.setdefault(t, []).append(R.OngoingPartitionReassignment(
+                    partition_index=p, replicas=r.replicas, adding_replicas=r.adding, removing_replicas=r.removing))
+        return {"error_code": 0, "error_message": None,
+                "topics": [R(name=t, partitions=ps) for t, ps in by_topic.items()]}
+
+    def elect_leaders(self, request: Any, version: int) -> dict[str, Any]:
+        R = ElectLeadersResponse.ReplicaElectionResult
+        sim = self.sim
+        asked = None if request.topic_partitions is None else \
+            [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        if not self._is_controller():
+            not_controller = Errors.NotControllerError.errno
+            return {"error_code": not_controller, "replica_election_results": [
+                R(topic=t, partition_result=[R.PartitionResult(partition_id=p, error_code=not_controller)])
+                for t, p in asked or []]}
+        preferred = version == 0 or request.election_type == 0
+        by_topic: dict[str, list[Any]] = {}
+        with sim.lock:
+            for tp in sorted(sim.state) if asked is None else asked:
+                code, message = 0, None
+                try:
+                    if not preferred:
+                        raise ApiError(Errors.InvalidRequestError.errno, "unclean leader election is not simulated")
+                    sim.elect_preferred(tp)
+                except ApiError as exc:
+                    code, message = exc.code, exc.message
+                if asked is None and code == Errors.ElectionNotNeededError.errno:
+                    continue  # asked for every partition, Kafka reports only those it elected or failed
+                by_topic.setdefault(tp[0], []).append(R.PartitionResult(partition_id=tp[1], error_code=code,
+                                                                        error_message=message))
+        return {"error_code": 0, "replica_election_results": [R(topic=t, partition_result=ps)
+                                                              for t, ps in by_topic.items()]}
+
+
+# -- sockets ---------------------------------------------------------------------------------------------------
+def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
+    """``n`` bytes, or None when the peer closed the connection before sending them."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+class BrokerListener:
+    """A broker's Kafka listener: a TCP server socket and one thread per client connection.
+
+    ``close`` stops accepting and shuts every open connection down without waiting (a connection thread may be
+    waiting for the cluster's lock); ``join`` then waits for the threads."""
+
+    def __init__(self, apis: KafkaApis, host: str, port: int = 0) -> None:
+        self.apis = apis
+        self._server = socket.create_server((host, port))  # SO_REUSEADDR: a restarted broker gets its port back
+        self.port: int = self._server.getsockname()[1]
+        self._mutex = threading.Lock()
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._closed = False
+        self._acceptor = threading.Thread(target=self._accept, name=f"kafka-broker-{apis.broker_id}", daemon=True)
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+            connections = list(self._connections)
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
+        except OSError:
+            pass
+        self._server.close()
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # wakes the connection's recv(); its thread closes it
+            except OSError:
+                pass
+
+    def join(self, timeout: float = 10.0) -> None:
+        self._acceptor.join(timeout)
+        with self._mutex:
+            threads = list(self._connections.values())
+        for thread in threads:
+            thread.join(timeout)
+
+    def _accept(self) -> None:
+        bid = self.apis.broker_id
+        while True:
+            try:
+                conn, peer = self._server.accept()
+            except OSError:
+                return  # closed
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            thread = threading.Thread(target=self._serve, args=(conn, peer), name=f"kafka-broker-{bid}-{peer[1]}",
+                                      daemon=True)
+            with self._mutex:
+                if self._closed:
+                    conn.close()
+                    return
+                self._connections[conn] = thread
+            thread.start()
+
+    def _serve(self, conn: socket.socket, peer: tuple[str, int]) -> None:
+        bid = self.apis.broker_id
+        try:
+            while True:
+                head = _recv_exact(conn, 4)
+                if head is None:
+                    return
+                (size,) = struct.unpack(">i", head)
+                if not 0 <= size <= MAX_FRAME_BYTES:
+                    log.warning("broker %d: closing connection from %s:%d: frame size %d", bid, *peer, size)
+                    return
+                frame = _recv_exact(conn, size)
+                if frame is None:
+                    return
+                conn.sendall(self.apis.handle(frame))
+        except _Close as exc:
+            log.warning("broker %d: closing connection from %s:%d: %s", bid, *peer, exc)
+        except OSError as exc:
+            log.debug("broker %d: connection from %s:%d ended: %s", bid, *peer, exc)
+        except Exception:  # a bug in a handler: this connection closes, the broker keeps serving
+            log.exception("broker %d: failed to answer a request from %s:%d; closing the connection", bid, *peer)
+        finally:
+            with self._mutex:
+                self._connections.pop(conn, None)
+            conn.close()

@@ -1,0 +1,299 @@
+"""Execution, verification and rollback through the Kafka Admin API (``kafka://``), against the simulated cluster's
+wire-protocol listener: the real kafka-python ``KafkaAdminClient`` over a socket, the same state as ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from rebalancer import kafka_zk as kz
+from rebalancer.errors import InputError, SourceError
+from rebalancer.execute import ExecOptions, ExecutionFailed, approve, execute, open_backend, rollback, verify
+from rebalancer.execute.admin_backend import AdminBackend
+from rebalancer.kafka_admin import parse_kafka_url
+from rebalancer.plan import plan_run_dir
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+from rebalancer.snapshot import load_snapshot, take_snapshot
+
+MB = 1_000_000
+
+
+def opts(**kw) -> ExecOptions:  # type: ignore[no-untyped-def]
+    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
+    base.update(kw)
+    return ExecOptions(**base)  # type: ignore[arg-type]
+
+
+@contextmanager
+def admin_backend(sim) -> Iterator[AdminBackend]:  # type: ignore[no-untyped-def]
+    with open_backend(f"kafka://{sim.bootstrap}", timeout=10.0) as backend:
+        yield backend
+
+
+def prepared(tmp: Path, make_sim, *, acceleration=200.0, approve_it=True, partitions=48):  # type: ignore[no-untyped-def]
+    cluster = build_scenario("new-brokers", ScenarioParams(partitions=partitions, mean_partition_mib=64))
+    sim = make_sim(cluster, acceleration=acceleration)
+    run = tmp / "run"
+    take_snapshot(f"kafka://{sim.bootstrap}", run)  # sizes from DescribeLogDirs
+    plan = plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    if approve_it:
+        approve(run, by="test")
+    return sim, run, plan
+
+
+def assignment(backend) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return {p.tp: p.replicas for p in backend.read_cluster().partitions}
+
+
+def test_snapshot_through_the_admin_api_equals_zookeeper(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, _ = prepared(tmp_path, make_sim, approve_it=False)
+    via_kafka = load_snapshot(run)
+    take_snapshot(zk_url, tmp_path / "zk", sizes=f"file://{tmp_path / 'sim' / 'log-dirs.json'}")
+    via_zk = load_snapshot(tmp_path / "zk")
+    assert [(b.id, b.rack, b.alive) for b in via_kafka.brokers] == [(b.id, b.rack, b.alive) for b in via_zk.brokers]
+    assert [(p.tp, p.replicas, p.leader, p.isr, p.size_bytes) for p in via_kafka.partitions] == \
+           [(p.tp, p.replicas, p.leader, p.isr, p.size_bytes) for p in via_zk.partitions]
+    assert via_kafka.meta["sizes_known"] and sum(p.size_bytes for p in via_kafka.partitions) > 0
+
+
+def test_add_brokers_plan_executes_exactly_and_verifies(tmp_path, zk, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim)
+    with admin_backend(sim) as backend:
+        state = execute(run, backend, opts(per_broker=2, total=6))
+        assert state["finished"] and all(b["status"] == "done" for b in state["batches"])
+        now = assignment(backend)
+        assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        result = verify(run, backend)
+        assert result["passed"] and result["throttles_left"] == {}
+    # Nothing went through ZooKeeper's admin path, and ZooKeeper agrees with what the Admin API reported.
+    assert not zk.exists(kz.REASSIGN)
+    zk_now = {p.tp: p.replicas for p in kz.read_cluster(zk, display="zk").partitions}
+    assert all(zk_now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+    for entity in ("brokers", "topics"):
+        for name in (zk.get_children(f"/config/{entity}") if zk.exists(f"/config/{entity}") else []):
+            assert not any("throttled" in k for k in kz.read_config(zk, entity, name)), (entity, name)
+    result = run_cli("verify", str(run), "--source", f"kafka://{sim.bootstrap}")
+    assert result.returncode == 0, result.stderr
+
+
+def test_throttle_is_set_through_the_admin_api_and_bounds_the_copy(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim, acceleration=100.0)
+    rate = 20 * MB
+    with admin_backend(sim) as backend:
+        seen: list[dict] = []  # type: ignore[type-arg]
+        with admin_backend(sim) as watcher:
+            def watch(_text: str) -> None:
+                if watcher.in_flight():
+                    seen.append(watcher.throttle_configs())
+
+            execute(run, backend, opts(throttle=rate, progress=watch, per_broker=50, total=500))
+        assert seen and any(("brokers", "12") in s for s in seen)
+        cfg = next(s for s in seen if ("brokers", "12") in s)[("brokers", "12")]
+        assert cfg["follower.replication.throttled.rate"] == str(rate)
+        assert backend.throttle_configs() == {}
+    moved_in: dict[int, int] = {}
+    moved_out: dict[int, int] = {}
+    for c in plan.changes:
+        for b in c.added:
+            moved_in[b] = moved_in.get(b, 0) + c.size_bytes
+            moved_out[c.replicas_before[0]] = moved_out.get(c.replicas_before[0], 0) + c.size_bytes
+    bound = max([*moved_in.values(), *moved_out.values()]) / rate
+    events = [e for e in sim.completed if e["bytes_copied"]]
+    took = max(e["finished_sim_s"] for e in events) - min(e["started_sim_s"] for e in events)
+    assert bound * 0.99 <= took <= bound * 1.15, (took, bound)
+
+
+def test_sigkill_mid_batch_then_rerun_finishes_without_resubmitting(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim, acceleration=5.0)
+    source = f"kafka://{sim.bootstrap}"
+    args = ["--source", source, "--throttle", "20MB/s", "--poll", "0.1", "--max-moves", "8", "--throttle-settle", "0.2"]
+    proc = subprocess.Popen([sys.executable, "-m", "rebalancer", "execute", str(run), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    deadline = time.time() + 60
+    while not sim.moves and time.time() < deadline:  # a batch is copying
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = json.loads((run / "execution" / "state.json").read_text())
+    assert any(b["status"] in ("submitted", "submitting") for b in state["batches"])
+    result = run_cli("execute", str(run), *args)
+    assert result.returncode == 0, result.stderr
+    with admin_backend(sim) as backend:
+        now = assignment(backend)
+        assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        verify(run, backend)
+    moved = [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed]
+    assert len(moved) == len(set(moved))  # no step was submitted twice
+
+
+def test_destination_dies_batch_fails_then_rollback_cancels_and_restores(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim, acceleration=5.0)
+
+    def kill_when_copying() -> None:
+        deadline = time.time() + 30
+        while not sim.moves and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # the whole batch is accepted (the listener starts moves one partition at a time)
+        sim.kill_broker(12)
+
+    with admin_backend(sim) as backend:
+        original = assignment(backend)
+        killer = threading.Thread(target=kill_when_copying)
+        killer.start()
+        started = time.time()
+        with pytest.raises(ExecutionFailed, match="stalled: destination broker 12 of .* is down"):
+            execute(run, backend, opts(throttle=5 * MB, stall_grace=1.0))
+        killer.join()
+        assert time.time() - started < 30
+        assert backend.throttle_configs() == {}
+        stuck = set(backend.in_flight())
+        assert stuck  # the stalled moves are still in flight: the dead broker never catches up
+        # Unlike ZooKeeper mode, the Admin API cancels them: no need to bring broker 12 back first.
+        state = rollback(run, backend, opts(throttle=200 * MB))
+        assert state["verified"] is True
+        assert assignment(backend) == original
+        assert backend.in_flight() == {}
+        assert backend.throttle_configs() == {}
+    assert json.loads((run / "verification_rollback.json").read_text())["passed"] is True
+
+
+def test_controller_restart_during_execution_is_ridden_out(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    """The Admin-API analogue of a ZooKeeper session expiry: the controller broker (the lowest id) goes away for a
+    moment, connections drop and controller-bound requests fail; the executor retries and finishes."""
+    sim, run, plan = prepared(tmp_path, make_sim, acceleration=20.0)
+    controller = min(sim.alive)
+
+    def bounce() -> None:
+        deadline = time.time() + 30
+        while not sim.moves and time.time() < deadline:
+            time.sleep(0.02)
+        sim.kill_broker(controller)
+        time.sleep(1.5)
+        sim.restart_broker(controller)
+
+    t = threading.Thread(target=bounce)
+    with admin_backend(sim) as backend:
+        t.start()
+        try:
+            state = execute(run, backend, opts(throttle=40 * MB, stall_grace=5.0))
+        except (SourceError, ExecutionFailed) as exc:  # failing cleanly is allowed; then a rerun must finish
+            t.join()
+            assert "rerun" in str(exc) or "stalled" in str(exc), exc
+            state = execute(run, backend, opts(throttle=40 * MB))
+        t.join()
+        assert state["finished"]
+        verify(run, backend)
+
+
+def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim, approve_it=False)
+    with admin_backend(sim) as backend:
+        before = assignment(backend)
+        with pytest.raises(InputError, match="no approval record"):
+            execute(run, backend, opts())
+        approve(run, by="test")
+        doc = json.loads((run / "plan.json").read_text())
+        original = json.dumps(doc)
+        doc["changes"][0]["replicas_after"] = doc["changes"][0]["replicas_before"][::-1]
+        (run / "plan.json").write_text(json.dumps(doc))
+        with pytest.raises(InputError, match="do not match its content hash"):
+            execute(run, backend, opts())
+        (run / "plan.json").write_text(original)
+        # A foreign reassignment in flight (started through the Admin API, stalled on a dead broker).
+        sim.kill_broker(15)
+        p = next(p for p in backend.read_cluster().partitions if 15 not in p.replicas)
+        sim.restart_broker(15)
+        backend.submit({p.tp: [15, *p.replicas[1:]]})
+        sim.kill_broker(15)
+        with pytest.raises(SourceError, match="a reassignment this run did not start is in flight"):
+            execute(run, backend, opts())
+        assert backend.throttle_configs() == {}
+        # The rollback of this run leaves someone else's move alone too.
+        assert set(backend.in_flight()) == {p.tp}
+        after = assignment(backend)
+        assert {k: v for k, v in after.items() if k != p.tp} == {k: v for k, v in before.items() if k != p.tp}
+        backend.cancel([p.tp])
+        assert assignment(backend) == before
+    result = run_cli("execute", str(run), "--source", f"kafka://{sim.bootstrap}", "--throttle=fast")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "invalid throttle" in result.stderr
+
+
+def test_drifted_partition_is_skipped_and_reported(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim)
+    victim = next(c for c in plan.changes if c.added)
+    other = next(b for b in range(12) if b not in victim.replicas_before)
+    drifted = (*victim.replicas_before[:-1], other)
+    with admin_backend(sim) as backend:
+        backend.submit({(victim.topic, victim.partition): list(drifted)})
+        deadline = time.time() + 20
+        while backend.in_flight() and time.time() < deadline:
+            time.sleep(0.05)
+        state = execute(run, backend, opts())
+        skipped = [s for b in state["batches"] for s in b["skipped"]]
+        assert [(s["topic"], s["partition"]) for s in skipped] == [(victim.topic, victim.partition)]
+        assert assignment(backend)[(victim.topic, victim.partition)] == drifted
+
+
+def test_one_execution_per_cluster(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    sim, run, plan = prepared(tmp_path, make_sim)
+    with admin_backend(sim) as first, admin_backend(sim) as second:
+        first.acquire_lock("/runs/a")
+        with pytest.raises(SourceError, match=r"another execution holds the cluster lock \(/runs/a\)"):
+            second.acquire_lock("/runs/b")
+        first.release_lock()
+        second.acquire_lock("/runs/b")
+        second.release_lock()
+
+
+# -- connection settings and secrets ---------------------------------------------------------------------------
+def test_client_config_file_properties_and_json(tmp_path):  # type: ignore[no-untyped-def]
+    props = tmp_path / "client.properties"
+    props.write_text("# ops cluster\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+                     'username="ops" password="s3cret-pw";\nssl.endpoint.identification.algorithm=\n')
+    target = parse_kafka_url("kafka://k1:9092,k2:9092", config_file=str(props))
+    assert target.config == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                              "sasl_plain_username": "ops", "sasl_plain_password": "s3cret-pw", "ssl_check_hostname": False}
+    assert "s3cret" not in target.display and "ops" in target.display
+    as_json = tmp_path / "client.json"
+    as_json.write_text(json.dumps({"security_protocol": "SASL_PLAINTEXT", "sasl_plain_username": "a",
+                                   "sasl_plain_password": "b"}))
+    assert parse_kafka_url("kafka://k1:9092", config_file=str(as_json)).config["sasl_mechanism"] == "PLAIN"
+    url = parse_kafka_url("kafka://alice:p%40ss@k1:9092")
+    assert url.config["sasl_plain_password"] == "p@ss" and url.config["security_protocol"] == "SASL_PLAINTEXT"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "needs a username and password"),
+    ("security.protocol=TLS\n", "security_protocol 'TLS' is not one of"),
+    ("ssl.truststore.location=/etc/kafka/truststore.jks\n", "Java keystore"),
+    ("bootstrap.servers.typo=x\n", "unknown Kafka client property"),
+    ("sasl.mechanism=PLAIN\n", "use SASL_PLAINTEXT or SASL_SSL"),
+    ("ssl.ca.location=/nonexistent/ca.pem\n", "no such file"),
+])
+def test_bad_client_config_is_one_line_exit_2(tmp_path, text, message):  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "bad.properties"
+    cfg.write_text(text)
+    result = run_cli("snapshot", "--source", "kafka://127.0.0.1:9", "--kafka-config", str(cfg), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_unreachable_kafka_never_prints_the_password(tmp_path):  # type: ignore[no-untyped-def]
+    result = run_cli("snapshot", "--source", "kafka://ops:hunter2-secret@127.0.0.1:9", "--timeout", "1",
+                     "--out", str(tmp_path / "o"))
+    assert result.returncode == 4 and "cannot connect to Kafka at kafka://127.0.0.1:9" in result.stderr, result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -217,6 +217,29 @@ def kafka_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
+def _seen_errors() -> Iterator[list[str]]:
+    """Collect kafka-python's log messages (without printing them) while connecting."""
+    logger = logging.getLogger("kafka")
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = Collect(logging.WARNING)
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+@contextmanager
 def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any]:
     """A connected ``KafkaAdminClient``; connection and authentication failures become one-line ``SourceError``s."""
     import kafka.errors as ke
@@ -226,8 +249,12 @@ def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any
     kwargs.setdefault("request_timeout_ms", max(int(timeout * 1000), 1000))
     kwargs.setdefault("client_id", "kafka-rebalancer")
     try:
-        client = KafkaAdminClient(**kwargs, bootstrap_timeout_ms=int(timeout * 1000))
+        with _seen_errors() as seen:
+            client = KafkaAdminClient(**kwargs, bootstrap_timeout_ms=int(timeout * 1000))
     except (ke.KafkaTimeoutError, ke.KafkaConnectionError):
+        # kafka-python retries a failed SASL authentication until the bootstrap times out: say which it was.
+        if any("SaslAuthenticationFailed" in text for text in seen):
+            raise SourceError(f"Kafka at {target.display} rejected the SASL credentials") from None
         raise SourceError(f"cannot connect to Kafka at {target.display} within {timeout:g} s") from None
     except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
         raise SourceError(f"Kafka at {target.display} refused the credentials: {type(exc).__name__}") from None

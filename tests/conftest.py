@@ -59,8 +59,8 @@ def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
 
     sims: list[SimulatedCluster] = []
 
-    def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01) -> SimulatedCluster:  # type: ignore[no-untyped-def]
-        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim")
+    def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01, **kw) -> SimulatedCluster:  # type: ignore[no-untyped-def]
+        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim", **kw)
         sim.load(cluster)
         sims.append(sim.start())
         return sim

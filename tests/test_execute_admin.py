@@ -297,3 +297,32 @@ def test_unreachable_kafka_never_prints_the_password(tmp_path):  # type: ignore[
     assert result.returncode == 4 and "cannot connect to Kafka at kafka://127.0.0.1:9" in result.stderr, result.stderr
     assert "hunter2" not in result.stderr + result.stdout
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_sasl_plain_through_a_config_file(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+    """A SASL_PLAINTEXT cluster: the right credentials read and execute; wrong or missing ones fail in one line
+    that never shows the password, and nothing is written."""
+    cluster = build_scenario("new-brokers", ScenarioParams(partitions=24, mean_partition_mib=16))
+    sim = make_sim(cluster, acceleration=200.0, sasl_users={"ops": "correct-horse"})
+    good = tmp_path / "client.properties"
+    good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                    'username="ops" password="correct-horse";\n')
+    run = tmp_path / "run"
+    result = run_cli("snapshot", "--source", f"kafka://{sim.bootstrap}", "--kafka-config", str(good), "--out", str(run),
+                     "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "SASL_PLAINTEXT, user ops" in result.stdout and "correct-horse" not in result.stdout + result.stderr
+    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    approve(run, by="test")
+    result = run_cli("execute", str(run), "--source", f"kafka://{sim.bootstrap}", "--kafka-config", str(good),
+                     "--throttle", "200MB/s", "--poll", "0.1", "--throttle-settle", "0.2")
+    assert result.returncode == 0, result.stderr
+    with open_backend(f"kafka://ops:correct-horse@{sim.bootstrap}") as backend:
+        verify(run, backend)
+    for source, says in ((f"kafka://ops:wrong-horse@{sim.bootstrap}", "rejected the SASL credentials"),
+                         (f"kafka://{sim.bootstrap}", "cannot connect to Kafka")):  # PLAINTEXT to a SASL listener
+        result = run_cli("snapshot", "--source", source, "--timeout", "3", "--out", str(tmp_path / "nope"))
+        assert result.returncode == 4 and says in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "horse" not in result.stderr, result.stderr
+        assert not (tmp_path / "nope").exists()

@@ -204,7 +204,7 @@ class SimulatedCluster:
 
     def __init__(self, zk: Any, *, acceleration: float = 1.0, tick: float = 0.02,
                  state_dir: str | Path | None = None, nic_bytes_per_s: float = DEFAULT_NIC,
-                 kafka_port_base: int | None = None) -> None:
+                 kafka_port_base: int | None = None, sasl_users: dict[str, str] | None = None) -> None:
         if acceleration <= 0:
             raise SimulationError(f"acceleration must be positive, got {acceleration}")
         self.zk = zk
@@ -235,6 +235,7 @@ class SimulatedCluster:
         self.error: BaseException | None = None
         self.cluster_id = ""
         self.kafka_port_base = kafka_port_base
+        self.sasl_users = dict(sasl_users or {})  # SASL/PLAIN users of the listeners (none: PLAINTEXT)
         self.kafka_ports: dict[int, int] = {}  # broker -> listener port, kept while the broker is down
         self._listeners: dict[int, BrokerListener] = {}
         zk.add_listener(self._on_state)

@@ -27,8 +27,12 @@ What Kafka does, and so do these brokers:
 - AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders are the controller's: another broker
   answers NOT_CONTROLLER, and the client asks Metadata for the controller and retries.
 
-Not served: produce/fetch, groups, ACLs, topic creation and deletion, unclean leader election, SASL/TLS (PLAINTEXT
-only), request quotas (``throttle_time_ms`` is always 0), broker configs other than the dynamic ones.
+- SASL/PLAIN when the cluster is given SASL users (``SimulatedCluster(sasl_users={user: password})``, i.e. a
+  SASL_PLAINTEXT listener): only ApiVersions, SaslHandshake (v1) and SaslAuthenticate are answered before a
+  successful authentication; anything else, or a failed authentication (answered first), closes the connection.
+
+Not served: produce/fetch, groups, ACLs, topic creation and deletion, unclean leader election, TLS, SASL mechanisms
+other than PLAIN, request quotas (``throttle_time_ms`` is always 0), broker configs other than the dynamic ones.
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from .. import kafka_zk as kz
 from ..errors import SourceError
@@ -90,7 +100,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ListPartitionReassignmentsRequest.API_KEY: (0, 0),
     ElectLeadersRequest.API_KEY: (0, 2),
     DescribeLogDirsRequest.API_KEY: (0, 4),
+    SaslHandshakeRequest.API_KEY: (0, 1),
+    SaslAuthenticateRequest.API_KEY: (0, 2),
 }
+SASL_APIS = {ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY, SaslAuthenticateRequest.API_KEY}
 
 # With no authorizer, Kafka reports every operation a resource type supports as authorized.
 TOPIC_OPERATIONS = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
@@ -242,7 +255,19 @@ APIS: dict[int, Api] = {api.request.API_KEY: api for api in (
     Api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, "list_partition_reassignments"),
     Api(ElectLeadersRequest, ElectLeadersResponse, "elect_leaders"),
     Api(DescribeLogDirsRequest, DescribeLogDirsResponse, "describe_log_dirs"),
+    Api(SaslHandshakeRequest, SaslHandshakeResponse, "sasl_handshake"),
+    Api(SaslAuthenticateRequest, SaslAuthenticateResponse, "sasl_authenticate"),
 )}
+
+
+@dataclass
+class Session:
+    """One client connection's SASL state (a listener without SASL users starts authenticated)."""
+
+    authenticated: bool
+    mechanism: str | None = None
+    user: str | None = None
+    close_after_reply: bool = False
 
 
 class KafkaApis:
@@ -254,8 +279,9 @@ class KafkaApis:
         self.sim = sim
         self.broker_id = broker_id
 
-    def handle(self, frame: bytes) -> bytes:
+    def handle(self, frame: bytes, session: Session | None = None) -> bytes:
         """Answer one request frame (without its size prefix); raises ``_Close`` when the connection must close."""
+        session = session or Session(authenticated=True)
         if len(frame) < 8:
             raise _Close(f"a {len(frame)}-byte frame holds no request header")
         api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
@@ -267,12 +293,19 @@ class KafkaApis:
             if api_key == ApiVersionsRequest.API_KEY:
                 return self._unsupported_api_versions(correlation_id)
             raise _Close(f"unsupported version {version} of {api.request.name} (supported: {low}-{high})")
+        if not session.authenticated and api_key not in SASL_APIS:
+            # Kafka: "Unexpected Kafka request of type X during SASL handshake" closes the connection.
+            raise _Close(f"{api.request.name} before SASL authentication")
         try:
             request = api.request.decode(frame, version=version, header=True)
         except Exception as exc:
             raise _Close(f"malformed {api.request.name} v{version}: {exc!r}") from None
+        if api_key in (SaslHandshakeRequest.API_KEY, SaslAuthenticateRequest.API_KEY):
+            fields = getattr(self, api.handler)(request, version, session)  # these responses have no throttle time
+        else:
+            fields = {"throttle_time_ms": 0, **getattr(self, api.handler)(request, version)}
         log.debug("broker %d: %s v%d (correlation id %d)", self.broker_id, api.request.name, version, correlation_id)
-        response = api.response(version=version, throttle_time_ms=0, **getattr(self, api.handler)(request, version))
+        response = api.response(version=version, **fields)
         response.with_header(correlation_id=correlation_id)
         data: bytes = response.encode(header=True, framed=True)
         return data
@@ -293,6 +326,35 @@ class KafkaApis:
         """(id, port, rack) of every live broker, as Kafka's metadata cache lists them."""
         sim = self.sim
         return [(b, sim.kafka_ports[b], sim.brokers[b].rack) for b in sorted(sim.alive) if b in sim.kafka_ports]
+
+    # -- SASL (PLAIN), when the cluster has SASL users ------------------------------------------------------------
+    def sasl_handshake(self, request: Any, version: int, session: Session) -> dict[str, Any]:
+        """SaslHandshake: PLAIN is the one mechanism enabled; v0 (unframed tokens) is not served."""
+        if version == 0:
+            raise _Close("SaslHandshake v0 (unframed SASL tokens) is not served")
+        if not self.sim.sasl_users:
+            return {"error_code": Errors.IllegalSaslStateError.errno, "mechanisms": []}
+        if request.mechanism != "PLAIN":
+            return {"error_code": Errors.UnsupportedSaslMechanismError.errno, "mechanisms": ["PLAIN"]}
+        session.mechanism = "PLAIN"
+        return {"error_code": 0, "mechanisms": ["PLAIN"]}
+
+    def sasl_authenticate(self, request: Any, version: int, session: Session) -> dict[str, Any]:
+        """SaslAuthenticate with a PLAIN token (authzid NUL user NUL password, RFC 4616). A failure is answered,
+        then the connection closes, as Kafka does."""
+        if session.mechanism != "PLAIN" or session.authenticated:
+            session.close_after_reply = True
+            return {"error_code": Errors.IllegalSaslStateError.errno, "error_message": "Unexpected SaslAuthenticate",
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        parts = bytes(request.auth_bytes).split(b"\0")
+        user, password = (parts[1].decode(errors="replace"), parts[2].decode(errors="replace")) if len(parts) == 3 else ("", "")
+        if not user or self.sim.sasl_users.get(user) != password:
+            session.close_after_reply = True
+            return {"error_code": Errors.SaslAuthenticationFailedError.errno,
+                    "error_message": "Authentication failed: Invalid username or password",
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        session.authenticated, session.user = True, user
+        return {"error_code": 0, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
 
     # -- ApiVersions, Metadata, DescribeCluster ------------------------------------------------------------------
     def api_versions(self, request: Any, version: int) -> dict[str, Any]:
@@ -634,6 +696,7 @@ class BrokerListener:
 
     def _serve(self, conn: socket.socket, peer: tuple[str, int]) -> None:
         bid = self.apis.broker_id
+        session = Session(authenticated=not self.apis.sim.sasl_users)
         try:
             while True:
                 head = _recv_exact(conn, 4)
@@ -646,7 +709,9 @@ class BrokerListener:
                 frame = _recv_exact(conn, size)
                 if frame is None:
                     return
-                conn.sendall(self.apis.handle(frame))
+                conn.sendall(self.apis.handle(frame, session))
+                if session.close_after_reply:
+                    return
         except _Close as exc:
             log.warning("broker %d: closing connection from %s:%d: %s", bid, *peer, exc)
         except OSError as exc:

@@ -182,6 +182,23 @@ def test_broker_killed_through_the_command_znode(zk, zk_url, make_sim):  # type:
     assert zk.exists("/brokers/ids/3")
 
 
+def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):  # type: ignore[no-untyped-def]
+    """Kafka's controller re-checks a moving partition on every ISR change: the new replica caught up while a
+    target replica was down, and the move completes when that replica comes back in sync."""
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5 * MB)), acceleration=5)
+    throttle(zk, MB, [0, 2], "t", "*", "*")
+    time.sleep(0.1)
+    reassign(zk, {("t", 0): [0, 1, 2]})
+    wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="move to start")
+    sim.kill_broker(1)
+    wait_for(lambda: 2 in state(zk, "t", 0)["isr"], what="broker 2 to catch up")
+    time.sleep(0.2)
+    assert assignment(zk, "t")["adding_replicas"] == {"0": [2]}  # not complete: broker 1 is out of the ISR
+    sim.restart_broker(1)
+    wait_for(lambda: not assignment(zk, "t")["adding_replicas"], what="the move to complete")
+    assert assignment(zk, "t")["partitions"]["0"] == [0, 1, 2] and not zk.exists(kz.REASSIGN)
+
+
 def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, make_sim):  # type: ignore[no-untyped-def]
     make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 50 * MB), Partition("t", 1, (0, 1), 0, (0, 1), 1)), acceleration=5)
     throttle(zk, MB, [0, 2], "t", "*", "*")

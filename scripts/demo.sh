@@ -1,46 +1,109 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: a real ZooKeeper with a simulated ZooKeeper-mode Kafka cluster that just
-# got 4 new empty brokers, taken through the whole runbook from the command line:
-#   snapshot (zk://) -> Spark skew analysis (local) -> plan (add-brokers) -> GX validation gates -> approver report
-#   -> approval (recorded, by hash) -> throttled batched execution -> verification.
-# Pass --keep to leave the simulated cluster running afterwards. (The Airflow DAGs are a later stage.)
+# The main job on the embedded default: a real ZooKeeper with a simulated ZooKeeper-mode Kafka cluster that just got
+# 4 new empty brokers (12-15), and a real Airflow 3 (SQLite, LocalExecutor: api-server, scheduler, dag-processor,
+# triggerer) in .airflow/. It triggers the DAG kafka_add_brokers through the REST API, prints where to log in and how
+# to approve, follows the run (snapshot -> Spark analysis -> plan -> GX gates -> report -> approval -> throttled
+# execution -> verification) and prints its outcome.
+#
+#   bash scripts/demo.sh                     # you approve in the UI (Required Actions) or with the printed curl
+#   bash scripts/demo.sh --approve-as NAME   # unattended: approves through the REST API as user NAME
+#   bash scripts/demo.sh --keep              # leave Airflow and the simulated cluster running afterwards
+#   AIRFLOW_PORT=8080 (default; a free port is picked when it is taken)
+#
+# The CLI-only version of the same runbook is scripts/demo_cli.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+
 keep=0
-[ "${1:-}" = "--keep" ] && keep=1
+approver=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --keep) keep=1 ;;
+        --approve-as) approver="${2:?--approve-as needs a user name}"; shift ;;
+        --approve-as=*) approver="${1#--approve-as=}" ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        *) echo "demo.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$approver" in *[!A-Za-z0-9_.-]*) echo "demo.sh: --approve-as takes a plain user name ([A-Za-z0-9_.-])" >&2; exit 2 ;; esac
 
+bash scripts/setup.sh
+PY=.venv/bin/python
 RB=.venv/bin/rebalancer
+AF="$PY scripts/airflow_local.py"
 SIM_DIR=.sim
-if [ -f "$SIM_DIR/sim.json" ]; then $RB sim down --dir "$SIM_DIR" >/dev/null 2>&1 || true; fi
-$RB sim up --dir "$SIM_DIR" --scenario new-brokers --acceleration 100
-if [ "$keep" = 0 ]; then trap '$RB sim down --dir "$SIM_DIR" >/dev/null' EXIT; fi
-
-ZK_URL=$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["zk_url"])' "$SIM_DIR/sim.json")
-SIZES=$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["sizes"])' "$SIM_DIR/sim.json")
-RUN_DIR=runs/$(date -u +%Y%m%dT%H%M%SZ)
+AF_HOME=$PWD/.airflow
+DAG=kafka_add_brokers
 step() { printf '\n== %s\n' "$*"; }
 
-step "1/8 snapshot"
-$RB snapshot --source "$ZK_URL" --sizes "$SIZES" --out "$RUN_DIR"
-step "2/8 Spark skew analysis (local[*])"
-$RB analyze "$RUN_DIR"
-step "3/8 plan: fill the new brokers 12-15"
-$RB plan "$RUN_DIR" --mode add-brokers --brokers 12,13,14,15
-step "4/8 validation gates"
-$RB validate "$RUN_DIR"
-step "5/8 Spark analysis of the plan, and the approver's report"
-$RB analyze "$RUN_DIR" >/dev/null
-$RB report "$RUN_DIR"
-step "6/8 approval (an operator would read $RUN_DIR/report.html first)"
-$RB approve "$RUN_DIR" --by "demo operator"
-step "7/8 throttled, batched execution"
-$RB execute "$RUN_DIR" --source "$ZK_URL" --throttle 200MB/s --max-moves-per-broker 25 --max-moves 100 --poll 0.2
-step "8/8 verification"
-$RB verify "$RUN_DIR" --source "$ZK_URL"
-$RB snapshot --source "$ZK_URL" --sizes "$SIZES" --out "$RUN_DIR/after" | tail -n +4
-echo
-echo "run directory: $RUN_DIR (report.html, plan.json, validation/, execution/, verification.json)"
-if [ "$keep" = 1 ]; then
-    echo "simulated cluster still running at $ZK_URL; stop it with: $RB sim down --dir $SIM_DIR"
+port=${AIRFLOW_PORT:-8080}
+if ! $PY -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    echo "port ${AIRFLOW_PORT:-8080} is taken: the api-server listens on $port"
 fi
+
+cleanup() {
+    $AF down --home "$AF_HOME" || true
+    $RB sim down --dir "$SIM_DIR" >/dev/null 2>&1 || true
+}
+if [ "$keep" = 0 ]; then trap cleanup EXIT; fi
+
+step "1/4 simulated cluster: 12 loaded brokers in 3 racks + 4 new empty ones (12-15) in a 4th"
+if [ -f "$SIM_DIR/sim.json" ]; then $RB sim down --dir "$SIM_DIR" >/dev/null 2>&1 || true; fi
+$RB sim up --dir "$SIM_DIR" --scenario new-brokers --acceleration 100
+
+step "2/4 Airflow 3 in $AF_HOME (first start migrates the database; about a minute)"
+# Small Spark jobs: a quick JIT and a serial GC (spark-defaults for the embedded local[*] master only).
+mkdir -p "$AF_HOME/spark-conf"
+printf 'spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC\n' > "$AF_HOME/spark-conf/spark-defaults.conf"
+export SPARK_CONF_DIR="$AF_HOME/spark-conf"
+up_args=(--home "$AF_HOME" --port "$port" --sim-dir "$SIM_DIR")
+if [ -n "$approver" ]; then up_args+=(--approver "$approver"); fi
+$AF up "${up_args[@]}" > "$AF_HOME/up.json"
+url=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$AF_HOME/up.json")
+admin_pw=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["passwords"]["admin"])' "$AF_HOME/up.json")
+echo "Airflow is up at $url (connections zookeeper_default, spark_default; pool kafka_cluster)"
+
+step "3/4 trigger $DAG with conf new_brokers 12,13,14,15 through the REST API"
+conf='{"new_brokers": [12, 13, 14, 15], "throttle": "200MB/s", "max_moves_per_broker": 25, "max_moves": 100, "poll_s": 0.2}'
+run_id=$($AF trigger --home "$AF_HOME" "$DAG" --conf "$conf")
+run_q=$($PY -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$run_id")
+cat <<EOF
+run: $run_id
+
+  Log in:   $url   user admin, password $admin_pw
+            (passwords of every user: $AF_HOME/simple_auth_manager_passwords.json.generated)
+  Approve:  when the run reaches 'approve' (a few minutes: Spark runs twice), open
+            $url/dags/$DAG/runs/$run_q/required_actions
+            read the plan and the report it links to, and click Approve (or Reject).
+  Or:       TOKEN=\$(curl -s -X POST $url/auth/token -H 'Content-Type: application/json' \\
+                     -d '{"username": "admin", "password": "$admin_pw"}' | $PY -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+            curl -X PATCH -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' \\
+                 $url/api/v2/dags/$DAG/dagRuns/$run_q/taskInstances/approve/-1/hitlDetails \\
+                 -d '{"chosen_options": ["Approve"]}'
+  Reports:  $url/rebalancer/  (also under Browse > Kafka rebalance reports, and the run's "Rebalance report" tab)
+EOF
+
+step "4/4 following the run$([ -n "$approver" ] && echo " (approving through the REST API as $approver)")"
+wait_args=(--home "$AF_HOME" "$DAG" "$run_id" --timeout 3600)
+if [ -n "$approver" ]; then wait_args+=(--approve-as "$approver"); fi
+status=0
+$AF wait "${wait_args[@]}" || status=$?
+
+run_dir=$($PY -c 'import sys; from rebalancer.runbook import run_dir_for; print(run_dir_for(*sys.argv[1:]))' \
+          "$DAG" "$run_id" "$AF_HOME/rebalancer-runs" 2>/dev/null || true)
+echo
+if [ -n "$run_dir" ] && [ -f "$run_dir/plan.json" ]; then
+    ZK_URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["zk_url"])' "$SIM_DIR/sim.json")
+    SIZES=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["sizes"])' "$SIM_DIR/sim.json")
+    echo "the cluster now:"
+    $RB snapshot --source "$ZK_URL" --sizes "$SIZES" --out "$run_dir/after" | tail -n +4
+    [ -f "$run_dir/approval.json" ] && echo "approval record: $(tr -d '\n ' < "$run_dir/approval.json")"
+fi
+echo "run directory: ${run_dir:-?} (report.html, plan.json, validation/, approval.json, execution/, verification.json)"
+if [ "$keep" = 1 ]; then
+    echo "still running: Airflow at $url (stop: $AF down --home $AF_HOME) and the simulated cluster" \
+         "(stop: $RB sim down --dir $SIM_DIR)"
+fi
+exit $status

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs (scripts/setup.sh; Debian's chromium for the report's browser
-# test), then runs pytest against real ZooKeeper, Spark and Chromium. Extra arguments go to pytest.
+# The whole test suite: installs what it needs (scripts/setup.sh; Debian's chromium and chromium-driver for the
+# report and Airflow browser tests), then runs pytest against real ZooKeeper, Spark, Airflow and Chromium.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-if ! command -v chromium >/dev/null; then
-    echo "[test] installing Debian's chromium for the report test" >&2
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    echo "[test] installing Debian's chromium and chromium-driver for the browser tests" >&2
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 exec .venv/bin/python -m pytest "$@"

@@ -33,7 +33,7 @@ from ..zkclient import ZkTarget, parse_zk_url, zk_session
 from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
 from .scenarios import ScenarioParams, build_scenario
 
-__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "DEFAULT_CHROOT"]
+__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "process_alive", "DEFAULT_CHROOT"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHROOT = "/kafka"
@@ -67,7 +67,8 @@ def run_foreground(zk_url: str, *, scenario: str | None, params: ScenarioParams,
     return 0
 
 
-def _alive(pid: int | None) -> bool:
+def process_alive(pid: int | None) -> bool:
+    """Whether a process runs (a zombie child counts as dead); shared with scripts/airflow_local.py."""
     if not pid:
         return False
     try:
@@ -127,7 +128,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     d.mkdir(parents=True, exist_ok=True)
     if (d / STATE_FILE).exists():
         old = read_json(d / STATE_FILE)
-        if _alive((old.get("controller") or {}).get("pid")):
+        if process_alive((old.get("controller") or {}).get("pid")):
             raise SimulationError(f"a simulated cluster is already running from {d} (rebalancer sim down --dir {d})")
     zk_record = None
     server = None
@@ -173,14 +174,14 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
 
 
 def _terminate(pid: int | None, timeout: float = 10.0) -> None:
-    if not _alive(pid):
+    if not process_alive(pid):
         return
     assert pid is not None
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and process_alive(pid):
         time.sleep(0.05)
-    if _alive(pid):
+    if process_alive(pid):
         os.kill(pid, signal.SIGKILL)
 
 

@@ -1,0 +1,303 @@
+"""The runbook's tasks, wired once for the three DAGs in ``dags/``. Each task calls one ``rebalancer.runbook``
+function on the run's directory (``$REBALANCER_RUNS_DIR/<dag_id>/<run_id>``) and returns its small summary.
+
+    snapshot >> analyze >> plan >> check_changes >> validate >> analyze_plan >> report >> approve >> execute >> verify
+    [execute, verify] >> rollback          (runs when execute or verify failed)
+    [verify, rollback] >> cleanup_throttles  (teardown: runs whatever happened)
+    [verify, rollback, cleanup_throttles] >> outcome   (all done: the run's verdict; fails it with the reason)
+
+``check_changes`` short-circuits a plan with nothing to change: every later task is skipped, nobody is asked, and
+the run succeeds. Nothing here runs at parse time beyond building the operators; the library is imported inside
+the task bodies.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Param, TriggerRule, task, teardown
+
+from rebalancer_airflow.operators import PlanApprovalOperator
+
+__all__ = ["POOL", "common_params", "build_runbook", "DEFAULT_ARGS", "run_dir", "REPORT_PREFIX"]
+
+POOL = "kafka_cluster"          # one slot: one mutating task on the cluster at a time, across all DAGs
+REPORT_PREFIX = "/rebalancer"   # the report view's URL prefix (plugins/rebalancer_plugin.py)
+DEFAULT_ARGS = {"owner": "kafka-platform", "retries": 0}
+SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"}
+RUN_DIR_XCOM = "{{ ti.xcom_pull(task_ids='snapshot')['run_dir'] }}"
+
+
+def common_params(*, strategies: list[str]) -> dict[str, Param]:
+    """Params shared by every runbook DAG (trigger form and REST ``conf``)."""
+    backend = os.environ.get("REBALANCER_BACKEND", "zookeeper")
+    return {
+        "backend": Param(backend, type="string", enum=["zookeeper", "kafka"], title="Cluster access",
+                         description="zookeeper: the zookeeper connection (ZooKeeper-mode metadata); "
+                                     "kafka: the kafka connection (Admin API)", section="Cluster"),
+        "zookeeper_conn_id": Param("zookeeper_default", type="string", title="ZooKeeper connection",
+                                   section="Cluster"),
+        "kafka_conn_id": Param("kafka_default", type="string", title="Kafka connection", section="Cluster"),
+        "strategy": Param("auto", type="string", enum=strategies, title="Planner",
+                          description="auto picks flow for leaders, the LP up to 20,000 replicas, greedy above",
+                          section="Plan"),
+        "max_changes_per_partition": Param(None, type=["null", "integer"], minimum=1,
+                                           title="Max replica changes per partition",
+                                           description="empty: 1 (unlimited when removing brokers)",
+                                           section="Plan"),
+        "time_limit_s": Param(60, type="number", minimum=1, title="Solver time limit (s)", section="Plan"),
+        "max_deviation_pct": Param(15.0, type="number", minimum=0, title="Gate: replica deviation from median (%)",
+                                   section="Validation"),
+        "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
+                                          title="Gate: leader deviation from median (%)", section="Validation"),
+        "approvers": Param([], type="array", items={"type": "string"}, title="Approvers",
+                           description="user names allowed to approve (empty: anyone with access to the DAG)",
+                           section="Approval"),
+        "approval_timeout_hours": Param(24.0, type="number", minimum=0, title="Approval timeout (hours)",
+                                        description="no answer by then = Reject; 0 waits forever",
+                                        section="Approval"),
+        "throttle": Param("50MB/s", type="string", pattern=r"^\s*[0-9.]+\s*([kKmMgG]i?B)?(/s)?\s*$",
+                          title="Replication throttle per broker", description="e.g. 50MB/s, 20MiB/s",
+                          section="Execution"),
+        "max_moves_per_broker": Param(5, type="integer", minimum=1, title="Max moves per broker per batch",
+                                      section="Execution"),
+        "max_moves": Param(50, type="integer", minimum=1, title="Max moves per batch", section="Execution"),
+        "poll_s": Param(1.0, type="number", minimum=0.05, title="Progress poll interval (s)",
+                        section="Execution"),
+        "rollback_wait_s": Param(600, type="number", minimum=0, title="Rollback: wait for in-flight moves (s)",
+                                 description="ZooKeeper mode cannot cancel a move: bring a dead destination "
+                                             "broker back within this time", section="Execution"),
+    }
+
+
+# -- task helpers ------------------------------------------------------------------------------------------------
+def run_dir(context: Any) -> str:
+    from rebalancer.runbook import run_dir_for
+
+    return str(run_dir_for(context["dag"].dag_id, context["dag_run"].run_id))
+
+
+def _cluster(context: Any) -> dict[str, Any]:
+    from rebalancer_airflow.hooks import cluster_source
+
+    return cluster_source(dict(context["params"]))
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A library error fails the task with its one-line message (no retry, no traceback wall)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from airflow.sdk.exceptions import AirflowFailException
+        from rebalancer.errors import RebalancerError
+
+        try:
+            return fn(*args, **kwargs)
+        except RebalancerError as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+def _view_url(context: Any, path: str) -> str:
+    """URL of a run's file in the report view, absolute when ``[api] base_url`` is set."""
+    from airflow.sdk import conf
+
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    return (f"{base}{REPORT_PREFIX}/runs/{quote(context['dag'].dag_id, safe='')}/"
+            f"{quote(context['dag_run'].run_id, safe='')}/{path}")
+
+
+def _exec_options(params: Any) -> dict[str, Any]:
+    return {"throttle": str(params["throttle"]), "max_moves_per_broker": int(params["max_moves_per_broker"]),
+            "max_moves": int(params["max_moves"]), "poll": float(params["poll_s"])}
+
+
+# -- the tasks ---------------------------------------------------------------------------------------------------
+@one_line_errors
+def snapshot_task(**context: Any) -> dict[str, Any]:
+    """Read the cluster's assignment (and sizes) into the run directory."""
+    from rebalancer import runbook
+
+    c = _cluster(context)
+    return runbook.snapshot(run_dir(context), c["source"], sizes=c["sizes"], kafka_config=c["kafka_config"])
+
+
+def _analyze(task_id: str, doc: str) -> SparkSubmitOperator:
+    from rebalancer.runbook import spark_args, spark_job
+
+    venv_bin = os.path.dirname(sys.executable)
+    op = SparkSubmitOperator(
+        task_id=task_id, conn_id="spark_default", application=spark_job(), name=f"kafka-skew-{task_id}",
+        application_args=spark_args(RUN_DIR_XCOM), conf=dict(SPARK_CONF),
+        # spark-submit comes with pyspark in the virtualenv running Airflow; the job needs only pyspark. Executors
+        # use $PYSPARK_PYTHON when the deployment sets it (a Spark cluster's workers have their own Python, as in
+        # docker-compose.yaml), else this interpreter (local[*]).
+        env_vars={"PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+                  "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+                  "PYSPARK_DRIVER_PYTHON": sys.executable},
+        execution_timeout=timedelta(hours=2),
+    )
+    op.doc_md = doc
+    return op
+
+
+@one_line_errors
+def plan_task(mode: str, **context: Any) -> dict[str, Any]:
+    """Plan the smallest change set (writes plan.json, reassignment.json, rollback.json)."""
+    from rebalancer import runbook
+
+    p = context["params"]
+    brokers = p.get("new_brokers") or p.get("brokers") or None
+    return runbook.plan(run_dir(context), mode, brokers=brokers, strategy=p["strategy"],
+                        max_changes_per_partition=p.get("max_changes_per_partition"),
+                        time_limit=float(p["time_limit_s"]))
+
+
+@one_line_errors
+def check_changes_task(**context: Any) -> bool:
+    """False (the run ends here, successfully, without asking anyone) when the plan changes nothing."""
+    from rebalancer import runbook
+
+    changes = runbook.has_changes(run_dir(context))
+    if not changes:
+        print("the plan changes nothing: the cluster is already balanced; ending the run")
+    return changes
+
+
+@one_line_errors
+def validate_task(**context: Any) -> dict[str, Any]:
+    """Great Expectations gates on the plan; a failed gate fails the run before anyone is asked."""
+    from rebalancer import runbook
+
+    p = context["params"]
+    out = runbook.validate(run_dir(context), max_changes_per_partition=p.get("max_changes_per_partition"),
+                           max_deviation_pct=float(p["max_deviation_pct"]),
+                           max_leader_deviation_pct=float(p["max_leader_deviation_pct"]))
+    print(out["table"])
+    return out
+
+
+@one_line_errors
+def report_task(**context: Any) -> dict[str, Any]:
+    """report.html for the approver, and the approval request's subject and body."""
+    from rebalancer import runbook
+
+    display = (context["ti"].xcom_pull(task_ids="snapshot") or {}).get("source")
+    return runbook.report(run_dir(context), report_url=_view_url(context, "report.html"),
+                          docs_url=_view_url(context, "docs/index.html"), cluster=display)
+
+
+@one_line_errors
+def execute_task(**context: Any) -> dict[str, Any]:
+    """Throttled, batched execution of exactly the approved plan (refused without its approval record)."""
+    from rebalancer import runbook
+
+    c = _cluster(context)
+    return runbook.execute(run_dir(context), c["source"], kafka_config=c["kafka_config"],
+                           **_exec_options(context["params"]))
+
+
+@one_line_errors
+def verify_task(**context: Any) -> dict[str, Any]:
+    """Planned replicas, full ISRs, preferred leaders, no throttle left (verification.json)."""
+    from rebalancer import runbook
+
+    c = _cluster(context)
+    return runbook.verify(run_dir(context), c["source"], kafka_config=c["kafka_config"])
+
+
+@one_line_errors
+def rollback_task(**context: Any) -> dict[str, Any]:
+    """After a failed execute or verify: revert this run's moves to rollback.json and verify the original."""
+    from airflow.sdk.exceptions import AirflowSkipException
+    from rebalancer import runbook
+
+    rd = run_dir(context)
+    if not runbook.execution_started(rd):
+        raise AirflowSkipException("the execution never started: nothing to roll back")
+    c = _cluster(context)
+    p = context["params"]
+    out = runbook.rollback(rd, c["source"], kafka_config=c["kafka_config"], wait=float(p["rollback_wait_s"]),
+                           **_exec_options(p))
+    print(f"rolled back after: {out['reason'] or 'a failed verification'}; original assignment verified")
+    return out
+
+
+@one_line_errors
+def cleanup_task(**context: Any) -> dict[str, Any]:
+    """Teardown: whatever happened, no replication throttle of this run stays on the cluster."""
+    from airflow.sdk.exceptions import AirflowSkipException
+    from rebalancer import runbook
+
+    rd = run_dir(context)
+    if not runbook.execution_started(rd):
+        raise AirflowSkipException("the execution never started: this run set no throttle")
+    c = _cluster(context)
+    out = runbook.cleanup_throttles(rd, c["source"], kafka_config=c["kafka_config"])
+    print(f"throttles removed from: {', '.join(out['cleaned']) or 'none left'}" if not out.get("skipped")
+          else f"left to the running execution: {out['skipped']}")
+    return out
+
+
+def outcome_task(**context: Any) -> str:
+    """The run's verdict in one line; fails the run, with the first cause, when any task failed."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from rebalancer import runbook
+
+    run_id = context["dag_run"].run_id
+    states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
+    states = states.get(run_id, states)
+    failed = sorted(t for t, s in states.items() if s == "failed")
+    verdict = runbook.outcome(run_dir(context), failed)
+    if not verdict["ok"]:
+        raise AirflowFailException(verdict["message"])
+    print(verdict["message"])
+    return str(verdict["message"])
+
+
+def build_runbook(mode: str, *, approval_param: str | None = None) -> dict[str, Any]:
+    """Create the runbook's tasks in the current DAG context; returns them by task id."""
+    # The task decorators are applied here, per DAG: a decorated task shared between DAGs would carry the first
+    # DAG's settings into the next one parsed in the same process.
+    snap = task(task_id="snapshot")(snapshot_task)()
+    analyze = _analyze("analyze", "Spark skew analysis of the snapshot (spark/skew_analysis.py through the "
+                                  "`spark_default` connection; local[*] by default).")
+    planned = task(task_id="plan")(plan_task)(mode)
+    check = task.short_circuit(task_id="check_changes", ignore_downstream_trigger_rules=True)(check_changes_task)()
+    validated = task(task_id="validate")(validate_task)()
+    analyze_plan = _analyze("analyze_plan", "The same Spark job again, now with plan.json: the per-broker "
+                                            "tables after the plan, for the report.")
+    rep = task(task_id="report")(report_task)()
+    approve = PlanApprovalOperator(
+        task_id="approve",
+        subject="{{ ti.xcom_pull(task_ids='report')['subject'] }}",
+        body="{{ ti.xcom_pull(task_ids='report')['body'] }}",
+        required_param=approval_param,
+        doc_md="Waits for a human decision (Required Actions in the UI, or the REST API) and records it, "
+               "with the plan's hash, in approval.json. Reject or timeout: nothing executes.",
+    )
+    executed = task(task_id="execute", pool=POOL)(execute_task)()
+    verified = task(task_id="verify", pool=POOL)(verify_task)()
+    rolled = task(task_id="rollback", pool=POOL, trigger_rule=TriggerRule.ONE_FAILED)(rollback_task)()
+    # A teardown: runs whatever happened upstream (and is skipped only when nothing ever touched the cluster).
+    cleanup = teardown(task(task_id="cleanup_throttles", pool=POOL)(cleanup_task))()
+    # The run's state follows this last task alone (Airflow judges a run by its leaves, and rollback would be the
+    # leaf otherwise: a successful rollback must not make a run whose execution failed look successful). It
+    # fails, with the cause, when any task failed, a failed throttle cleanup included.
+    verdict = task(task_id="outcome", trigger_rule=TriggerRule.ALL_DONE)(outcome_task)()
+    snap >> analyze >> planned >> check >> validated >> analyze_plan >> rep >> approve >> executed >> verified
+    [executed, verified] >> rolled
+    [verified, rolled] >> cleanup
+    # Not a direct downstream of approve or check_changes: their skips must not swallow the verdict of a rejection.
+    [verified, rolled, cleanup] >> verdict
+    return {"snapshot": snap, "analyze": analyze, "plan": planned, "check_changes": check, "validate": validated,
+            "analyze_plan": analyze_plan, "report": rep, "approve": approve, "execute": executed,
+            "verify": verified, "rollback": rolled, "cleanup_throttles": cleanup, "outcome": verdict}

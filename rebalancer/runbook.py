@@ -1,0 +1,391 @@
+"""The runbook's stages as plain functions: one per task of the Airflow DAGs (``dags/``), usable without Airflow.
+
+Every function takes the run directory and explicit arguments, does one stage through the library, and returns
+a small JSON-able summary (paths and numbers, for XCom). Errors are the library's one-line ``RebalancerError``s.
+
+    run_dir_for(dag_id, run_id)      RUNS/<dag_id>/<run_id, sanitized>: one directory per DAG run
+    snapshot(run_dir, source, ...)   snapshot.json, replicas.parquet, brokers.parquet
+    spark_job(), spark_args(...)     what the Spark provider submits (the analysis itself runs in spark-submit)
+    plan(run_dir, mode, ...)         plan.json, reassignment.json, rollback.json
+    has_changes(run_dir)             False for a plan with nothing to change (the run ends early)
+    validate(run_dir, ...)           validation/result.json and Data Docs; GateFailure when a gate fails
+    report(run_dir, ...)             report.html, and the approval request's subject and markdown body
+    record_decision(run_dir, ...)    approval.json: the decision on exactly this plan (its content hash)
+    execute / verify / rollback      the cluster changes, checked, or reverted
+    cleanup_throttles(run_dir, ...)  no replication throttle left behind by this run
+    outcome(run_dir, failed)         the run's verdict in one line (and whether it failed)
+
+``RUNS`` is ``$REBALANCER_RUNS_DIR``, else ``$AIRFLOW_HOME/rebalancer-runs`` (``~/airflow`` without AIRFLOW_HOME).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import InputError
+
+__all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "has_changes", "validate", "report", "approval_request", "record_decision",
+           "execution_started", "execute", "verify", "rollback", "cleanup_throttles", "outcome"]
+
+RUNS_ENV = "REBALANCER_RUNS_DIR"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+# -- the run directory -----------------------------------------------------------------------------------------
+def runs_root() -> Path:
+    if os.environ.get(RUNS_ENV):
+        return Path(os.environ[RUNS_ENV]).expanduser().resolve()
+    home = Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
+    return (home / "rebalancer-runs").resolve()
+
+
+def safe_name(text: str) -> str:
+    """A path component from a DAG id or run id: ``manual__2026-01-05T10:00:00+00:00`` -> ``manual__2026-01-05T10_00_00_00_00``."""
+    name = _SAFE.sub("_", str(text)).strip("._") or "_"
+    return name[:200]
+
+
+def run_dir_for(dag_id: str, run_id: str, root: str | Path | None = None) -> Path:
+    base = Path(root).resolve() if root is not None else runs_root()
+    return base / safe_name(dag_id) / safe_name(run_id)
+
+
+# -- stages ------------------------------------------------------------------------------------------------------
+def snapshot(run_dir: str | Path, source: str, *, sizes: str | None = None,
+             kafka_config: Mapping[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    """Read the cluster (``zk://`` with ``sizes``, or ``kafka://`` with ``kafka_config``) into ``run_dir``."""
+    from .snapshot import take_snapshot
+
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {"sizes": sizes, "timeout": timeout}
+    if kafka_config:
+        kwargs["kafka_config"] = dict(kafka_config)
+    cluster = take_snapshot(source, run, **kwargs)
+    in_flight = cluster.meta.get("reassignment_in_progress") or []
+    return {"run_dir": str(run), "source": cluster.meta.get("source", _display(source)),
+            "brokers": len(cluster.brokers), "racks": len(cluster.racks), "topics": len(cluster.topics),
+            "partitions": len(cluster.partitions), "replicas": cluster.replica_count,
+            "dead_brokers": [b.id for b in cluster.brokers if not b.alive],
+            "sizes_known": bool(cluster.meta.get("sizes_known")) or source.startswith("kafka://"),
+            "reassignment_in_progress": len(in_flight)}
+
+
+def spark_job() -> str:
+    """The PySpark application the analysis submits (self-contained: it imports nothing from this package)."""
+    from .analyze import JOB
+
+    return str(JOB)
+
+
+def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
+    """The application arguments of ``spark/skew_analysis.py`` for ``run_dir``."""
+    args = ["--run-dir", str(run_dir)]
+    if history:
+        args += ["--history", str(history)]
+    return args
+
+
+def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
+         max_changes_per_partition: int | None = None, time_limit: float = 60.0,
+         objective: str = "replicas") -> dict[str, Any]:
+    from .plan import plan_run_dir
+
+    ids = [int(b) for b in brokers] if brokers else None
+    if mode in ("add-brokers", "remove-brokers") and not ids:
+        raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
+    result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
+                          max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
+                          objective=objective)
+    return _plan_summary(Path(run_dir), result.to_dict())
+
+
+def _plan_summary(run: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
+    s = doc.get("summary", {})
+    dev = s.get("max_deviation_pct", {})
+    return {"run_dir": str(run), "mode": doc.get("mode"), "strategy": doc.get("strategy"),
+            "plan_hash": doc.get("content_hash"), "changes": len(doc.get("changes", [])),
+            "replica_moves": s.get("replica_moves"), "leader_changes": s.get("leader_changes"),
+            "bytes_moved": s.get("bytes_moved"), "moves_to_bound": s.get("moves_to_bound"),
+            "leader_changes_to_bound": s.get("leader_changes_to_bound"),
+            "solver_status": doc.get("solver", {}).get("status"),
+            "max_deviation_pct": {k: dev.get(k) for k in ("replicas_before", "replicas_after", "leaders_before",
+                                                           "leaders_after", "bytes_before", "bytes_after")}}
+
+
+def has_changes(run_dir: str | Path) -> bool:
+    """Does the plan change anything? (A balanced cluster needs no approval and no execution.)"""
+    from .plan.result import load_plan
+
+    return bool(load_plan(run_dir).changes)
+
+
+def validate(run_dir: str | Path, *, max_changes_per_partition: int | None = None, max_deviation_pct: float = 15.0,
+             max_leader_deviation_pct: float = 15.0) -> dict[str, Any]:
+    """The GX gates; raises ``GateFailure`` (the message names the failed gates) after writing the result."""
+    from .validate import Thresholds, format_gate_table, validate_run_dir
+
+    th = Thresholds(max_changes_per_partition=max_changes_per_partition, max_deviation_pct=max_deviation_pct,
+                    max_leader_deviation_pct=max_leader_deviation_pct)
+    result = validate_run_dir(run_dir, th)
+    return {"run_dir": str(run_dir), "passed": result["passed"], "gates": len(result["gates"]),
+            "docs": str(Path(result["docs"]).resolve()), "table": format_gate_table(result)}
+
+
+def report(run_dir: str | Path, *, report_url: str | None = None, docs_url: str | None = None,
+           cluster: str | None = None) -> dict[str, Any]:
+    """Render report.html and compose the approval request (subject and markdown body) for the approver."""
+    from .report import render_report
+
+    path = render_report(run_dir)
+    subject, body = approval_request(run_dir, report_url=report_url, docs_url=docs_url, cluster=cluster)
+    return {"run_dir": str(run_dir), "report": str(path), "subject": subject, "body": body}
+
+
+def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs_url: str | None = None,
+                     cluster: str | None = None) -> tuple[str, str]:
+    """Subject (cluster, mode, size) and markdown body (moves, bytes, bound ratio, balance, gates, links)."""
+    from .balance import human_bytes
+
+    run = Path(run_dir)
+    doc = json.loads((run / "plan.json").read_text())
+    s = doc.get("summary", {})
+    snap = _snapshot_meta(run)
+    where = cluster or snap.get("source") or "the cluster"
+    mode = doc.get("mode", "?")
+    moves, leaders = s.get("replica_moves", 0), s.get("leader_changes", 0)
+    size = f"{moves} replica moves, {human_bytes(s.get('bytes_moved') or 0)}" if mode != "leaders" \
+        else f"{leaders} leader changes, no data movement"
+    subject = f"Approve {mode} on {where}: {size}"
+    bounds = s.get("lower_bounds", {})
+    dev = s.get("max_deviation_pct", {})
+
+    def ratio(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, (int, float)) else "n/a"
+
+    lines = [
+        f"**{mode}** plan for **{where}** (strategy `{doc.get('strategy')}`, solver status "
+        f"{doc.get('solver', {}).get('status', '?')}), plan hash `{str(doc.get('content_hash'))[:12]}`.",
+        "",
+        "| | plan | lower bound | ratio |",
+        "|---|---:|---:|---:|",
+        f"| replica moves | {moves} | {bounds.get('replica_moves', 'n/a')} | {ratio(s.get('moves_to_bound'))} |",
+        f"| leader changes | {leaders} | {bounds.get('leader_changes', 'n/a')} | {ratio(s.get('leader_changes_to_bound'))} |",
+        f"| bytes to copy | {human_bytes(s.get('bytes_moved') or 0)} | | |",
+        f"| partitions changed | {s.get('partitions_changed', len(doc.get('changes', [])))} | | |",
+        "",
+        "Balance (max deviation from the median, before -> after):",
+        "",
+        "| | before | after |",
+        "|---|---:|---:|",
+    ]
+    for metric in ("replicas", "leaders", "bytes"):
+        b, a = dev.get(f"{metric}_before"), dev.get(f"{metric}_after")
+        lines.append(f"| {metric} | {_pct(b)} | {_pct(a)} |")
+    result_path = run / "validation" / "result.json"
+    if result_path.exists():
+        result = json.loads(result_path.read_text())
+        passed = sum(1 for g in result.get("gates", []) if g.get("passed"))
+        lines += ["", f"Validation gates (Great Expectations): **{passed}/{len(result.get('gates', []))} passed**", "",
+                  "| gate | | observed | threshold |", "|---|---|---|---|"]
+        for g in result.get("gates", []):
+            lines.append(f"| {g['name']} | {'PASS' if g['passed'] else 'FAIL'} | {g['observed']} | {g['threshold']} |")
+    links = []
+    if report_url:
+        links.append(f"[Open the approver's report]({report_url})")
+    if docs_url:
+        links.append(f"[Validation Data Docs]({docs_url})")
+    if links:
+        lines += ["", " · ".join(links)]
+    lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
+                  "run without touching the cluster."]
+    return subject, "\n".join(lines)
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.1f}%" if isinstance(value, (int, float)) else "n/a"
+
+
+def _snapshot_meta(run: Path) -> dict[str, Any]:
+    """The snapshot's ``meta`` without loading every partition (snapshot.json has one partition per line)."""
+    path = run / "snapshot.json"
+    try:
+        with path.open() as fh:
+            head = fh.read(65536)
+        m = re.search(r'"source"\s*:\s*("(?:[^"\\]|\\.)*")', head)
+        return {"source": json.loads(m.group(1))} if m else {}
+    except OSError:
+        return {}
+
+
+def record_decision(run_dir: str | Path, *, decision: str, by: str, comment: str = "") -> dict[str, Any]:
+    """approval.json for exactly this plan; ``execute`` checks it (hash and decision) before touching anything."""
+    from .execute import approve
+
+    return approve(run_dir, by=by, decision=decision, comment=comment)
+
+
+def execution_started(run_dir: str | Path) -> bool:
+    """Did an execution of this run ever start (its state file exists)? Only then can it need rollback or cleanup."""
+    return (Path(run_dir) / "execution" / "state.json").exists()
+
+
+@contextmanager
+def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float) -> Iterator[Any]:
+    from .execute import open_backend
+
+    kwargs: dict[str, Any] = {"timeout": timeout}
+    if kafka_config:
+        kwargs["kafka_config"] = dict(kafka_config)
+    with open_backend(source, **kwargs) as backend:
+        yield backend
+
+
+def _options(throttle: str, *, max_moves_per_broker: int = 5, max_moves: int = 50, max_batch_bytes: str | None = None,
+             order: str = "smallest", poll: float = 1.0, min_timeout: float = 120.0, timeout_factor: float = 3.0,
+             throttle_settle: float = 2.0, progress: Callable[[str], None] | None = None) -> Any:
+    from .execute import ExecOptions, parse_rate
+
+    max_bytes = parse_rate(max_batch_bytes.removesuffix("/s")) if max_batch_bytes else None
+    return ExecOptions(throttle=parse_rate(throttle), per_broker=int(max_moves_per_broker), total=int(max_moves),
+                       max_batch_bytes=max_bytes, order=order, poll=float(poll), min_timeout=float(min_timeout),
+                       timeout_factor=float(timeout_factor), throttle_settle=float(throttle_settle),
+                       progress=progress or (lambda text: print(text, flush=True)))
+
+
+def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
+            throttle: str = "50MB/s", timeout: float = 10.0, **options: Any) -> dict[str, Any]:
+    """Execute the approved plan in throttled batches (resumable; a rerun of a finished execution is a no-op)."""
+    from .execute import execute as run_execute
+
+    opts = _options(throttle, **options)  # an invalid throttle fails here, before any connection
+    with _backend(source, kafka_config, timeout) as backend:
+        state = run_execute(run_dir, backend, opts)
+    batches = state.get("batches", [])
+    return {"run_dir": str(run_dir), "finished": bool(state.get("finished")), "batches": len(batches),
+            "moves": sum(len(b.get("todo", b.get("steps", []))) for b in batches),
+            "skipped_drifted": sum(len(b.get("skipped", [])) for b in batches),
+            "throttle_bytes_per_s": state.get("throttle_bytes_per_s")}
+
+
+def verify(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
+           timeout: float = 10.0) -> dict[str, Any]:
+    """The cluster has the planned replicas, full ISRs, preferred leaders and no throttle (verification.json)."""
+    from .execute import verify as run_verify
+
+    with _backend(source, kafka_config, timeout) as backend:
+        result = run_verify(run_dir, backend)
+    return {"run_dir": str(run_dir), "passed": result["passed"], "partitions_checked": result["partitions_checked"]}
+
+
+def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
+             throttle: str = "50MB/s", timeout: float = 10.0, wait: float = 600.0, **options: Any) -> dict[str, Any]:
+    """Revert what this run moved to rollback.json and verify the original assignment.
+
+    Moves still in flight are waited for up to ``wait`` seconds first (ZooKeeper mode cannot cancel them: a move
+    towards a dead broker finishes only once the broker is back)."""
+    from .execute import rollback as run_rollback
+
+    run = Path(run_dir)
+    reason = _execution_failure(run)
+    opts = _options(throttle, min_timeout=wait, **options)
+    with _backend(source, kafka_config, timeout) as backend:
+        state = run_rollback(run, backend, opts)
+    return {"run_dir": str(run), "reason": reason, "verified": bool(state.get("verified")),
+            "reverted": sum(len(b.get("todo", [])) for b in state.get("batches", []))}
+
+
+def _execution_failure(run: Path) -> str | None:
+    path = run / "execution" / "state.json"
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    return state.get("failed")
+
+
+def cleanup_throttles(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
+                      timeout: float = 10.0) -> dict[str, Any]:
+    """Remove every replication throttle, unless another execution holds the cluster lock (its own cleanup will)."""
+    from .errors import SourceError
+    from .execute import clear_all
+
+    with _backend(source, kafka_config, timeout) as backend:
+        locking = hasattr(backend, "acquire_lock")
+        if locking:
+            try:
+                backend.acquire_lock(str(Path(run_dir)))
+            except SourceError as exc:
+                return {"run_dir": str(run_dir), "cleaned": [], "skipped": str(exc)}
+        try:
+            cleaned = clear_all(backend)
+        finally:
+            if locking:
+                backend.release_lock()
+    return {"run_dir": str(run_dir), "cleaned": cleaned, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
+    """The run's verdict from its artifacts: ``{"ok": bool, "message": one line}``; ``failed`` names the tasks that
+    failed. A failed run's message leads with the first cause and says whether the rollback restored the cluster."""
+    run = Path(run_dir)
+    approval = _read(run / "approval.json")
+    state = _read(run / "execution" / "state.json")
+    ver = _read(run / "verification.json")
+    back = _read(run / "verification_rollback.json")
+    if failed:
+        parts = []
+        if "execute" in failed and state and state.get("failed"):
+            parts.append(f"execution failed: {state['failed']}")
+        elif "verify" in failed and ver and not ver.get("passed"):
+            what = []
+            if ver.get("problems"):
+                first = ver["problems"][0]
+                what.append(f"{len(ver['problems'])} partition(s) not as planned (e.g. {first['partition']}: "
+                            f"{first['problem']})")
+            if ver.get("throttles_left"):
+                what.append(f"throttles left on {', '.join(sorted(ver['throttles_left']))}")
+            if ver.get("balance_differences"):
+                what.append(f"{len(ver['balance_differences'])} broker(s) differ from the predicted replica count")
+            parts.append("verification failed: " + ("; ".join(what) or "see verification.json"))
+        elif "validate" in failed and (result := _read(run / "validation" / "result.json")):
+            gates = [g["name"] for g in result.get("gates", []) if not g.get("passed")]
+            parts.append(f"validation gates failed: {', '.join(gates) or '?'}: nothing was asked or executed")
+        else:
+            parts.append(f"{', '.join(failed)} failed (see the task log)")
+        if back is not None:
+            parts.append("rolled back: original assignment verified" if back.get("passed")
+                         else "rollback did NOT restore the original assignment (see verification_rollback.json)")
+        elif "rollback" in failed:
+            parts.append("the ROLLBACK FAILED: partitions may sit between the plan and the original assignment")
+        if "cleanup_throttles" in failed:
+            parts.append("throttle cleanup FAILED: run 'rebalancer throttle --clear'")
+        return {"ok": False, "message": "; ".join(parts)}
+    if approval and approval.get("decision") == "rejected":
+        message = f"plan rejected by {approval.get('by')} at {approval.get('at')}: nothing executed"
+        if approval.get("comment"):
+            message += f" ({approval['comment']})"
+    elif ver and ver.get("passed"):
+        message = (f"executed and verified: {ver.get('partitions_checked')} partition(s) at their planned replicas, "
+                   f"no throttle left (approved by {approval.get('by') if approval else '?'})")
+    else:
+        message = "nothing executed"
+    return {"ok": True, "message": message}
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _display(source: str) -> str:
+    """A source URL without credentials."""
+    return re.sub(r"//[^/@]*@", "//", source)

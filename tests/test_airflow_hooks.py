@@ -1,0 +1,63 @@
+"""The connection hooks (plugins/rebalancer_airflow/hooks.py): Airflow connections -> the library's source
+arguments. Run in a fresh interpreter with connections from AIRFLOW_CONN_* variables (no database needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from rebalancer_airflow.hooks import ZooKeeperHook, KafkaClusterHook, cluster_source
+from rebalancer.zkclient import parse_zk_url
+out = {}
+zk = ZooKeeperHook("zk_auth")
+source, sizes = zk.get_source()
+t = parse_zk_url(source)
+out["zk"] = {"sizes": sizes, "hosts": t.hosts, "chroot": t.chroot, "auth": list(t.auth), "describe": zk.describe()}
+out["zk_plain"] = cluster_source({"backend": "zookeeper", "zookeeper_conn_id": "zk_plain"})
+out["kafka"] = cluster_source({"backend": "kafka", "kafka_conn_id": "kafka_sasl"})
+try:
+    KafkaClusterHook("kafka_bad").get_source()
+except ValueError as exc:
+    out["bad"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_hooks_build_sources_without_leaking_secrets(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_ZK_AUTH": json.dumps({"conn_type": "zookeeper", "host": "zk1:2181,zk2:2181", "schema": "kafka",
+                                            "login": "ops", "password": "s3cr@t/pw",
+                                            "extra": {"sizes": "file:///data/log-dirs.json"}}),
+        "AIRFLOW_CONN_ZK_PLAIN": json.dumps({"conn_type": "zookeeper", "host": "zk1", "port": 2181}),
+        "AIRFLOW_CONN_KAFKA_SASL": json.dumps({"conn_type": "kafka", "host": "b1:9093,b2:9093", "login": "svc",
+                                               "password": "kafka-pw", "extra": {"security_protocol": "SASL_SSL",
+                                                                                 "sasl_mechanism": "PLAIN",
+                                                                                 "ssl_cafile": "/etc/ca.pem"}}),
+        "AIRFLOW_CONN_KAFKA_BAD": json.dumps({"conn_type": "kafka", "host": "b1:9092", "extra": {"sasl_passwd": "x"}}),
+    }
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(REPO / "plugins")], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # ZooKeeper: hosts, chroot from the schema, digest credentials that survive URL quoting, sizes from the extra.
+    assert out["zk"] == {"sizes": "file:///data/log-dirs.json", "hosts": "zk1:2181,zk2:2181", "chroot": "/kafka",
+                         "auth": ["ops", "s3cr@t/pw"], "describe": "zk://zk1:2181,zk2:2181/kafka"}
+    assert out["zk_plain"] == {"source": "zk://zk1:2181", "sizes": None, "kafka_config": None,
+                               "display": "zk://zk1:2181"}
+    # Kafka: bootstrap servers, kafka-python security settings, login/password as the SASL credentials.
+    assert out["kafka"] == {"source": "kafka://b1:9093,b2:9093", "sizes": None, "display": "kafka://b1:9093,b2:9093",
+                            "kafka_config": {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                                             "ssl_cafile": "/etc/ca.pem", "sasl_plain_username": "svc",
+                                             "sasl_plain_password": "kafka-pw"}}
+    assert "unknown extra key(s) sasl_passwd" in out["bad"]
+    # Nothing printed the secrets.
+    for secret in ("s3cr@t/pw", "s3cr%40t%2Fpw", "kafka-pw"):
+        assert secret not in proc.stderr

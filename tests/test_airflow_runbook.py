@@ -1,0 +1,353 @@
+"""End to end: the runbook DAGs in a real Airflow 3.3 (SQLite, LocalExecutor; api-server, scheduler and
+dag-processor as subprocesses) against simulated clusters on a real ZooKeeper, driven like an operator would:
+trigger with conf and answer the approval through the REST API, or log in and click in headless Chromium.
+
+Each test has its own simulated cluster (its own chroot and Airflow connection, chosen by the run's
+``zookeeper_conn_id``) and checks the cluster itself (read from ZooKeeper), the run directory and the task states.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from airflow_support import (APPROVER, ARTIFACTS, OTHER_USER, Cluster, Stack, airflow_local, leader_skewed_description,
+                             planned_assignment, start_cluster, start_stack, wait_for)
+from rebalancer import kafka_zk as kz
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+DAG = "kafka_add_brokers"
+NEW = [12, 13, 14, 15]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    s = start_stack(tmp_path_factory.mktemp("airflow"))
+    yield s
+    airflow_local.stop(s.home)
+
+
+@pytest.fixture
+def cluster(stack: Stack, zk_server: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    params = getattr(request, "param", {})
+    c = start_cluster(stack, zk_server.hosts, tmp_path / "sim", **params)
+    yield c
+    c.stop()
+
+
+def conf(cluster: Cluster, *, backend: str = "zookeeper", **extra: Any) -> dict[str, Any]:
+    """The trigger conf: the cluster's own connection (ZooKeeper, or the Admin API of its simulated brokers)."""
+    out = {"new_brokers": NEW, "backend": backend, "zookeeper_conn_id": cluster.conn_id, "throttle": "200MB/s",
+           "poll_s": 0.2, **extra}
+    if backend == "kafka":
+        assert cluster.kafka_conn_id, "the simulated cluster publishes no Kafka listeners"
+        out["kafka_conn_id"] = cluster.kafka_conn_id
+    return out
+
+
+def explain(stack: Stack, dag_id: str, run_id: str) -> str:
+    """Task states and the end of the failed tasks' logs, for assertion messages."""
+    states = stack.admin.task_states(dag_id, run_id)
+    out = [json.dumps(states)]
+    for task_id, state in states.items():
+        if state == "failed":
+            out.append(f"--- {task_id} log ---\n" + stack.admin.log(dag_id, run_id, task_id)[-3000:])
+    out.append("--- scheduler ---\n" + stack.log_tail("scheduler", 15))
+    return "\n".join(out)
+
+
+def wait_awaiting_approval(stack: Stack, dag_id: str, run_id: str) -> None:
+    try:
+        stack.admin.wait_state(dag_id, run_id, task_id="approve", states=["awaiting_input"], timeout=600,
+                               fail_states=["failed", "upstream_failed", "skipped"])
+    except airflow_local.AirflowError as exc:
+        raise AssertionError(f"{exc}\n{explain(stack, dag_id, run_id)}") from None
+    # Airflow 3.3 race: an answer within about a second of the task parking re-queues it before the scheduler
+    # has seen the parking process exit, and the scheduler then fails it ("finished with state success, but the
+    # task instance's state attribute is queued"). People take longer than that; scripts wait a moment.
+    time.sleep(airflow_local.ANSWER_SETTLE_S)
+
+
+def finished(stack: Stack, dag_id: str, run_id: str, timeout: float = 300) -> str:
+    return stack.admin.wait_state(dag_id, run_id, states=["success", "failed"], timeout=timeout)
+
+
+def test_add_brokers_triggered_and_approved_through_rest(stack: Stack, cluster: Cluster, zk_server: Any,
+                                                         tmp_path: Path) -> None:
+    """Meanwhile, on another cluster, a leader rebalance triggered with require_approval=false runs unattended."""
+    leaders = start_cluster(stack, zk_server.hosts, tmp_path / "sim-leaders",
+                            scenario=leader_skewed_description(tmp_path / "leader-skew.json"))
+    try:
+        auto = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": leaders.conn_id,
+                                                              "require_approval": False, "poll_s": 0.2})
+        _approved_through_rest(stack, cluster)
+        lead = "kafka_leader_rebalance"
+        assert finished(stack, lead, auto) == "success", explain(stack, lead, auto)
+        run = stack.run_dir(lead, auto)
+        record = json.loads((run / "approval.json").read_text())
+        assert record["decision"] == "approved" and record["by"] == "(automatic)"
+        assert record["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
+        planned, now = planned_assignment(run), leaders.assignment()
+        assert planned and all(now[tp] == r for tp, r in planned.items())
+        assert json.loads((run / "verification.json").read_text())["passed"] is True  # preferred leaders lead
+        assert leaders.throttles() == {}
+    finally:
+        leaders.stop()
+
+
+def _approved_through_rest(stack: Stack, cluster: Cluster) -> None:
+    before = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, approvers=[APPROVER]))
+    wait_awaiting_approval(stack, DAG, run_id)
+    run = stack.run_dir(DAG, run_id)
+
+    # Nothing has touched the cluster; the approver sees the plan's size, balance, gates and the report link.
+    assert cluster.assignment() == before and not (run / "approval.json").exists()
+    plan = json.loads((run / "plan.json").read_text())
+    hitl = stack.admin.hitl(DAG, run_id)
+    moves = plan["summary"]["replica_moves"]
+    assert hitl["subject"].startswith(f"Approve add-brokers on zk://{cluster.zk_url[5:]}: {moves} replica moves")
+    assert hitl["assigned_users"] == [{"id": APPROVER, "name": APPROVER}] and hitl["defaults"] == ["Reject"]
+    report_url = f"{stack.base_url}/rebalancer/runs/{DAG}/{quote(run_id, safe='')}/report.html"
+    assert f"[Open the approver's report]({report_url})" in hitl["body"]
+    assert "**12/12 passed**" in hitl["body"] and f"`{plan['content_hash'][:12]}`" in hitl["body"]
+    # The report view serves the report and the Data Docs to a logged-in user, nothing to anyone else, and
+    # nothing outside the run directory.
+    approver = stack.client(APPROVER)
+    page = approver.http.get(report_url.replace(stack.base_url, approver.base_url))
+    assert page.status_code == 200 and "Kafka rebalance" in page.text and f"{moves}" in page.text
+    docs = approver.http.get(f"{approver.base_url}/rebalancer/runs/{DAG}/{quote(run_id, safe='')}/docs/index.html")
+    assert docs.status_code == 200 and "<html" in docs.text.lower()
+    import httpx
+
+    assert httpx.get(report_url.replace(stack.base_url, approver.base_url)).status_code == 401
+    escape = approver.http.get(f"{approver.base_url}/rebalancer/runs/{DAG}/{quote(run_id, safe='')}/files/"
+                               "..%2F..%2F..%2Fairflow.cfg")
+    assert escape.status_code == 404
+
+    # Someone who is not an assigned approver cannot answer.
+    with pytest.raises(airflow_local.AirflowError, match="403"):
+        stack.client(OTHER_USER).answer(DAG, run_id, "Approve")
+    answer = approver.answer(DAG, run_id, "Approve")
+    assert answer["responded_by"]["name"] == APPROVER
+
+    state = finished(stack, DAG, run_id)
+    assert state == "success", explain(stack, DAG, run_id)
+    states = stack.admin.task_states(DAG, run_id)
+    assert states == {**{t: "success" for t in states}, "rollback": "skipped"}, states
+
+    # The approval record names the approver and exactly the executed plan.
+    approval = json.loads((run / "approval.json").read_text())
+    assert approval["decision"] == "approved" and approval["by"] == APPROVER
+    assert approval["plan_hash"] == plan["content_hash"]
+    # The cluster has the planned assignment (and nothing else moved), verification passed, no throttle left.
+    after = cluster.assignment()
+    planned = planned_assignment(run)
+    assert planned and all(after[tp] == replicas for tp, replicas in planned.items())
+    assert all(after[tp] == replicas for tp, replicas in before.items() if tp not in planned)
+    assert sum(1 for r in after.values() for b in r if b in NEW) == moves
+    assert json.loads((run / "verification.json").read_text())["passed"] is True
+    assert cluster.throttles() == {}
+
+
+def test_reject_and_timeout_execute_nothing(stack: Stack, cluster: Cluster, zk_server: Any, tmp_path: Path) -> None:
+    """A person rejects one run; nobody answers another (a leader rebalance) and its timeout rejects it. The first
+    goes through the Admin API (backend kafka): the snapshot reads the simulated brokers' Kafka listeners."""
+    leaders = start_cluster(stack, zk_server.hosts, tmp_path / "sim-leaders",
+                            scenario=leader_skewed_description(tmp_path / "leader-skew.json"))
+    try:
+        before, leaders_before = cluster.assignment(), leaders.assignment()
+        # ~2 s to answer: the scheduler applies the default option (Reject).
+        unanswered = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": leaders.conn_id,
+                                                                    "approval_timeout_hours": 0.0005})
+        run_id = stack.admin.trigger(DAG, conf(cluster, backend="kafka"))
+        wait_awaiting_approval(stack, DAG, run_id)
+        stack.client(OTHER_USER).answer(DAG, run_id, "Reject")
+        assert finished(stack, DAG, run_id) == "success", explain(stack, DAG, run_id)
+        states = stack.admin.task_states(DAG, run_id)
+        assert states["approve"] == "success"
+        for t in ("execute", "verify", "rollback", "cleanup_throttles"):
+            assert states[t] == "skipped", states
+        assert states["outcome"] == "success"
+        assert f"plan rejected by {OTHER_USER}" in stack.admin.log(DAG, run_id, "outcome")
+        run = stack.run_dir(DAG, run_id)
+        approval = json.loads((run / "approval.json").read_text())
+        assert approval["decision"] == "rejected" and approval["by"] == OTHER_USER
+        assert approval["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
+        assert not (run / "execution").exists()
+        assert cluster.assignment() == before and cluster.throttles() == {}
+        from rebalancer.snapshot import load_snapshot
+
+        assert load_snapshot(run).meta["source"].startswith("kafka://127.0.0.1:")
+
+        # The unanswered leader rebalance: rejected by its timeout, recorded as such, nothing changed.
+        lead = "kafka_leader_rebalance"
+        assert finished(stack, lead, unanswered) == "success", explain(stack, lead, unanswered)
+        states = stack.admin.task_states(lead, unanswered)
+        assert states["approve"] == "success" and states["execute"] == "skipped", states
+        hitl = stack.admin.hitl(lead, unanswered)
+        assert hitl["chosen_options"] == ["Reject"] and hitl["responded_by_user"] is None
+        record = json.loads((stack.run_dir(lead, unanswered) / "approval.json").read_text())
+        assert record["decision"] == "rejected" and record["by"] == "(timeout)" and "timeout" in record["comment"]
+        assert json.loads((stack.run_dir(lead, unanswered) / "plan.json").read_text())["changes"]
+        assert leaders.assignment() == leaders_before
+    finally:
+        leaders.stop()
+
+
+@pytest.mark.parametrize("cluster", [{"acceleration": 20.0}], indirect=True)
+def test_broker_killed_during_execution_rolls_back(stack: Stack, cluster: Cluster) -> None:
+    original = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, throttle="20MB/s", max_moves_per_broker=2))
+    wait_awaiting_approval(stack, DAG, run_id)
+    stack.admin.answer(DAG, run_id, "Approve")
+
+    # Kill a destination broker of the first batch while it copies.
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=cluster.zk_url[len("zk://"):])
+    zk.start(timeout=10)
+    def first_batch() -> bytes | None:
+        if zk.exists(kz.REASSIGN):
+            return bytes(zk.get(kz.REASSIGN)[0])
+        state = stack.admin.task_states(DAG, run_id)["execute"]
+        assert state in (None, "scheduled", "queued", "running"), f"execute {state}: {explain(stack, DAG, run_id)}"
+        return None
+
+    try:
+        data = wait_for(first_batch, 300, "the first batch", poll=0.05)
+        moving = kz.parse_reassignment(data)
+        victim = sorted({b for replicas in moving.values() for b in replicas if b in NEW})[0]
+    finally:
+        zk.stop()
+        zk.close()
+    cluster.kill(victim)
+    stack.admin.wait_state(DAG, run_id, task_id="execute", states=["failed"], timeout=120, fail_states=["success"])
+    # The operator brings the broker back (ZooKeeper mode cannot cancel its in-flight moves); rollback proceeds.
+    cluster.restart(victim)
+    assert finished(stack, DAG, run_id) == "failed"
+    states = stack.admin.task_states(DAG, run_id)
+    assert states["execute"] == "failed" and states["verify"] == "upstream_failed", states
+    assert states["rollback"] == "success" and states["cleanup_throttles"] == "success", explain(stack, DAG, run_id)
+
+    run = stack.run_dir(DAG, run_id)
+    reason = json.loads((run / "execution" / "state.json").read_text())["failed"]
+    assert f"destination broker {victim}" in reason and "is down" in reason
+    assert reason in stack.admin.log(DAG, run_id, "execute")  # the task failed with the one-line reason
+    # The run is failed by its verdict, which names the cause and the rollback's result.
+    assert states["outcome"] == "failed"
+    assert (f"execution failed: {reason}; rolled back: original assignment verified"
+            in stack.admin.log(DAG, run_id, "outcome"))
+    assert json.loads((run / "verification_rollback.json").read_text())["passed"] is True
+    assert cluster.assignment() == original
+    assert cluster.throttles() == {}
+
+
+@pytest.mark.parametrize("cluster", [{"new_brokers": 0}], indirect=True)
+def test_nothing_to_change_ends_early_without_asking(stack: Stack, cluster: Cluster) -> None:
+    run_id = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": cluster.conn_id})
+    assert finished(stack, "kafka_leader_rebalance", run_id) == "success"
+    states = stack.admin.task_states("kafka_leader_rebalance", run_id)
+    assert states["plan"] == "success" and states["check_changes"] == "success"
+    assert {states[t] for t in ("validate", "report", "approve", "execute", "cleanup_throttles", "outcome")} == {"skipped"}
+    run = stack.run_dir("kafka_leader_rebalance", run_id)
+    assert json.loads((run / "plan.json").read_text())["changes"] == []
+    assert not (run / "approval.json").exists()
+
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def _browser(tmp: Path) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not Path(CHROMEDRIVER).exists():
+        pytest.fail(f"{CHROMEDRIVER} is missing: install Debian's chromium-driver (with chromium)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1300", f"--user-data-dir={tmp / 'chromium-profile'}"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cluster: Cluster, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # The full path through the Admin API (backend kafka): snapshot, execution, verification, cleanup.
+    before = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, backend="kafka", approvers=[APPROVER]))
+    wait_awaiting_approval(stack, DAG, run_id)
+    shots = ARTIFACTS / "airflow"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    plan = json.loads((stack.run_dir(DAG, run_id) / "plan.json").read_text())
+    driver = _browser(tmp_path)
+    wait = WebDriverWait(driver, 60)
+    try:
+        # Log in as the approver.
+        driver.get(f"{stack.base_url}/")
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(APPROVER)
+        driver.find_element(By.NAME, "password").send_keys(airflow_local.passwords(stack.home)[APPROVER])
+        driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
+        wait.until(lambda d: "/auth/login" not in d.current_url)
+        # The run's Required Actions: the approval request with the plan and the report link.
+        driver.get(f"{stack.base_url}/dags/{DAG}/runs/{quote(run_id, safe='')}/required_actions")
+        link = wait.until(ec.element_to_be_clickable((By.PARTIAL_LINK_TEXT, "Open the approver's report")))
+        approve = wait.until(ec.presence_of_element_located((By.XPATH, "//button[normalize-space()='Approve']")))
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert f"{plan['summary']['replica_moves']} replica moves" in body and "12/12 passed" in body
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)
+        time.sleep(0.5)
+        driver.save_screenshot(str(shots / "approval_page.png"))
+        # The report opens (in a new tab) from the approval request.
+        main = driver.current_window_handle
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+        link.click()
+        wait.until(lambda d: len(d.window_handles) > 1)
+        driver.switch_to.window(next(h for h in driver.window_handles if h != main))
+        wait.until(lambda d: "report.html" in d.current_url and d.find_elements(By.TAG_NAME, "h1"))
+        assert "add-brokers plan" in driver.find_element(By.TAG_NAME, "h1").text
+        driver.set_window_size(1400, 3000)
+        driver.save_screenshot(str(shots / "report.png"))
+        driver.close()
+        driver.switch_to.window(main)
+        driver.set_window_size(1400, 1300)
+        # Approve.
+        approve = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Approve']")))
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)
+        approve.click()
+        wait_for(lambda: stack.admin.hitl(DAG, run_id).get("response_received"), 30, "the answer to be stored")
+        assert finished(stack, DAG, run_id) == "success", explain(stack, DAG, run_id)
+        driver.get(f"{stack.base_url}/dags/{DAG}/runs/{quote(run_id, safe='')}")
+        wait.until(lambda d: "Success" in d.find_element(By.TAG_NAME, "body").text)
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "run_after_approval.png"))
+        # The menu entry: every run directory, this one verified, inside the Airflow UI.
+        driver.find_element(By.XPATH, "//button[normalize-space()='Browse']").click()
+        wait.until(ec.element_to_be_clickable((By.XPATH, "//*[normalize-space()='Kafka rebalance reports']"))).click()
+        driver.switch_to.frame(wait.until(ec.presence_of_element_located((By.TAG_NAME, "iframe"))))
+        row = wait.until(ec.presence_of_element_located(
+            (By.XPATH, f"//tr[td[2][normalize-space()='{stack.run_dir(DAG, run_id).name}']]")))
+        assert "verified" in row.text, row.text
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots / "reports_menu.png"))
+    finally:
+        driver.quit()
+    run = stack.run_dir(DAG, run_id)
+    approval = json.loads((run / "approval.json").read_text())
+    assert approval["decision"] == "approved" and approval["by"] == APPROVER
+    after, planned = cluster.assignment(), planned_assignment(run)
+    assert planned and all(after[tp] == r for tp, r in planned.items())
+    assert all(after[tp] == r for tp, r in before.items() if tp not in planned)
+    assert json.loads((run / "verification.json").read_text())["passed"] is True
+    assert cluster.throttles() == {}

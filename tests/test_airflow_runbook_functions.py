@@ -1,0 +1,90 @@
+"""``rebalancer.runbook``, the functions the DAG tasks call, used without Airflow on file:// snapshots."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from rebalancer import runbook
+from rebalancer.errors import InputError
+from rebalancer.formats import write_cluster_json
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+
+def test_runbook_does_not_import_airflow() -> None:
+    code = "import sys, rebalancer.runbook; sys.exit(any(m.split('.')[0] == 'airflow' for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+def test_run_dir_is_one_safe_directory_per_dag_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = "manual__2026-01-05T10:00:00.123+00:00"
+    d = runbook.run_dir_for("kafka_add_brokers", run_id, tmp_path)
+    assert d == tmp_path / "kafka_add_brokers" / "manual__2026-01-05T10_00_00.123_00_00"
+    assert runbook.run_dir_for("x", "../../etc", tmp_path).parent == tmp_path / "x"
+    assert runbook.safe_name("..") == "_" and runbook.safe_name("a/b") == "a_b"
+    monkeypatch.setenv("REBALANCER_RUNS_DIR", str(tmp_path / "runs"))
+    assert runbook.runs_root() == tmp_path / "runs"
+    monkeypatch.delenv("REBALANCER_RUNS_DIR")
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    assert runbook.runs_root() == tmp_path / "home" / "rebalancer-runs"
+
+
+@pytest.fixture
+def description(tmp_path: Path) -> str:
+    path = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=48)), path)
+    return f"file://{path}"
+
+
+def test_stages_return_small_summaries_and_the_approval_request(tmp_path: Path, description: str) -> None:
+    run = tmp_path / "run"
+    snap = runbook.snapshot(run, description)
+    assert snap["brokers"] == 16 and snap["partitions"] == 48 and snap["run_dir"] == str(run)
+    plan = runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15])
+    assert plan["changes"] > 0 and plan["replica_moves"] >= 1 and len(plan["plan_hash"]) == 64
+    assert runbook.has_changes(run)
+    json.dumps(snap), json.dumps(plan)  # XCom-able
+    val = runbook.validate(run)
+    assert val["passed"] and "PASS" in val["table"] and Path(val["docs"]).exists()
+    subject, body = runbook.approval_request(run, report_url="http://af/rebalancer/runs/d/r/report.html",
+                                             docs_url="http://af/rebalancer/runs/d/r/docs/index.html",
+                                             cluster="zk://zk1:2181/kafka")
+    assert subject.startswith("Approve add-brokers on zk://zk1:2181/kafka:")
+    assert f"{plan['replica_moves']} replica moves" in subject and re.search(r"\d+\.\d (GiB|MiB)", subject)
+    assert f"| replica moves | {plan['replica_moves']} |" in body
+    assert "| replicas | 100.0% |" in body  # before: the new brokers are empty
+    assert "Validation gates (Great Expectations): **12/12 passed**" in body
+    assert "[Open the approver's report](http://af/rebalancer/runs/d/r/report.html)" in body
+    assert f"`{plan['plan_hash'][:12]}`" in body
+
+
+def test_decision_record_is_bound_to_the_plan_hash(tmp_path: Path, description: str) -> None:
+    run = tmp_path / "run"
+    runbook.snapshot(run, description)
+    plan = runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15])
+    rec = runbook.record_decision(run, decision="rejected", by="alice", comment="not this week")
+    assert rec["plan_hash"] == plan["plan_hash"] and rec["decision"] == "rejected" and rec["by"] == "alice"
+    assert json.loads((run / "approval.json").read_text()) == rec
+    assert not runbook.execution_started(run)
+    with pytest.raises(InputError, match="needs the broker ids"):
+        runbook.plan(run, "add-brokers", brokers=[])
+
+
+def test_balanced_cluster_has_nothing_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "balanced.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=48, new_brokers=0)), path)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{path}")
+    summary = runbook.plan(run, "leaders")
+    assert summary["changes"] == 0 and not runbook.has_changes(run)
+
+
+def test_spark_application_args() -> None:
+    assert Path(runbook.spark_job()) == REPO / "spark" / "skew_analysis.py"
+    assert runbook.spark_args("/r", "h.parquet") == ["--run-dir", "/r", "--history", "h.parquet"]

@@ -53,6 +53,9 @@ def common_params(*, strategies: list[str]) -> dict[str, Param]:
                                            description="empty: 1 (unlimited when removing brokers)",
                                            section="Plan"),
         "time_limit_s": Param(60, type="number", minimum=1, title="Solver time limit (s)", section="Plan"),
+        "objective": Param("replicas", type="string", enum=["replicas", "bytes"], title="Minimise",
+                           description="replicas moved (default) or bytes copied, among the plans that balance "
+                                       "replica counts", section="Plan"),
         "max_deviation_pct": Param(15.0, type="number", minimum=0, title="Gate: replica deviation from median (%)",
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
@@ -158,7 +161,7 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
     brokers = p.get("new_brokers") or p.get("brokers") or None
     return runbook.plan(run_dir(context), mode, brokers=brokers, strategy=p["strategy"],
                         max_changes_per_partition=p.get("max_changes_per_partition"),
-                        time_limit=float(p["time_limit_s"]))
+                        time_limit=float(p["time_limit_s"]), objective=str(p.get("objective") or "replicas"))
 
 
 @one_line_errors

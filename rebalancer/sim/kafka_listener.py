@@ -83,7 +83,7 @@ from .controller import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_RE
 if TYPE_CHECKING:
     from .controller import SimulatedCluster
 
-__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "MAX_FRAME_BYTES"]
+__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "MAX_FRAME_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +100,13 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ListPartitionReassignmentsRequest.API_KEY: (0, 0),
     ElectLeadersRequest.API_KEY: (0, 2),
     DescribeLogDirsRequest.API_KEY: (0, 4),
+}
+# Served by a SASL listener only (the cluster has SASL users); SaslHandshake v0 (unframed tokens) closes.
+SASL_VERSIONS: dict[int, tuple[int, int]] = {
     SaslHandshakeRequest.API_KEY: (0, 1),
     SaslAuthenticateRequest.API_KEY: (0, 2),
 }
-SASL_APIS = {ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY, SaslAuthenticateRequest.API_KEY}
+SASL_APIS = {ApiVersionsRequest.API_KEY, *SASL_VERSIONS}
 
 # With no authorizer, Kafka reports every operation a resource type supports as authorized.
 TOPIC_OPERATIONS = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
@@ -288,7 +291,10 @@ class KafkaApis:
         api = APIS.get(api_key)
         if api is None:
             raise _Close(f"unsupported API key {api_key}")
-        low, high = SUPPORTED_VERSIONS[api_key]
+        versions = self.versions()
+        if api_key not in versions:
+            raise _Close(f"{api.request.name} is not served by this listener")
+        low, high = versions[api_key]
         if not low <= version <= high:
             if api_key == ApiVersionsRequest.API_KEY:
                 return self._unsupported_api_versions(correlation_id)
@@ -309,6 +315,10 @@ class KafkaApis:
         response.with_header(correlation_id=correlation_id)
         data: bytes = response.encode(header=True, framed=True)
         return data
+
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """The API versions this broker's listener advertises (SASL ones on a SASL listener only)."""
+        return {**SUPPORTED_VERSIONS, **SASL_VERSIONS} if self.sim.sasl_users else SUPPORTED_VERSIONS
 
     @staticmethod
     def _unsupported_api_versions(correlation_id: int) -> bytes:
@@ -332,8 +342,6 @@ class KafkaApis:
         """SaslHandshake: PLAIN is the one mechanism enabled; v0 (unframed tokens) is not served."""
         if version == 0:
             raise _Close("SaslHandshake v0 (unframed SASL tokens) is not served")
-        if not self.sim.sasl_users:
-            return {"error_code": Errors.IllegalSaslStateError.errno, "mechanisms": []}
         if request.mechanism != "PLAIN":
             return {"error_code": Errors.UnsupportedSaslMechanismError.errno, "mechanisms": ["PLAIN"]}
         session.mechanism = "PLAIN"
@@ -360,7 +368,7 @@ class KafkaApis:
     def api_versions(self, request: Any, version: int) -> dict[str, Any]:
         return {"error_code": 0, "api_keys": [
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-            for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())]}
+            for key, (low, high) in sorted(self.versions().items())]}
 
     def metadata(self, request: Any, version: int) -> dict[str, Any]:
         R = MetadataResponse

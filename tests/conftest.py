@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +71,17 @@ def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
     for sim in sims:
         sim.stop()
         assert sim.error is None, f"simulated controller crashed: {sim.error!r}"
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``cond`` until it returns something truthy (returned), or fail naming what did not happen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import wait_for
 from rebalancer import kafka_zk as kz
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.sim.controller import _Flow, allocate_rates
 
 MB = 1_000_000
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def state(zk, topic: str, p: int) -> dict:  # type: ignore[no-untyped-def,type-arg]

@@ -34,7 +34,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from conftest import run_cli
+from conftest import run_cli, wait_for
 from rebalancer import kafka_zk as kz
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.sim import kafka_listener
@@ -43,16 +43,6 @@ MB = 1_000_000
 LONG_MAX = str(2**63 - 1)
 LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def six_brokers(*partitions: Partition) -> Cluster:

@@ -608,15 +608,19 @@ class SimulatedCluster:
                 self.brokers[b] = Broker(id=b, alive=False)
             self.disk[tp].setdefault(b, 0.0)
         self.moves[tp] = move
-        topic = self.topics[tp[0]]
-        topic.partitions[tp[1]] = move.full
-        topic.adding[tp[1]] = list(move.adding)
-        topic.removing[tp[1]] = list(move.removing)
-        self._write_topic(tp[0])
+        self._publish_move(move)
         leader, isr, epoch = self.state[tp]
         self._set_state(tp, leader, isr, epoch + 1)
         log.info("reassigning %s-%d %s -> %s", tp[0], tp[1], current, target)
         return move
+
+    def _publish_move(self, move: Move) -> None:
+        """The topic znode of a moving partition: replicas target ++ (original -- target), adding and removing."""
+        topic = self.topics[move.tp[0]]
+        topic.partitions[move.tp[1]] = move.full
+        topic.adding[move.tp[1]] = list(move.adding)
+        topic.removing[move.tp[1]] = list(move.removing)
+        self._write_topic(move.tp[0])
 
     def _copy(self, dt: float) -> None:
         """Advance every copying replica by ``dt`` simulated seconds; caught-up replicas join the ISR."""
@@ -762,11 +766,7 @@ class SimulatedCluster:
         move.removing = [b for b in move.original if b not in target]
         for b in move.adding:
             self.disk[tp].setdefault(b, 0.0)
-        topic = self.topics[tp[0]]
-        topic.partitions[tp[1]] = move.full
-        topic.adding[tp[1]] = list(move.adding)
-        topic.removing[tp[1]] = list(move.removing)
-        self._write_topic(tp[0])
+        self._publish_move(move)
         leader, isr, epoch = self.state[tp]
         isr = [b for b in isr if b not in dropped]
         if leader in dropped:

@@ -210,12 +210,15 @@ def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-unt
         with pytest.raises(InputError, match="do not match its content hash"):
             execute(run, backend, opts())
         (run / "plan.json").write_text(original)
-        # A foreign reassignment in flight (started through the Admin API, stalled on a dead broker).
-        sim.kill_broker(15)
+        # A foreign reassignment in flight (started through the Admin API, stalled on a dead broker). Kafka only
+        # accepts a live destination, so it starts throttled to a crawl (else it could finish before the kill).
         p = next(p for p in backend.read_cluster().partitions if 15 not in p.replicas)
-        sim.restart_broker(15)
+        backend.alter_configs("brokers", "15", {"follower.replication.throttled.rate": "1"})
+        backend.alter_configs("topics", p.topic, {"follower.replication.throttled.replicas": f"{p.partition}:15"})
+        time.sleep(0.3)  # the controller applies throttles on their change notification
         backend.submit({p.tp: [15, *p.replicas[1:]]})
         sim.kill_broker(15)
+        assert set(backend.in_flight()) == {p.tp}
         with pytest.raises(SourceError, match="a reassignment this run did not start is in flight"):
             execute(run, backend, opts())
         assert backend.throttle_configs() == {}

@@ -240,3 +240,121 @@ def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead
             f in members and sum(m.rate for m in members) >= cap * (1 - 1e-9) and all(m.rate <= f.rate * (1 + 1e-9) for m in members)
             for cap, members in groups
         ), f
+
+
+# -- topic creation and deletion through ZooKeeper (what AdminZkClient writes) ---------------------------------
+def lock_znode(replicas: dict[int, list[int]], topic_id: str | None) -> bytes:
+    """``/brokers/topics/<t>`` as Kafka's AdminZkClient.createTopicWithAssignment writes it (version 3)."""
+    body: dict = {"version": 3, "partitions": {str(p): r for p, r in replicas.items()},  # type: ignore[type-arg]
+                  "adding_replicas": {}, "removing_replicas": {}}
+    if topic_id is not None:
+        body["topic_id"] = topic_id
+    return kz.encode(body)
+
+
+def create_topic(zk, topic: str, replicas: dict[int, list[int]], topic_id: str | None, config: dict | None = None) -> None:  # type: ignore[no-untyped-def,type-arg]
+    """The topic config znode first, then the topic znode: AdminZkClient's order."""
+    zk.create(kz.config_path("topics", topic), kz.encode({"version": 1, "config": config or {}}), makepath=True)
+    zk.create(kz.topic_path(topic), lock_znode(replicas, topic_id), makepath=True)
+
+
+def delete_topic(zk, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """What AdminZkClient.deleteTopic does: mark the topic under /admin/delete_topics."""
+    zk.create(f"/admin/delete_topics/{topic}", b"", makepath=True)
+
+
+def deleted(zk, topic: str) -> bool:  # type: ignore[no-untyped-def]
+    """The deletion is complete: the controller deletes the topic znode, then its config, then the mark, last."""
+    return not zk.exists(kz.topic_path(topic)) and not zk.exists(f"/admin/delete_topics/{topic}")
+
+
+def test_topic_created_through_zookeeper_gets_leader_isr_and_is_tracked(zk, make_sim):  # type: ignore[no-untyped-def]
+    import base64
+    import uuid
+
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5)))
+    topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    create_topic(zk, "__rebalancer_lock", {0: [2]}, topic_id)
+    wait_for(lambda: zk.exists(kz.state_path("__rebalancer_lock", 0)), timeout=5, what="the lock partition's state")
+    assert state(zk, "__rebalancer_lock", 0) == {"controller_epoch": 1, "leader": 2, "version": 1, "leader_epoch": 0,
+                                                 "isr": [2]}
+    assert assignment(zk, "__rebalancer_lock") == {"version": 3, "partitions": {"0": [2]}, "topic_id": topic_id,
+                                                   "adding_replicas": {}, "removing_replicas": {}}
+    with sim.lock:
+        assert sim.topics["__rebalancer_lock"].topic_id == topic_id
+        assert sim.size[("__rebalancer_lock", 0)] == 0 and sim.disk[("__rebalancer_lock", 0)] == {2: 0.0}
+        dirs = {b["broker"]: b["logDirs"][0]["partitions"] for b in sim.log_dirs()["brokers"]}
+    assert {"partition": "__rebalancer_lock-0", "size": 0, "offsetLag": 0, "isFuture": False} in dirs[2]
+
+    # No topic id (an older tool): the controller gives it one and rewrites the znode, as Kafka 3.x does. Leaders
+    # are the first live replica, the ISR every live replica; a dead broker's replica waits outside the ISR.
+    sim.kill_broker(3)
+    create_topic(zk, "u", {0: [3, 4], 1: [4, 3]}, None)
+    wait_for(lambda: zk.exists(kz.state_path("u", 1)), timeout=5, what="u's partition states")
+    assert (state(zk, "u", 0)["leader"], state(zk, "u", 0)["isr"]) == (4, [4])
+    assert (state(zk, "u", 1)["leader"], state(zk, "u", 1)["isr"]) == (4, [4])
+    given = wait_for(lambda: assignment(zk, "u").get("topic_id"), timeout=5, what="u's topic id")
+    assert len(base64.urlsafe_b64decode(given + "==")) == 16 and assignment(zk, "u")["version"] == 3
+    assert sim.topics["u"].topic_id == given
+    sim.restart_broker(3)
+    assert state(zk, "u", 0)["isr"] == [4, 3]  # an empty replica is caught up at once
+
+    # The new topic moves like any other.
+    reassign(zk, {("__rebalancer_lock", 0): [5]})
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=10, what="the lock partition to move")
+    assert assignment(zk, "__rebalancer_lock")["partitions"] == {"0": [5]}
+    assert assignment(zk, "__rebalancer_lock")["topic_id"] == topic_id
+
+
+def test_topic_whose_replicas_are_all_down_gets_a_leader_when_one_returns(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5)))
+    sim.kill_broker(5)
+    create_topic(zk, "lonely", {0: [5]}, None)
+    wait_for(lambda: "lonely" in sim.topics, timeout=5, what="the controller to see the topic")
+    time.sleep(0.1)
+    assert not zk.exists(kz.state_path("lonely", 0))  # no live replica: Kafka elects no leader and writes no state
+    sim.restart_broker(5)
+    assert state(zk, "lonely", 0)["leader"] == 5 and state(zk, "lonely", 0)["isr"] == [5]
+
+
+def test_topic_deleted_through_zookeeper_is_gone_within_a_tick(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5), Partition("gone", 0, (1, 2), 1, (1, 2), 7),
+                               Partition("gone", 1, (2, 3), 2, (2, 3), 7)))
+    set_config(zk, "topics", "gone", {"retention.ms": "1000"})
+    delete_topic(zk, "gone")
+    wait_for(lambda: deleted(zk, "gone"), timeout=2, what="the topic to be deleted")
+    assert not zk.exists(kz.config_path("topics", "gone"))
+    assert wait_for(lambda: zk.get_children("/admin/delete_topics") == [], timeout=2, what="the deletion mark to go")
+    with sim.lock:
+        assert "gone" not in sim.topics and all(tp[0] != "gone" for tp in {*sim.state, *sim.size, *sim.disk})
+        assert "gone" not in json.dumps(sim.log_dirs()) and "gone" not in sim.topic_config
+    assert assignment(zk, "t")["partitions"] == {"0": [0, 1]}
+    # Kafka's controller drops a deletion mark for a topic that does not exist.
+    delete_topic(zk, "nope")
+    wait_for(lambda: zk.get_children("/admin/delete_topics") == [], timeout=2, what="the stray mark to go")
+
+
+def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5), Partition("d", 0, (1, 2), 1, (1, 2), 7),
+                               Partition("m", 0, (0, 1), 0, (0, 1), 20 * MB)), acceleration=5)
+    # A replica's broker is down: the topic stays marked for deletion until the broker is back.
+    sim.kill_broker(2)
+    delete_topic(zk, "d")
+    time.sleep(0.3)
+    assert zk.exists(kz.topic_path("d")) and zk.get_children("/admin/delete_topics") == ["d"]
+    sim.restart_broker(2)
+    wait_for(lambda: deleted(zk, "d"), timeout=2, what="the deletion to resume")
+    assert zk.get_children("/admin/delete_topics") == []
+
+    # A reassignment is in progress: deletion waits until it finishes, then runs.
+    throttle(zk, MB, [0, 3], "m", "*", "*")
+    time.sleep(0.1)
+    reassign(zk, {("m", 0): [0, 3]})
+    wait_for(lambda: assignment(zk, "m")["adding_replicas"], what="the move to start")
+    delete_topic(zk, "m")
+    time.sleep(0.3)
+    assert zk.exists(kz.topic_path("m")) and assignment(zk, "m")["adding_replicas"] == {"0": [3]}
+    wait_for(lambda: deleted(zk, "m"), timeout=20, what="the move to finish and the topic to go")
+    assert not zk.exists(kz.REASSIGN) and zk.get_children("/admin/delete_topics") == []
+    assert [e["topic"] for e in sim.completed] == ["m"]
+    assert assignment(zk, "t")["partitions"] == {"0": [0, 1]}

@@ -22,6 +22,10 @@ from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
@@ -496,7 +500,9 @@ def test_api_versions_newer_than_supported_gets_kafkas_downgrade_answer(zk, make
         conn.sendall(retry.encode(header=True, framed=True))
         full = ApiVersionsResponse.decode(read_frame(conn), version=4, header=True)
         assert full.error_code == 0
-        assert {k.api_key: (k.min_version, k.max_version) for k in full.api_keys} == kafka_listener.SUPPORTED_VERSIONS
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in full.api_keys}
+        assert advertised == {**kafka_listener.KAFKA_ZK_BROKER_VERSIONS, **kafka_listener.SUPPORTED_VERSIONS}
+        assert advertised[1] == (0, 17)  # Fetch v17: what tells a client it is a 3.9 broker
     # A broker that knows only ApiVersions v0-2: kafka-python's v4 request is refused, it retries at v2, and works.
     monkeypatch.setitem(kafka_listener.SUPPORTED_VERSIONS, ApiVersionsRequest.API_KEY, (0, 2))
     admin = connect(sim)
@@ -530,6 +536,15 @@ def _request(api_key: int, version: int) -> tuple[Any, Callable[[Any], bool]]:
     if api_key == ElectLeadersRequest.API_KEY:
         return (E(version=version, topic_partitions=[E.TopicPartitions(topic="t", partitions=[0])]),
                 lambda r: r.replica_election_results[0].partition_result[0].error_code == 84)
+    if api_key == CreateTopicsRequest.API_KEY:  # v0 has no validate_only: it creates (on broker 5, not asked here)
+        return (CreateTopicsRequest(version=version, topics=[creatable(f"new-v{version}", assignments={0: [5]})],
+                                    timeout_ms=5000, validate_only=True),
+                lambda r: [(t.name, t.error_code) for t in r.topics] == [(f"new-v{version}", 0)])
+    if api_key == DeleteTopicsRequest.API_KEY:
+        asked = {"topics": [DeleteTopicsRequest.DeleteTopicState(name="nope")]} if version >= 6 else \
+            {"topic_names": ["nope"]}
+        return (DeleteTopicsRequest(version=version, timeout_ms=1000, **asked),
+                lambda r: [(t.name, t.error_code) for t in r.responses] == [("nope", 3)])
     assert api_key == DescribeLogDirsRequest.API_KEY
     return DescribeLogDirsRequest(version=version, topics=None), lambda r: r.results[0].topics[0].name == "t"
 
@@ -595,3 +610,345 @@ def test_sim_up_publishes_the_bootstrap_in_sim_json_and_status(tmp_path, zk_serv
         assert status.returncode == 0 and state["kafka_bootstrap"] in status.stdout, status.stdout
     finally:
         down(sim_dir)
+
+
+# -- topic creation and deletion (CreateTopics, DeleteTopics) --------------------------------------------------------
+LOCK = "__rebalancer_lock"
+
+
+def creatable(name: str, partitions: int = -1, rf: int = -1, assignments: dict[int, list[int]] | None = None,
+              configs: dict[str, str | None] | None = None) -> Any:
+    T = CreateTopicsRequest.CreatableTopic
+    return T(name=name, num_partitions=partitions, replication_factor=rf,
+             assignments=[T.CreatableReplicaAssignment(partition_index=p, broker_ids=b)
+                          for p, b in (assignments or {}).items()],
+             configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+
+
+def create_raw(port: int, *topics: Any, timeout_ms: int = 5000, validate_only: bool = False, version: int = 7) -> Any:
+    request = CreateTopicsRequest(version=version, topics=list(topics), timeout_ms=timeout_ms,
+                                  validate_only=validate_only)
+    return raw_call(port, request, CreateTopicsResponse).topics
+
+
+def as_uuid(topic_id: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+def topic_admin(connect: Callable[..., KafkaAdminClient], sim: Any) -> KafkaAdminClient:
+    """A KafkaAdminClient that takes the brokers for the Kafka 3.9 they are.
+
+    kafka-python guesses a broker's version from the versions of APIs such as Fetch and Produce, which the
+    simulated brokers neither serve nor advertise, and guesses 1.0; it then refuses, before sending anything, a
+    CreateTopics with the partition count and replication factor left at -1 (as an explicit assignment needs) for
+    any broker older than 2.4. A real 3.9 broker is guessed as 3.9. The requests on the wire do not depend on the
+    guess (their versions come from the advertised ranges)."""
+    admin = connect(sim)
+    assert admin._manager.broker_version_data.broker_version == (3, 9)  # inferred from the advertised table
+    return admin
+
+
+def deleted(zk, topic: str) -> bool:  # type: ignore[no-untyped-def]
+    """The deletion is complete: the controller deletes the topic znode, then its config, then the mark, last."""
+    return not zk.exists(kz.topic_path(topic)) and not zk.exists(f"/admin/delete_topics/{topic}")
+
+
+def test_create_topics_with_an_explicit_assignment_then_already_exists(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    admin = topic_admin(connect, sim)
+    (result,) = admin.create_topics({LOCK: {"assignments": {0: [2]}}})["topics"]
+    lock = znode(zk, kz.topic_path(LOCK))
+    assert lock == {"version": 3, "partitions": {"0": [2]}, "topic_id": lock["topic_id"], "adding_replicas": {},
+                    "removing_replicas": {}}
+    assert znode(zk, kz.config_path("topics", LOCK)) == {"version": 1, "config": {}}
+    assert (result["name"], result["error_code"], result["error_message"]) == (LOCK, 0, None)
+    assert str(result["topic_id"]) == str(as_uuid(lock["topic_id"]))
+    assert (result["num_partitions"], result["replication_factor"]) == (1, 1)
+    assert result["configs"]["cleanup.policy"]["value"] == "delete"
+    assert result["configs"]["retention.ms"] == {"value": "604800000", "read_only": False,
+                                                 "config_source": "DEFAULT_CONFIG", "is_sensitive": False}
+    # The answer comes once every partition has a leader, so Metadata has the topic at once, with its id.
+    (described,) = admin.describe_topics([LOCK])
+    assert described["error_code"] == 0 and described["topic_id"] == str(as_uuid(lock["topic_id"]))
+    assert [(p["leader_id"], p["replica_nodes"], p["isr_nodes"]) for p in described["partitions"]] == [(2, [2], [2])]
+    assert znode(zk, kz.state_path(LOCK, 0))["leader"] == 2
+    with sim.lock:
+        assert sim.disk[(LOCK, 0)] == {2: 0.0}
+    assert [t["name"] for t in admin.describe_log_dirs(brokers=[2])[0]["log_dirs"][0]["topics"]] == [LOCK]
+
+    with pytest.raises(ke.TopicAlreadyExistsError):
+        admin.create_topics({LOCK: {"assignments": {0: [3]}}})
+    (again,) = create_raw(sim.kafka_ports[0], creatable(LOCK, assignments={0: [3]}))
+    assert (again.error_code, again.error_message) == (36, f"Topic '{LOCK}' already exists.")
+    assert (again.num_partitions, again.replication_factor, again.configs) == (-1, -1, [])
+    assert znode(zk, kz.topic_path(LOCK)) == lock
+
+    # Defaults (-1): the placement starts at the lowest live broker; configs given are the topic's dynamic ones.
+    (made,) = admin.create_topics({"c": {"num_partitions": 2, "replication_factor": 2,
+                                         "configs": {"retention.ms": "1000"}}})["topics"]
+    assert made["error_code"] == 0 and (made["num_partitions"], made["replication_factor"]) == (2, 2)
+    assert made["configs"]["retention.ms"]["value"] == "1000"
+    assert made["configs"]["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert znode(zk, kz.topic_path("c"))["partitions"] == {"0": [0, 1], "1": [1, 2]}
+    assert znode(zk, kz.config_path("topics", "c")) == {"version": 1, "config": {"retention.ms": "1000"}}
+    (default,) = admin.create_topics(["d"])["topics"]  # num.partitions and default.replication.factor: 1
+    assert (default["error_code"], default["num_partitions"], default["replication_factor"]) == (0, 1, 1)
+
+
+def test_topic_created_through_zookeeper_appears_in_metadata_with_its_id(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    admin = connect(sim)
+    topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    zk.create(kz.config_path("topics", LOCK), kz.encode({"version": 1, "config": {}}), makepath=True)
+    zk.create(kz.topic_path(LOCK), kz.encode({"version": 3, "partitions": {"0": [4]}, "topic_id": topic_id,
+                                              "adding_replicas": {}, "removing_replicas": {}}))
+    described = wait_for(lambda: [t for t in admin.describe_topics([LOCK]) if t["error_code"] == 0], timeout=5,
+                         what="the topic in Metadata")
+    assert described[0]["topic_id"] == str(as_uuid(topic_id))
+    assert [(p["leader_id"], p["isr_nodes"]) for p in described[0]["partitions"]] == [(4, [4])]
+    assert admin.describe_topics([as_uuid(topic_id)])[0]["name"] == LOCK
+
+
+def test_delete_topics_by_id_and_by_name(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    admin = topic_admin(connect, sim)
+    admin.create_topics({"by-id": {"assignments": {0: [1, 2], 1: [2, 3]}}, "by-name": {"assignments": {0: [3]}},
+                         "old": {"num_partitions": 1, "replication_factor": 1}})
+    ids = {t["name"]: uuid.UUID(str(t["topic_id"])) for t in admin.describe_topics(["by-id", "by-name", "old"])}
+    assert ids["by-id"] == as_uuid(znode(zk, kz.topic_path("by-id"))["topic_id"])
+
+    (deleted,) = admin.delete_topics([ids["by-id"]])["topics"]
+    assert (deleted["name"], deleted["error_code"]) == ("by-id", 0) and str(deleted["topic_id"]) == str(ids["by-id"])
+    for path in (kz.topic_path("by-id"), kz.config_path("topics", "by-id")):
+        assert not zk.exists(path)  # the answer comes when the deletion is complete
+    assert zk.get_children("/admin/delete_topics") == []
+    assert admin.describe_topics(["by-id"])[0]["error_code"] == 3
+    with sim.lock:
+        assert all(tp[0] != "by-id" for tp in {*sim.state, *sim.disk})
+
+    assert [(t["name"], t["error_code"]) for t in admin.delete_topics(["by-name"])["topics"]] == [("by-name", 0)]
+    assert not zk.exists(kz.topic_path("by-name")) and zk.get_children("/admin/delete_topics") == []
+    # DeleteTopics v0-v5 name the topics only.
+    answer = raw_call(sim.kafka_ports[0], DeleteTopicsRequest(version=3, topic_names=["old"], timeout_ms=5000),
+                      DeleteTopicsResponse)
+    assert [(r.name, r.error_code) for r in answer.responses] == [("old", 0)] and not zk.exists(kz.topic_path("old"))
+
+    unknown = admin.delete_topics(["nope", uuid.uuid4()], raise_errors=False)["topics"]
+    assert [(t["name"], t["error_code"]) for t in unknown] == [("nope", 3), (None, 100)]
+    with pytest.raises(ke.UnknownTopicOrPartitionError):
+        admin.delete_topics(["by-name"])
+    assert [t["name"] for t in admin.describe_topics()] == ["t"]
+
+
+def test_a_topic_marked_for_deletion_cannot_be_created_until_it_is_gone(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    admin = topic_admin(connect, sim)
+    admin.create_topics({LOCK: {"assignments": {0: [4, 5]}}})
+    sim.kill_broker(5)
+    # Kafka drops the topic from every broker's metadata when deletion starts, and answers then; the replica on the
+    # dead broker keeps it in ZooKeeper, marked for deletion, until the broker is back.
+    assert [(t["name"], t["error_code"]) for t in admin.delete_topics([LOCK])["topics"]] == [(LOCK, 0)]
+    assert zk.exists(kz.topic_path(LOCK)) and zk.get_children("/admin/delete_topics") == [LOCK]
+    assert admin.describe_topics([LOCK])[0]["error_code"] == 3
+    (refused,) = create_raw(sim.kafka_ports[0], creatable(LOCK, assignments={0: [4]}))
+    assert (refused.error_code, refused.error_message) == (36, f"Topic '{LOCK}' is marked for deletion.")
+    with pytest.raises(ke.TopicAlreadyExistsError):
+        admin.create_topics({LOCK: {"assignments": {0: [4]}}})
+    assert admin.delete_topics([LOCK], raise_errors=False)["topics"][0]["error_code"] == 3  # no longer in metadata
+    time.sleep(0.2)
+    assert zk.exists(kz.topic_path(LOCK))
+
+    sim.restart_broker(5)
+    wait_for(lambda: deleted(zk, LOCK), timeout=10, what="the deletion to complete")
+    assert zk.get_children("/admin/delete_topics") == []
+    (created,) = admin.create_topics({LOCK: {"assignments": {0: [4]}}})["topics"]
+    assert created["error_code"] == 0
+
+
+def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 20 * MB), Partition("u", 0, (0, 1), 0, (0, 1), 1)),
+                   acceleration=10)
+    admin = topic_admin(connect, sim)
+    throttle(admin, MB, [0, 2], "t", "*", "*")
+    wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
+    tp = TopicPartition("t", 0)
+    admin.alter_partition_reassignments({tp: [0, 2]})
+    wait_for(lambda: sim.disk[("t", 0)].get(2, 0) > 0, what="copying to start")
+    started = time.monotonic()
+    (late,) = admin.delete_topics(["t"], timeout_ms=300, raise_errors=False)["topics"]
+    assert (late["name"], late["error_code"]) == ("t", 7)  # REQUEST_TIMED_OUT, as Kafka's delayed delete
+    assert 0.25 < time.monotonic() - started < 3
+    # Marked, but deletion has not started: the topic is still in metadata, so a create finds it there.
+    assert zk.get_children("/admin/delete_topics") == ["t"] and admin.describe_topics(["t"])[0]["error_code"] == 0
+    (exists,) = create_raw(sim.kafka_ports[0], creatable("t", assignments={0: [3]}))
+    assert (exists.error_code, exists.error_message) == (36, "Topic 't' already exists.")
+    # Kafka's controller takes no reassignment, not even a cancel, of a topic queued for deletion.
+    assert admin.alter_partition_reassignments({tp: [0, 3]}) == {tp: ke.UnknownTopicOrPartitionError}
+    assert admin.alter_partition_reassignments({tp: None}) == {tp: ke.UnknownTopicOrPartitionError}
+    assert admin.list_partition_reassignments() == {
+        tp: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}}
+    # The move completes, then the deletion runs.
+    wait_for(lambda: deleted(zk, "t"), timeout=20, what="the move, then the deletion")
+    assert [(e["topic"], e["target"]) for e in sim.completed] == [("t", [0, 2])]
+    assert zk.get_children("/admin/delete_topics") == []
+    assert znode(zk, kz.topic_path("u"))["partitions"] == {"0": [0, 1]}
+
+
+def test_create_topics_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1), Partition("a_b", 0, (1, 2), 1, (1, 2), 1)))
+    long_name = "x" * 250
+    expected = {
+        "bad name!": (17, "Topic name is invalid: 'bad name!' contains one or more characters other than ASCII "
+                          "alphanumerics, '.', '_' and '-'"),
+        ".": (17, "Topic name is invalid: '.' is not allowed"),
+        "..": (17, "Topic name is invalid: '..' is not allowed"),
+        long_name: (17, f"Topic name is invalid: the length of '{long_name}' is longer than the max allowed "
+                        "length 249"),
+        "a.b": (17, "Topic 'a.b' collides with existing topics: a_b"),
+        "t": (36, "Topic 't' already exists."),
+        "dup": (39, "Duplicate replica assignment found: "),
+        "gap": (39, "partitions should be a consecutive 0-based integer sequence"),
+        "uneven": (39, "All partitions should have the same number of replicas"),
+        "zero": (37, "Number of partitions must be larger than 0."),
+        "norf": (38, "Replication factor must be larger than 0."),
+        "big": (38, "Replication factor: 7 larger than available brokers: 6."),
+        "both": (42, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used "
+                     "at the same time."),
+        "cfg": (40, "Unknown topic config name: no.such.config"),
+        "nullcfg": (40, "Null value not supported for topic configs: retention.ms"),
+        "thr": (40, "Invalid value 0-1 for configuration leader.replication.throttled.replicas: Must be the literal"),
+        "__cluster_metadata": (42, "Creation of internal topic __cluster_metadata is prohibited."),
+    }
+    one = {0: [1]}
+    topics = [creatable(n, assignments=one) for n in ("bad name!", ".", "..", long_name, "a.b", "t")] + [
+        creatable("dup", assignments={0: [1, 1]}), creatable("gap", assignments={0: [1], 2: [2]}),
+        creatable("uneven", assignments={0: [1, 2], 1: [3]}), creatable("zero", 0, 1), creatable("norf", 1, 0),
+        creatable("big", 1, 7), creatable("both", 1, -1, assignments=one),
+        creatable("cfg", assignments=one, configs={"no.such.config": "1"}),
+        creatable("nullcfg", assignments=one, configs={"retention.ms": None}),
+        creatable("thr", assignments=one, configs={"leader.replication.throttled.replicas": "0-1"}),
+        creatable("__cluster_metadata", assignments=one), creatable("twice", assignments=one),
+        creatable("twice", assignments=one)]
+    results = create_raw(sim.kafka_ports[0], *topics)
+    got = [(r.name, r.error_code, r.error_message) for r in results]
+    assert [n for n, _, _ in got] == [t.name for t in topics]
+    for name, code, message in got:
+        if name == "twice":
+            assert (code, message) == (42, "Found multiple entries for this topic.")
+            continue
+        assert code == expected[name][0] and message.startswith(expected[name][1]), (name, code, message)
+    assert all((r.num_partitions, r.replication_factor, r.configs) == (-1, -1, []) for r in results)
+    assert sorted(zk.get_children(kz.TOPICS)) == ["a_b", "t"] and zk.get_children("/config/topics") == []
+
+    # validate_only checks and reports, and writes nothing.
+    (ok,) = create_raw(sim.kafka_ports[0], creatable("ok", 3, 2), validate_only=True)
+    assert (ok.error_code, ok.num_partitions, ok.replication_factor) == (0, 3, 2)
+    assert ok.topic_id in (None, uuid.UUID(int=0))  # no id: nothing was created
+    assert len(ok.configs) == 36 and {c.name for c in ok.configs} >= {"cleanup.policy", "retention.ms"}
+    assert not zk.exists(kz.topic_path("ok"))
+
+    # Kafka 3.9 does not check the brokers of an explicit assignment (ZkAdminManager: "we don't check that
+    # replicaAssignment contains unknown brokers"): the topic is created, no leader can be elected, the request
+    # times out and the topic stays out of metadata.
+    (ghost,) = create_raw(sim.kafka_ports[0], creatable("ghost", assignments={0: [99]}), timeout_ms=300)
+    assert (ghost.error_code, ghost.error_message) == (7, None)
+    assert znode(zk, kz.topic_path("ghost"))["partitions"] == {"0": [99]}
+    time.sleep(0.1)
+    assert not zk.exists(kz.state_path("ghost", 0))
+    assert connect(sim).describe_topics(["ghost"])[0]["error_code"] == 3
+
+
+def test_topic_requests_to_another_broker_get_not_controller(zk, make_sim):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    (created,) = create_raw(sim.kafka_ports[3], creatable(LOCK, assignments={0: [3]}))
+    assert created.error_code == 41
+    deleted = raw_call(sim.kafka_ports[3], DeleteTopicsRequest(version=6, timeout_ms=1000, topics=[
+        DeleteTopicsRequest.DeleteTopicState(name="t")]), DeleteTopicsResponse)
+    assert [(r.name, r.error_code) for r in deleted.responses] == [("t", 41)]
+    assert not zk.exists(kz.topic_path(LOCK)) and zk.get_children("/admin/delete_topics") == []
+
+
+def test_a_reassignment_is_unaffected_by_topics_coming_and_going(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    size, rate = 60 * MB, 2 * MB  # 30 simulated seconds: 3 s of wall clock for the topics to come and go
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)
+    admin = topic_admin(connect, sim)
+    throttle(admin, rate, [0, 2], "t", "*", "*")
+    wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
+    tp = TopicPartition("t", 0)
+    admin.alter_partition_reassignments({tp: [0, 2]})
+    wait_for(lambda: sim.disk[("t", 0)].get(2, 0) > 0, what="copying to start")
+    for _ in range(2):
+        (made,) = admin.create_topics({LOCK: {"assignments": {0: [2]}}})["topics"]
+        assert admin.delete_topics([uuid.UUID(str(made["topic_id"]))])["topics"][0]["error_code"] == 0
+    zk.create(kz.topic_path("zk-made"), kz.encode({"version": 3, "partitions": {"0": [0]}, "adding_replicas": {},
+                                                   "removing_replicas": {}}))
+    zk.create("/admin/delete_topics/zk-made", b"")
+    wait_for(lambda: deleted(zk, "zk-made"), timeout=10, what="the ZooKeeper topic to go")
+    assert admin.list_partition_reassignments() == {
+        tp: {"replicas": [0, 2, 1], "adding_replicas": [2], "removing_replicas": [1]}}
+    wait_for(lambda: not sim.moves, timeout=30, what="the move to complete")
+    event = sim.completed[-1]
+    assert (event["topic"], event["target"], event["bytes_copied"]) == ("t", [0, 2], size)
+    duration = event["finished_sim_s"] - event["started_sim_s"]
+    assert abs(duration - size / rate) / (size / rate) < 0.10, duration
+    assert znode(zk, kz.topic_path("t"))["partitions"] == {"0": [0, 2]}
+
+
+# -- sim down ---------------------------------------------------------------------------------------------------------
+def _sim_json(directory: Any, controller: dict[str, Any], zookeeper: dict[str, Any] | None) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sim.json").write_text(json.dumps({"zk_url": "zk://127.0.0.1:9/sim", "controller": controller,
+                                                    "zookeeper": zookeeper}))
+
+
+def _start_time(pid: int) -> int:
+    """Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_sim_down_never_kills_a_process_that_merely_has_a_recorded_pid(tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+
+    stranger = subprocess.Popen(["sleep", "300"])  # stands for whatever process got the pid after the simulator's
+    try:
+        began = _start_time(stranger.pid)
+        cases = {
+            "no identity recorded": ({"pid": stranger.pid}, None),
+            "started at another time": ({"pid": stranger.pid, "start_time": began - 1},
+                                        {"pid": stranger.pid, "port": 9, "start_time": began + 7}),
+        }
+        for case, (controller, zookeeper) in cases.items():
+            directory = tmp_path / case.replace(" ", "-")
+            _sim_json(directory, controller, zookeeper)
+            result = run_cli("sim", "down", "--dir", str(directory))
+            assert result.returncode == 0, result.stderr
+            said = [ln for ln in result.stderr.splitlines() if ln.strip()]
+            assert len(said) == (1 if zookeeper is None else 2), (case, said)  # one line per process left alone
+            assert all(f"pid {stranger.pid}" in ln and "not stopping" in ln for ln in said), said
+            assert stranger.poll() is None, case
+            assert not (directory / "sim.json").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_sim_down_stops_the_very_process_up_recorded(tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from rebalancer.sim.service import process_identity
+
+    ours = subprocess.Popen(["sleep", "300"])
+    try:
+        # The command line reads empty for a moment after Popen returns (the exec is still setting it up).
+        ident = wait_for(lambda: (i := process_identity(ours.pid)) and i["cmdline"] and i, timeout=5,
+                         what="sleep's command line")
+        assert ident == {"pid": ours.pid, "start_time": _start_time(ours.pid), "cmdline": ["sleep", "300"]}
+        _sim_json(tmp_path / "same", ident, None)
+        result = run_cli("sim", "down", "--dir", str(tmp_path / "same"))
+        assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+        assert ours.wait(timeout=10) == -15  # SIGTERM
+    finally:
+        if ours.poll() is None:
+            ours.kill()
+            ours.wait()

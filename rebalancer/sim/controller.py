@@ -16,6 +16,20 @@ It keeps real Kafka metadata in a real ZooKeeper and reacts to it as Kafka 3.x's
   bounds all traffic. Rates are shared by max-min fairness (progressive filling).
 - ``/admin/preferred_replica_election``: the preferred replica leads where it is alive and in the ISR; the znode is
   deleted when done.
+- Topic creation (Kafka's ``TopicChangeHandler``): a new child of ``/brokers/topics`` (written by Kafka's
+  ``AdminZkClient``, or by CreateTopics) gets a topic id when its znode has none (the znode is rewritten, as a 3.x
+  controller does), and each partition a leader: the first live replica, the ISR every live replica, leader epoch 0,
+  in a new ``.../partitions/<p>/state``. A partition with no live replica gets no leader and no state znode until one
+  of its brokers returns. New partitions hold 0 bytes and are tracked like the others (log dirs, reassignment).
+  A topic znode removed by hand is forgotten.
+- Topic deletion (Kafka's ``TopicDeletionManager``): a child of ``/admin/delete_topics`` queues the topic. Unless a
+  partition of it is being reassigned (deletion then waits until every such reassignment completes), deletion starts:
+  the topic leaves the brokers' metadata, the replicas on live brokers are deleted (each leaves the ISR as Kafka's
+  OfflineReplica transition does). When every replica's broker is live it completes in the same tick: the partition
+  znodes and ``/brokers/topics/<t>``, then ``/config/topics/<t>``, then ``/admin/delete_topics/<t>`` are deleted. A
+  replica on a dead broker keeps the topic in ZooKeeper, marked for deletion, until the broker is back. A mark for a
+  topic that does not exist is deleted. A topic queued for deletion takes no reassignment (UNKNOWN_TOPIC_OR_PARTITION,
+  even a cancel) and no election.
 - Broker failure: the ephemeral ``/brokers/ids/<id>`` disappears, the broker leaves every ISR (unless it is the
   last member), and partitions it led fail over to the next live ISR replica in assignment order (leader -1 when
   none, no unclean election). A restarted broker re-registers and rejoins the ISR of the partitions it holds in
@@ -26,11 +40,13 @@ It keeps real Kafka metadata in a real ZooKeeper and reacts to it as Kafka 3.x's
   endpoint in ``/brokers/ids/<id>``, as a broker does at start-up; a killed broker's port refuses connections. The
   controller requests of the Admin API act on the same state: ``api_reassign``/``api_cancel``
   (AlterPartitionReassignments, KIP-455: such moves never appear in ``/admin/reassign_partitions``),
-  ``ongoing`` (ListPartitionReassignments) and ``elect_preferred`` (ElectLeaders). The controller is the lowest
-  live broker id. Listener threads and the controller loop share one lock (``lock``).
+  ``ongoing`` (ListPartitionReassignments) and ``elect_preferred`` (ElectLeaders); ``in_metadata`` is what the
+  brokers' metadata lists and ``wait_until`` is the purgatory of the delayed topic requests. The controller is the
+  lowest live broker id. Listener threads and the controller loop share one lock (``lock``).
 
 Not simulated: producer traffic (partition sizes are static), log retention, auto leader rebalancing
-(``auto.leader.rebalance.enable`` behaves as false), the ``/controller`` znode and its election.
+(``auto.leader.rebalance.enable`` behaves as false), the ``/controller`` znode and its election, partitions added to
+an existing topic (``/brokers/topics/<t>`` edits), ``delete.topic.enable=false``.
 
 Private state lives outside Kafka's paths: ``/kafka-sim/status`` (simulated clock, live brokers) and
 ``/kafka-sim/commands`` (fault injection requests from ``rebalancer sim kill-broker``); per-replica sizes are
@@ -48,7 +64,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -61,8 +77,9 @@ from ..model import Broker, Cluster, TopicPartition
 if TYPE_CHECKING:
     from .kafka_listener import BrokerListener
 
-__all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "SIM_ROOT", "STATUS_PATH",
-           "COMMANDS_PATH", "DEFAULT_NIC", "LISTEN_HOST"]
+__all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "new_topic_id",
+           "delete_topic_path", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DELETE_TOPICS", "DEFAULT_NIC",
+           "LISTEN_HOST"]
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +89,12 @@ COMMANDS_PATH = f"{SIM_ROOT}/commands"
 DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
 UNLIMITED = math.inf
 LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
+DELETE_TOPICS = "/admin/delete_topics"  # Kafka's DeleteTopicsZNode: one child per topic marked for deletion
+MAX_BROKER_ID = 2**31 - 1
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors) of the controller requests answered here.
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
 INVALID_REPLICA_ASSIGNMENT = 39
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELECTION_NOT_NEEDED = 84
@@ -173,6 +193,15 @@ def allocate_rates(flows: list[_Flow], nic_out: dict[int, float], nic_in: dict[i
             active.pop(key, None)
 
 
+def new_topic_id() -> str:
+    """A fresh topic id as ZooKeeper holds it: a random UUID in unpadded base64url (Kafka's ``Uuid.toString``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
 def _parse_throttled(value: str) -> set[tuple[int, int]] | str:
     value = (value or "").strip()
     if value == "*":
@@ -222,6 +251,11 @@ class SimulatedCluster:
         self.completed: list[dict[str, Any]] = []
         self.broker_config: dict[str, dict[str, str]] = {}
         self.topic_config: dict[str, dict[str, str]] = {}
+        self.to_delete: set[str] = set()  # queued for deletion (Kafka's topicsToBeDeleted)
+        self.deletion_started: set[str] = set()  # out of the brokers' metadata, replicas being deleted
+        self.new_partitions: set[TopicPartition] = set()  # no live replica at creation: no leader, no state yet
+        self._ignored_topics: set[str] = set()  # malformed topic znodes, reported once
+        self._topics_cversion: int | None = None
         self.sim_time = 0.0
         self._last_wall: float | None = None
         self._seen_config_change = -1
@@ -320,7 +354,7 @@ class SimulatedCluster:
         try:
             data, _ = self.zk.get(kz.CLUSTER_ID)
         except NoNodeError:
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = new_topic_id()  # the same form: a base64url UUID
             try:
                 self.zk.create(kz.CLUSTER_ID, kz.encode({"version": "1", "id": cluster_id}), makepath=True)
                 return cluster_id
@@ -386,10 +420,12 @@ class SimulatedCluster:
                 self._register_all()
             self._process_commands()
             self._process_config_changes()
+            self._process_topic_changes()
             self._process_reassignment()
             self._copy(dt)
             self.sim_time += dt
             self._process_election()
+            self._process_deletions()
             if now - self._last_flush > 0.5:
                 self._publish_status()
                 self._flush_sizes()
@@ -448,7 +484,7 @@ class SimulatedCluster:
             except Exception:  # already gone with a lost session
                 pass
             for tp, (leader, isr, epoch) in list(self.state.items()):
-                if bid not in isr:
+                if bid not in isr or tp[0] in self.deletion_started:  # Kafka fails the replica's deletion instead
                     continue
                 replicas = self.topics[tp[0]].partitions[tp[1]]
                 new_isr = [b for b in isr if b != bid] or isr  # the last ISR member stays (no unclean election)
@@ -470,7 +506,7 @@ class SimulatedCluster:
             self._register(bid)
             for tp, (leader, isr, epoch) in list(self.state.items()):
                 replicas = self.topics[tp[0]].partitions[tp[1]]
-                if bid not in replicas:
+                if bid not in replicas or tp[0] in self.deletion_started:  # deletion resumes instead (next tick)
                     continue
                 complete = self.disk[tp].get(bid, 0.0) >= self.size[tp]
                 if leader is None and bid in isr:
@@ -482,6 +518,10 @@ class SimulatedCluster:
                         self._caught_up(self.moves[tp], bid, self.sim_time)
                     else:
                         self._set_state(tp, leader, isr + [bid], epoch)
+            # New partitions without a leader get one now if they can (Kafka's triggerOnlinePartitionStateChange).
+            for tp in sorted(self.new_partitions):
+                if tp[0] not in self.to_delete:
+                    self._elect_new_partition(tp)
             log.info("broker %d restarted", bid)
 
     def _process_commands(self) -> None:
@@ -557,6 +597,182 @@ class SimulatedCluster:
         listed = _parse_throttled(self.topic_config.get(topic, {}).get(key, ""))
         return listed == "*" or (partition, broker) in listed  # type: ignore[operator]
 
+    # -- topics: creation and deletion ---------------------------------------------------------------------
+    def in_metadata(self, topic: str) -> bool:
+        """Whether the brokers' metadata lists the topic (Kafka's ZooKeeper-mode ``MetadataCache.contains``): it exists,
+        its deletion has not started, and some partition has had a leader elected. Hold ``lock``."""
+        if topic not in self.topics or topic in self.deletion_started:
+            return False
+        return any((topic, p) in self.state for p in self.topics[topic].partitions)
+
+    def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Poll ``done`` under the lock until it holds (True), ``timeout_s`` passes or the cluster stops (False): the
+        purgatory of Kafka's delayed CreateTopics and DeleteTopics. Call it without holding the lock."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                if done():
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                return False
+            self._stop.wait(min(left, max(self.tick, 0.005)))
+
+    def _process_topic_changes(self) -> None:
+        """Kafka's TopicChange handler: new children of ``/brokers/topics`` are created, vanished ones forgotten."""
+        stat = self.zk.exists(kz.TOPICS)
+        if stat is None or stat.cversion == self._topics_cversion:
+            return
+        names, stat = self.zk.get_children(kz.TOPICS, include_data=True)
+        present = set(names)
+        for name in sorted(set(self.topics) - present):
+            log.warning("topic %s vanished from ZooKeeper without a deletion; forgetting it", name)
+            self._forget_topic(name)
+        self._ignored_topics &= present
+        for name in sorted(present - set(self.topics) - self._ignored_topics):
+            self._new_topic(name)
+        self._topics_cversion = stat.cversion
+
+    def _new_topic(self, name: str) -> None:
+        """Kafka's ``processTopicIds`` then ``onNewPartitionCreation`` for a topic znode the controller has not seen."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self.zk.get(kz.topic_path(name))
+        except NoNodeError:
+            return  # deleted again meanwhile
+        try:
+            assignment = kz.parse_topic_znode(data, name)
+        except SourceError as exc:
+            log.error("ignoring topic %s: %s", name, exc)
+            self._ignored_topics.add(name)
+            return
+        if not assignment.topic_id:  # Kafka 3.x gives a topic id to a topic created without one
+            assignment.topic_id = new_topic_id()
+            self.zk.set(kz.topic_path(name), kz.encode(kz.topic_znode(assignment)))
+        self.topics[name] = assignment
+        self.topic_config[name] = self._read_config("topics", name)  # as a broker reads it when creating the log
+        for p, replicas in sorted(assignment.partitions.items()):
+            tp = (name, p)
+            for b in replicas:
+                if b not in self.brokers and 0 <= b <= MAX_BROKER_ID:  # never registered: dead until it is
+                    self.brokers[b] = Broker(id=b, alive=False)
+            self.size[tp] = 0
+            self.disk[tp] = {b: 0.0 for b in replicas}
+            self._elect_new_partition(tp)
+        self._dirty_sizes = True
+        log.info("topic %s created (id %s): %s", name, assignment.topic_id, dict(sorted(assignment.partitions.items())))
+
+    def _elect_new_partition(self, tp: TopicPartition) -> None:
+        """A new partition's first leader (Kafka's ``initializeLeaderAndIsrForPartitions``): the first live replica,
+        the ISR every live replica, leader epoch 0. With no live replica it waits, without a state znode."""
+        from kazoo.exceptions import NodeExistsError
+
+        replicas = self.topics[tp[0]].partitions[tp[1]]
+        live = [b for b in replicas if b in self.alive]
+        if not live:
+            if tp not in self.new_partitions:
+                log.warning("no leader for new partition %s-%d: none of its replicas %s is alive", *tp, replicas)
+            self.new_partitions.add(tp)
+            return
+        self.new_partitions.discard(tp)
+        path = kz.state_path(*tp)
+        try:
+            self.zk.create(path, kz.encode(kz.state_znode(live[0], live, leader_epoch=0)), makepath=True)
+            self.state[tp] = [live[0], list(live), 0]
+        except NodeExistsError:
+            # Written along with the topic (a tool writing whole clusters): the simulator adopts it where Kafka would
+            # leave the partition without a leader.
+            data, _ = self.zk.get(path)
+            leader, isr, epoch = kz.parse_state_znode(data, *tp)
+            self.state[tp] = [leader, isr, epoch]
+
+    def _process_deletions(self) -> None:
+        """Kafka's TopicDeletion handler and ``TopicDeletionManager.resumeDeletions``, once per tick."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            marked = set(self.zk.get_children(DELETE_TOPICS))
+        except NoNodeError:
+            marked = set()
+        for name in sorted(marked - self.to_delete):
+            if name not in self.topics:
+                log.warning("ignoring the deletion of topic %s: it does not exist", name)
+                self._delete_if_present(delete_topic_path(name))
+                continue
+            log.info("topic %s marked for deletion", name)
+            self.to_delete.add(name)
+        if not self.to_delete:
+            return
+        moving = {tp[0] for tp in self.moves}
+        for name in sorted(self.to_delete):
+            if name not in self.topics:  # its znode was removed by hand
+                self.to_delete.discard(name)
+                self.deletion_started.discard(name)
+            elif name in moving:
+                continue  # ineligible while a partition is reassigned; resumes when the reassignments complete
+            else:
+                if name not in self.deletion_started:
+                    self._start_deletion(name)
+                replicas = {b for r in self.topics[name].partitions.values() for b in r}
+                if replicas <= self.alive:
+                    self._complete_deletion(name)
+
+    def _start_deletion(self, name: str) -> None:
+        """The topic leaves the brokers' metadata; every live replica is deleted, and leaves the ISR as in Kafka's
+        OfflineReplica transition (not the last member; the partition loses a leader it was)."""
+        self.deletion_started.add(name)
+        for p, replicas in sorted(self.topics[name].partitions.items()):
+            tp = (name, p)
+            self.new_partitions.discard(tp)
+            live = [b for b in replicas if b in self.alive]
+            for b in live:
+                self.disk[tp].pop(b, None)
+            if tp not in self.state:
+                continue
+            leader, isr, epoch = self.state[tp]
+            changed = False
+            for b in live:
+                if b in isr:
+                    leader = None if b == leader else leader
+                    isr = isr if len(isr) == 1 else [x for x in isr if x != b]
+                    epoch, changed = epoch + 1, True
+            if changed:
+                self._set_state(tp, leader, isr, epoch)
+        self._dirty_sizes = True
+        log.info("deletion of topic %s started", name)
+
+    def _complete_deletion(self, name: str) -> None:
+        """Kafka's ``completeDeleteTopic``: the topic znode with its partitions, its config, then its deletion mark."""
+        self._delete_if_present(kz.topic_path(name), recursive=True)
+        self._delete_if_present(kz.config_path("topics", name))
+        self._delete_if_present(delete_topic_path(name))
+        self._forget_topic(name)
+        log.info("topic %s deleted", name)
+
+    def _delete_if_present(self, path: str, recursive: bool = False) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            self.zk.delete(path, recursive=recursive)
+        except NoNodeError:
+            pass
+
+    def _forget_topic(self, name: str) -> None:
+        """Drop every trace of the topic from the controller's state (Kafka's ``ControllerContext.removeTopic``)."""
+        assignment = self.topics.pop(name, None)
+        for p in assignment.partitions if assignment else ():
+            tp = (name, p)
+            self.state.pop(tp, None)
+            self.size.pop(tp, None)
+            self.disk.pop(tp, None)
+            self.moves.pop(tp, None)
+            self.new_partitions.discard(tp)
+        self.topic_config.pop(name, None)
+        self.to_delete.discard(name)
+        self.deletion_started.discard(name)
+        self._dirty_sizes = True
+
     # -- reassignment --------------------------------------------------------------------------------------
     def _process_reassignment(self) -> None:
         stat = self.zk.exists(kz.REASSIGN)
@@ -580,6 +796,10 @@ class SimulatedCluster:
             topic = self.topics.get(tp[0])
             if topic is None or tp[1] not in topic.partitions:
                 log.error("reassignment of %s-%d ignored: no such partition", *tp)
+                finished.append(tp)
+                continue
+            if tp[0] in self.to_delete:
+                log.error("reassignment of %s-%d ignored: the topic is being deleted", *tp)
                 finished.append(tp)
                 continue
             if not target or len(set(target)) != len(target) or any(b not in self.brokers and b < 0 for b in target):
@@ -743,6 +963,7 @@ class SimulatedCluster:
                                f"list: {adding}, live broker list: {sorted(self.alive)}")
             if not known:
                 raise ApiError(UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            self._refuse_if_deleting(tp, move)
             if move is None:
                 if target == original:
                     return
@@ -754,6 +975,16 @@ class SimulatedCluster:
                 self._retarget(move, target)
             if not move.adding or all(b in self.state[tp][1] for b in move.target):
                 self._complete(move)
+
+    def _refuse_if_deleting(self, tp: TopicPartition, move: Move | None) -> None:
+        """Kafka's controller takes no reassignment (new, changed or cancelled) of a topic queued for deletion. It has
+        already taken a ZooKeeper-started move out of ``/admin/reassign_partitions`` by then; the move goes on."""
+        if tp[0] not in self.to_delete:
+            return
+        if move is not None and not move.via_api:
+            self._remove_from_admin([tp])
+            move.via_api = True
+        raise ApiError(UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
 
     def _retarget(self, move: Move, target: list[int]) -> None:
         """Point a moving partition at a new target (Kafka's ``updateCurrentReassignment``)."""
@@ -786,6 +1017,7 @@ class SimulatedCluster:
             move = self.moves.get(tp)
             if move is None:
                 raise ApiError(NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {tp[0]}-{tp[1]}.")
+            self._refuse_if_deleting(tp, move)
             if not move.via_api:
                 self._remove_from_admin([tp])
             del self.moves[tp]
@@ -816,10 +1048,13 @@ class SimulatedCluster:
         """Preferred leader election of one partition, at once (ElectLeaders, or the ZooKeeper request).
 
         Raises ``ApiError``: ELECTION_NOT_NEEDED when the preferred replica (the first of the replica list) leads,
-        PREFERRED_LEADER_NOT_AVAILABLE when it is down or out of the ISR, UNKNOWN_TOPIC_OR_PARTITION."""
+        PREFERRED_LEADER_NOT_AVAILABLE when it is down or out of the ISR, UNKNOWN_TOPIC_OR_PARTITION, and
+        INVALID_TOPIC_EXCEPTION for a topic queued for deletion."""
         with self._lock:
             if tp not in self.state:
                 raise ApiError(UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            if tp[0] in self.to_delete:
+                raise ApiError(INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
             leader, isr, epoch = self.state[tp]
             preferred = self.topics[tp[0]].partitions[tp[1]][0]
             if preferred == leader:

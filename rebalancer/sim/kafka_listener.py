@@ -6,8 +6,9 @@ message classes (the same ones its ``KafkaAdminClient`` sends) decode each reque
 
 Served, with the versions a Kafka 3.9 ZooKeeper-mode broker advertises:
 
-    ApiVersions 0-4, Metadata 0-12, DescribeCluster 0-1, DescribeConfigs 0-4, IncrementalAlterConfigs 0-1,
-    AlterPartitionReassignments 0, ListPartitionReassignments 0, ElectLeaders 0-2, DescribeLogDirs 0-4
+    ApiVersions 0-4, Metadata 0-12, CreateTopics 0-7, DeleteTopics 0-6, DescribeCluster 0-1, DescribeConfigs 0-4,
+    IncrementalAlterConfigs 0-1, AlterPartitionReassignments 0, ListPartitionReassignments 0, ElectLeaders 0-2,
+    DescribeLogDirs 0-4
 
 What Kafka does, and so do these brokers:
 
@@ -16,7 +17,25 @@ What Kafka does, and so do these brokers:
   UNSUPPORTED_VERSION listing the ApiVersions versions, and the client retries with one of them (KIP-511).
 - Metadata and DescribeCluster list the live brokers; the controller is the lowest live broker id. A partition
   reports every replica (adding ones included during a reassignment), the ISR, the replicas on dead brokers as
-  offline, and LEADER_NOT_AVAILABLE with leader -1 when no live broker leads it.
+  offline, and LEADER_NOT_AVAILABLE with leader -1 when no live broker leads it. Topics carry their ids. As in
+  Kafka's ZooKeeper-mode metadata cache, a topic whose deletion has started is no longer listed, nor a partition
+  that never had a leader.
+- CreateTopics and DeleteTopics are the controller's (NOT_CONTROLLER elsewhere) and go through ZooKeeper as Kafka's
+  ``ZkAdminManager`` and ``AdminZkClient`` do: a create checks the topic (in this order: listed in metadata ->
+  TOPIC_ALREADY_EXISTS; null config values -> INVALID_CONFIG; partitions or replication factor together with an
+  assignment -> INVALID_REQUEST; partitions < 1 -> INVALID_PARTITIONS; replication factor < 1 or over the live
+  brokers -> INVALID_REPLICATION_FACTOR; a name outside ``[a-zA-Z0-9._-]{1,249}`` or ``.``/``..`` ->
+  INVALID_TOPIC_EXCEPTION; marked for deletion or present in ZooKeeper -> TOPIC_ALREADY_EXISTS; a '.'/'_' collision
+  -> INVALID_TOPIC_EXCEPTION; partitions of different sizes, duplicate brokers, partitions not 0..n-1 ->
+  INVALID_REPLICA_ASSIGNMENT; an unknown topic config name -> INVALID_CONFIG), then writes ``/config/topics/<t>`` and
+  ``/brokers/topics/<t>`` with a fresh topic id, and answers when every partition has a leader (REQUEST_TIMED_OUT
+  after ``timeout_ms``). An explicit assignment's brokers are not checked (Kafka 3.9 does not): a partition on unknown
+  or dead brokers only gets no leader. Without an assignment, ``num.partitions`` and ``default.replication.factor``
+  are 1 and replicas are placed round-robin over the live brokers in id order, the first partition's leader on the
+  lowest (Kafka's rack-unaware placement with a fixed start; Kafka starts at random and spreads racks). Responses
+  report the topic id (v7), the partition count, replication factor and every topic config (v5+). A delete (by name,
+  or by id in v6: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID) creates ``/admin/delete_topics/<t>`` and answers
+  when the topic has left the metadata (REQUEST_TIMED_OUT after ``timeout_ms``), as Kafka's delayed delete does.
 - DescribeLogDirs and broker DescribeConfigs/IncrementalAlterConfigs answer for the receiving broker only (a broker
   config resource names that broker, or is empty for the cluster-wide default). Log dirs hold the bytes each
   replica has copied; the offset lag is given in bytes still to copy.
@@ -31,8 +50,12 @@ What Kafka does, and so do these brokers:
   SASL_PLAINTEXT listener): only ApiVersions, SaslHandshake (v1) and SaslAuthenticate are answered before a
   successful authentication; anything else, or a failed authentication (answered first), closes the connection.
 
-Not served: produce/fetch, groups, ACLs, topic creation and deletion, unclean leader election, TLS, SASL mechanisms
-other than PLAIN, request quotas (``throttle_time_ms`` is always 0), broker configs other than the dynamic ones.
+Advertised (ApiVersions) is the whole table of a Kafka 3.9 ZooKeeper-mode broker, because clients infer the
+broker's version from it; a request for an advertised API that is not served closes the connection.
+
+Not served: produce/fetch, groups, ACLs, CreatePartitions, unclean leader election, TLS, SASL mechanisms other than
+PLAIN, request quotas (``throttle_time_ms`` is always 0), broker configs other than the dynamic ones, create-topic
+policies, checks of topic config values other than the throttled replica lists.
 """
 
 from __future__ import annotations
@@ -54,6 +77,10 @@ from kafka.admin import ACLOperation, AlterConfigOp, ConfigResourceType, ConfigS
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -67,6 +94,7 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -78,12 +106,22 @@ from kafka.protocol.sasl import (
 from .. import kafka_zk as kz
 from ..errors import SourceError
 from ..model import TopicPartition
-from .controller import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, LISTEN_HOST, ApiError
+from .controller import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    LISTEN_HOST,
+    ApiError,
+    delete_topic_path,
+    new_topic_id,
+)
 
 if TYPE_CHECKING:
     from .controller import SimulatedCluster
 
-__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "MAX_FRAME_BYTES"]
+__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "KAFKA_ZK_BROKER_VERSIONS", "SASL_VERSIONS",
+           "MAX_FRAME_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +131,8 @@ MAX_FRAME_BYTES = 104_857_600  # Kafka's socket.request.max.bytes default
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiVersionsRequest.API_KEY: (0, 4),
     MetadataRequest.API_KEY: (0, 12),
+    CreateTopicsRequest.API_KEY: (0, 7),
+    DeleteTopicsRequest.API_KEY: (0, 6),
     DescribeClusterRequest.API_KEY: (0, 1),
     DescribeConfigsRequest.API_KEY: (0, 4),
     IncrementalAlterConfigsRequest.API_KEY: (0, 1),
@@ -107,6 +147,12 @@ SASL_VERSIONS: dict[int, tuple[int, int]] = {
     SaslAuthenticateRequest.API_KEY: (0, 2),
 }
 SASL_APIS = {ApiVersionsRequest.API_KEY, *SASL_VERSIONS}
+# Everything a Kafka 3.9 broker in ZooKeeper mode advertises (kafka-python's record of it), the served APIs at the
+# versions above. Clients infer the broker's version from this table (kafka-python: Fetch v17 means 3.9, and below
+# 2.4 it refuses a CreateTopics with an explicit assignment), so the simulated brokers advertise all of it, as a real
+# one does, and close the connection on a request they do not serve. The SASL APIs only on a SASL listener.
+KAFKA_ZK_BROKER_VERSIONS: dict[int, tuple[int, int]] = {
+    k: v for k, v in BROKER_API_VERSIONS[(3, 9)].items() if k not in SASL_VERSIONS}
 
 # With no authorizer, Kafka reports every operation a resource type supports as authorized.
 TOPIC_OPERATIONS = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
@@ -239,6 +285,109 @@ def _topic_uuid(topic_id: str | None) -> uuid.UUID:
         return ZERO_UUID
 
 
+# -- topics ----------------------------------------------------------------------------------------------------
+LONG_MAX = str(2**63 - 1)
+# Every topic config of Kafka 3.9 (LogConfig: TopicConfig's keys and the replication throttles), with the value a new
+# topic gets from a broker with default settings, as CreateTopics v5+ reports them.
+TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
+    "cleanup.policy": "delete",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.type": "producer",
+    "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000",
+    "flush.messages": LONG_MAX,
+    "flush.ms": LONG_MAX,
+    FOLLOWER_REPLICAS: "",
+    "index.interval.bytes": "4096",
+    LEADER_REPLICAS: "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": LONG_MAX,
+    "max.message.bytes": "1048588",
+    "message.downconversion.enable": "true",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": LONG_MAX,
+    "message.timestamp.before.max.ms": LONG_MAX,
+    "message.timestamp.difference.max.ms": LONG_MAX,
+    "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1",
+    "preallocate": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+    "retention.bytes": "-1",
+    "retention.ms": "604800000",
+    "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760",
+    "segment.jitter.ms": "0",
+    "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+}
+DEFAULT_PARTITIONS = 1  # num.partitions
+DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
+NO_VALUE = -1  # CreateTopics: partitions / replication factor left to the broker's defaults
+MAX_TOPIC_NAME = 249
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _invalid_topic_name(name: str) -> str | None:
+    """Why Kafka refuses a topic name (``Topic.validate``), or None."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _default_assignment(brokers: list[int], partitions: int, replication_factor: int) -> dict[int, list[int]]:
+    """Kafka's rack-unaware ``AdminUtils.assignReplicasToBrokers`` with start index and replica shift 0: first replicas
+    round-robin over ``brokers``, the others after them with a shift that grows each round."""
+    if partitions <= 0:
+        raise ApiError(Errors.InvalidPartitionsError.errno, "Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise ApiError(Errors.InvalidReplicationFactorError.errno, "Replication factor must be larger than 0.")
+    n = len(brokers)
+    if replication_factor > n:
+        raise ApiError(Errors.InvalidReplicationFactorError.errno,
+                       f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    out: dict[int, list[int]] = {}
+    shift = 0
+    for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = p % n
+        out[p] = [brokers[first]] + [brokers[(first + 1 + (shift + j) % (n - 1)) % n]
+                                     for j in range(replication_factor - 1)]
+    return out
+
+
+def _scala_map(assignment: dict[int, list[int]]) -> str:
+    """An assignment as Kafka's error message prints it (a Scala map of buffers)."""
+    inner = ", ".join(f"{p} -> ArrayBuffer({', '.join(map(str, r))})" for p, r in sorted(assignment.items()))
+    return f"HashMap({inner})"
+
+
+def _check_topic_configs(configs: dict[str, str]) -> None:
+    """Kafka's ``LogConfig.validate`` as far as simulated: the names, then the throttled replica lists."""
+    for name in configs:
+        if name not in TOPIC_CONFIG_DEFAULTS:
+            raise ApiError(Errors.InvalidConfigurationError.errno, f"Unknown topic config name: {name}")
+    for key in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        problem = _check_replicas(configs[key]) if key in configs else None
+        if problem:
+            raise ApiError(Errors.InvalidConfigurationError.errno,
+                           f"Invalid value {configs[key]} for configuration {key}: {problem}")
+
+
 # -- the APIs --------------------------------------------------------------------------------------------------
 class Api(NamedTuple):
     """A served API: kafka-python's request and response classes, and the ``KafkaApis`` method answering it."""
@@ -251,6 +400,8 @@ class Api(NamedTuple):
 APIS: dict[int, Api] = {api.request.API_KEY: api for api in (
     Api(ApiVersionsRequest, ApiVersionsResponse, "api_versions"),
     Api(MetadataRequest, MetadataResponse, "metadata"),
+    Api(CreateTopicsRequest, CreateTopicsResponse, "create_topics"),
+    Api(DeleteTopicsRequest, DeleteTopicsResponse, "delete_topics"),
     Api(DescribeClusterRequest, DescribeClusterResponse, "describe_cluster"),
     Api(DescribeConfigsRequest, DescribeConfigsResponse, "describe_configs"),
     Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, "incremental_alter_configs"),
@@ -289,9 +440,10 @@ class KafkaApis:
             raise _Close(f"a {len(frame)}-byte frame holds no request header")
         api_key, version, correlation_id = struct.unpack(">hhi", frame[:8])
         api = APIS.get(api_key)
-        if api is None:
-            raise _Close(f"unsupported API key {api_key}")
         versions = self.versions()
+        if api is None:
+            raise _Close(f"API key {api_key} is {'advertised but ' if api_key in versions else ''}not served by the "
+                         "simulated broker")
         if api_key not in versions:
             raise _Close(f"{api.request.name} is not served by this listener")
         low, high = versions[api_key]
@@ -318,7 +470,8 @@ class KafkaApis:
 
     def versions(self) -> dict[int, tuple[int, int]]:
         """The API versions this broker's listener advertises (SASL ones on a SASL listener only)."""
-        return {**SUPPORTED_VERSIONS, **SASL_VERSIONS} if self.sim.sasl_users else SUPPORTED_VERSIONS
+        advertised = {**KAFKA_ZK_BROKER_VERSIONS, **SUPPORTED_VERSIONS}
+        return {**advertised, **SASL_VERSIONS} if self.sim.sasl_users else advertised
 
     @staticmethod
     def _unsupported_api_versions(correlation_id: int) -> bytes:
@@ -374,11 +527,12 @@ class KafkaApis:
         R = MetadataResponse
         sim = self.sim
         with sim.lock:
+            listed = sorted(name for name in sim.topics if sim.in_metadata(name))
             if request.topics is None or (version == 0 and not request.topics):  # v0: an empty list means all
-                wanted: list[tuple[str | None, uuid.UUID]] = [(name, ZERO_UUID) for name in sorted(sim.topics)]
+                wanted: list[tuple[str | None, uuid.UUID]] = [(name, ZERO_UUID) for name in listed]
             else:
                 wanted = [(t.name, getattr(t, "topic_id", None) or ZERO_UUID) for t in request.topics]
-            by_id = {_topic_uuid(a.topic_id): name for name, a in sim.topics.items()}
+            by_id = {_topic_uuid(sim.topics[name].topic_id): name for name in listed}
             topics = []
             for name, topic_id in wanted:
                 if name is None:  # v12: by topic id
@@ -402,11 +556,13 @@ class KafkaApis:
         R = MetadataResponse.MetadataResponseTopic
         sim = self.sim
         assignment = sim.topics.get(name)
-        if assignment is None:
+        if assignment is None or not sim.in_metadata(name):
             return R(error_code=Errors.UnknownTopicOrPartitionError.errno, name=name, topic_id=ZERO_UUID,
                      is_internal=False, partitions=[])
         partitions = []
         for p, replicas in sorted(assignment.partitions.items()):
+            if (name, p) not in sim.state:
+                continue  # never had a leader: not in the brokers' metadata
             leader, isr, epoch = sim.state[(name, p)]
             live_leader = leader if leader is not None and leader in sim.alive else None
             partitions.append(R.MetadataResponsePartition(
@@ -434,6 +590,200 @@ class KafkaApis:
                                                     is_fenced=False) for b, port, rack in self._live_brokers()],
                 "authorized_operations": CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None,
             }
+
+    # -- CreateTopics, DeleteTopics (the controller's, through ZooKeeper) ------------------------------------------
+    def create_topics(self, request: Any, version: int) -> dict[str, Any]:
+        """Kafka 3.9's ``KafkaApis.handleCreateTopicsRequest`` with ``ZkAdminManager.createTopics``."""
+        R = CreateTopicsResponse.CreatableTopicResult
+        names = [t.name for t in request.topics]
+        if not self._is_controller():
+            return {"topics": [R(name=n, topic_id=ZERO_UUID, error_code=Errors.NotControllerError.errno,
+                                 error_message=None, num_partitions=-1, replication_factor=-1, configs=[])
+                               for n in names]}
+        sim = self.sim
+        results: list[dict[str, Any]] = []
+        created: dict[str, list[int]] = {}  # topic -> partitions to see led before answering
+        with sim.lock:
+            for topic in request.topics:
+                result: dict[str, Any] = {"name": topic.name, "topic_id": ZERO_UUID, "error_code": 0,
+                                          "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                                          "configs": []}
+                try:
+                    if topic.name == CLUSTER_METADATA_TOPIC:
+                        raise ApiError(Errors.InvalidRequestError.errno,
+                                       f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+                    if names.count(topic.name) > 1:
+                        raise ApiError(Errors.InvalidRequestError.errno, "Found multiple entries for this topic.")
+                    assignment, configs = self._check_new_topic(topic)
+                    result.update(num_partitions=len(assignment), replication_factor=len(assignment[0]),
+                                  configs=self._topic_configs(configs))
+                    if not request.validate_only:
+                        result["topic_id"] = _topic_uuid(self._write_new_topic(topic.name, assignment, configs))
+                        created[topic.name] = sorted(assignment)
+                except ApiError as exc:
+                    result.update(error_code=exc.code, error_message=exc.message)
+                    log.info("broker %d refused to create topic %s: %s", self.broker_id, topic.name, exc.message)
+                results.append(result)
+
+        def led() -> bool:
+            return all(self._has_leader((t, p)) for t, ps in created.items() for p in ps)
+
+        # Kafka answers at once with REQUEST_TIMED_OUT for a timeout <= 0, else when every partition has a leader.
+        if created and (request.timeout_ms <= 0 or not sim.wait_until(led, request.timeout_ms / 1000)):
+            with sim.lock:
+                late = set(created) if request.timeout_ms <= 0 else \
+                    {t for t, ps in created.items() if not all(self._has_leader((t, p)) for p in ps)}
+            for result in results:
+                if result["name"] in late and result["error_code"] == 0:
+                    result.update(error_code=Errors.RequestTimedOutError.errno, error_message=None)
+        for result in results:
+            if result["error_code"]:  # a failed topic reports no configs or counts
+                result.update(configs=[], num_partitions=-1, replication_factor=-1)
+        return {"topics": [R(**result) for result in results]}
+
+    def _has_leader(self, tp: TopicPartition) -> bool:
+        """What Kafka's delayed create waits for: the partition is in the metadata with a leader."""
+        sim = self.sim
+        return tp[0] not in sim.deletion_started and tp in sim.state and sim.state[tp][0] is not None
+
+    def _check_new_topic(self, topic: Any) -> tuple[dict[int, list[int]], dict[str, str]]:
+        """The assignment and configs of a topic to create, refused as Kafka does (``ZkAdminManager.createTopics``,
+        then ``AdminZkClient.validateTopicCreate``, in their order). Hold ``sim.lock``."""
+        sim, name = self.sim, topic.name
+        if sim.in_metadata(name):
+            raise ApiError(Errors.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists.")
+        nulls = [c.name for c in topic.configs if c.value is None]
+        if nulls:
+            raise ApiError(Errors.InvalidConfigurationError.errno,
+                           f"Null value not supported for topic configs: {','.join(nulls)}")
+        if (topic.num_partitions != NO_VALUE or topic.replication_factor != NO_VALUE) and topic.assignments:
+            raise ApiError(Errors.InvalidRequestError.errno, "Both numPartitions or replicationFactor and "
+                           "replicasAssignments were set. Both cannot be used at the same time.")
+        if topic.assignments:  # Kafka does not check that these brokers exist
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        else:
+            partitions = DEFAULT_PARTITIONS if topic.num_partitions == NO_VALUE else topic.num_partitions
+            rf = DEFAULT_REPLICATION_FACTOR if topic.replication_factor == NO_VALUE else topic.replication_factor
+            assignment = _default_assignment(sorted(sim.alive), partitions, rf)
+        problem = _invalid_topic_name(name)
+        if problem:
+            raise ApiError(Errors.InvalidTopicError.errno, f"Topic name is invalid: {problem}")
+        if sim.zk.exists(delete_topic_path(name)):
+            raise ApiError(Errors.TopicAlreadyExistsError.errno, f"Topic '{name}' is marked for deletion.")
+        if sim.zk.exists(kz.topic_path(name)):
+            raise ApiError(Errors.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists.")
+        if "." in name or "_" in name:
+            existing = sim.zk.get_children(kz.TOPICS)
+            if name in existing:
+                raise ApiError(Errors.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists.")
+            colliding = [t for t in existing if t.replace(".", "_") == name.replace(".", "_")]
+            if colliding:
+                raise ApiError(Errors.InvalidTopicError.errno,
+                               f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
+        if len({len(r) for r in assignment.values()}) != 1:
+            raise ApiError(Errors.InvalidReplicationAssignmentError.errno,
+                           "All partitions should have the same number of replicas")
+        if any(len(set(r)) != len(r) for r in assignment.values()):
+            raise ApiError(Errors.InvalidReplicationAssignmentError.errno,
+                           f"Duplicate replica assignment found: {_scala_map(assignment)}")
+        n = len(assignment)
+        if sum(p for p in assignment if p >= 0) != n * (n - 1) // 2:  # Kafka's own test, a sum of the indexes
+            raise ApiError(Errors.InvalidReplicationAssignmentError.errno,
+                           "partitions should be a consecutive 0-based integer sequence")
+        configs = {c.name: c.value for c in topic.configs}
+        _check_topic_configs(configs)
+        if 0 not in assignment:  # passes Kafka's sum test (e.g. partitions -1 and 1), then fails reading partition 0
+            raise ApiError(Errors.UnknownError.errno, "key not found: 0")
+        return assignment, configs
+
+    @staticmethod
+    def _topic_configs(configs: dict[str, str]) -> list[Any]:
+        """Every topic config of a new topic as CreateTopics v5+ reports it: given ones as the topic's own."""
+        C = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+        return [C(name=key, value=configs.get(key, default), read_only=False, is_sensitive=False,
+                  config_source=(ConfigSourceType.DYNAMIC_TOPIC_CONFIG if key in configs
+                                 else ConfigSourceType.DEFAULT_CONFIG))
+                for key, default in sorted(TOPIC_CONFIG_DEFAULTS.items())]
+
+    def _write_new_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> str:
+        """Kafka's ``AdminZkClient.createTopicWithAssignment``: the config znode, then the topic znode with a new topic
+        id (the controller does the rest when it sees the topic). Returns the topic id."""
+        from kazoo.exceptions import NodeExistsError
+
+        zk = self.sim.zk
+        path = kz.config_path("topics", name)
+        body = kz.encode({"version": 1, "config": configs})
+        if zk.exists(path):
+            zk.set(path, body)
+        else:
+            zk.create(path, body, makepath=True)
+        topic_id = new_topic_id()
+        znode = kz.topic_znode(kz.TopicAssignment(partitions=assignment, topic_id=topic_id))
+        try:
+            zk.create(kz.topic_path(name), kz.encode(znode), makepath=True)
+        except NodeExistsError:
+            raise ApiError(Errors.TopicAlreadyExistsError.errno, f"Topic '{name}' already exists.") from None
+        log.info("broker %d created topic %s (id %s): %s", self.broker_id, name, topic_id, assignment)
+        return topic_id
+
+    def delete_topics(self, request: Any, version: int) -> dict[str, Any]:
+        """Kafka 3.9's ``KafkaApis.handleDeleteTopicsRequest`` with ``ZkAdminManager.deleteTopics``."""
+        R = DeleteTopicsResponse.DeletableTopicResult
+        asked: list[tuple[str | None, uuid.UUID]] = (
+            [(t.name, t.topic_id or ZERO_UUID) for t in request.topics] if version >= 6
+            else [(name, ZERO_UUID) for name in request.topic_names or []])
+
+        def everyone(code: int) -> dict[str, Any]:
+            return {"responses": [R(name=n, topic_id=i, error_code=code, error_message=None) for n, i in asked]}
+
+        if not self._is_controller():
+            return everyone(Errors.NotControllerError.errno)
+        if any(n is not None and i != ZERO_UUID for n, i in asked):  # "Topic name and topic ID can not both be..."
+            return everyone(Errors.InvalidRequestError.errno)
+        sim = self.sim
+        results: list[dict[str, Any]] = []
+        marked: set[str] = set()
+        with sim.lock:
+            by_id = {_topic_uuid(a.topic_id): name for name, a in sim.topics.items() if a.topic_id}
+            for name, topic_id in asked:
+                if topic_id != ZERO_UUID:
+                    name = by_id.get(topic_id)
+                    code = Errors.UnknownTopicIdError.errno if name is None else 0
+                else:
+                    code = Errors.TopicAuthorizationFailedError.errno if name is None else 0  # no name, no id
+                if code == 0 and not sim.in_metadata(name):  # type: ignore[arg-type]
+                    code = Errors.UnknownTopicOrPartitionError.errno
+                if code == 0:
+                    code = self._mark_for_deletion(name)  # type: ignore[arg-type]
+                if code == 0:
+                    marked.add(name)  # type: ignore[arg-type]
+                results.append({"name": name, "topic_id": topic_id, "error_code": code, "error_message": None})
+
+        def gone() -> bool:
+            return not any(sim.in_metadata(name) for name in marked)
+
+        # Kafka answers at once with REQUEST_TIMED_OUT for a timeout <= 0, else when the topics left the metadata.
+        if marked and (request.timeout_ms <= 0 or not sim.wait_until(gone, request.timeout_ms / 1000)):
+            with sim.lock:
+                late = marked if request.timeout_ms <= 0 else {n for n in marked if sim.in_metadata(n)}
+            for result in results:
+                if result["name"] in late and result["error_code"] == 0:
+                    result["error_code"] = Errors.RequestTimedOutError.errno
+        return {"responses": [R(**result) for result in results]}
+
+    def _mark_for_deletion(self, name: str) -> int:
+        """Kafka's ``AdminZkClient.deleteTopic``: ``/admin/delete_topics/<t>``, already there or not; an error code."""
+        from kazoo.exceptions import NodeExistsError
+
+        zk = self.sim.zk
+        if not zk.exists(kz.topic_path(name)):
+            return int(Errors.UnknownTopicOrPartitionError.errno)
+        try:
+            zk.create(delete_topic_path(name), b"", makepath=True)
+            log.info("broker %d marked topic %s for deletion", self.broker_id, name)
+        except NodeExistsError:
+            pass  # "already marked for deletion": Kafka waits for it all the same
+        return 0
 
     # -- DescribeLogDirs -------------------------------------------------------------------------------------------
     def describe_log_dirs(self, request: Any, version: int) -> dict[str, Any]:
@@ -617,7 +967,7 @@ class KafkaApis:
         preferred = version == 0 or request.election_type == 0
         by_topic: dict[str, list[Any]] = {}
         with sim.lock:
-            for tp in sorted(sim.state) if asked is None else asked:
+            for tp in sorted(tp for tp in sim.state if sim.in_metadata(tp[0])) if asked is None else asked:
                 code, message = 0, None
                 try:
                     if not preferred:

@@ -4,12 +4,17 @@
 until the controller has published its status, and records everything in ``DIR/sim.json``::
 
     {"zk_url": "zk://127.0.0.1:PORT/kafka", "kafka_bootstrap": "kafka://127.0.0.1:PORT,...",
-     "sizes": "file://DIR/log-dirs.json", "zookeeper": {"pid": .., "port": ..} | null, "controller": {"pid": ..},
-     "scenario": ..}
+     "sizes": "file://DIR/log-dirs.json",
+     "zookeeper": {"pid": .., "start_time": .., "cmdline": [..], "port": ..} | null,
+     "controller": {"pid": .., "start_time": .., "cmdline": [..], "log": ..}, "scenario": ..}
 
 ``kafka_bootstrap`` lists the brokers' Kafka listeners as they were at start (``sim status`` shows the live ones).
+``start_time`` (clock ticks after boot, field 22 of ``/proc/<pid>/stat``) and ``cmdline`` identify each process.
 
-``down(DIR)`` stops both; ``send_command`` asks a running controller to kill or restart a broker.
+``down(DIR)`` stops both, each only if its pid still belongs to the process ``up`` started (same start time and
+command line): a pid the system gave to another process since is reported in one line and left alone, as is one
+whose identity cannot be read or was not recorded. ``send_command`` asks a running controller to kill or restart a
+broker.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from ..zkclient import ZkTarget, parse_zk_url, zk_session
 from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
 from .scenarios import ScenarioParams, build_scenario
 
-__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "process_alive", "DEFAULT_CHROOT"]
+__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "process_alive",
+           "process_identity", "DEFAULT_CHROOT"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHROOT = "/kafka"
@@ -85,6 +91,50 @@ def process_alive(pid: int | None) -> bool:
         return True
 
 
+def process_identity(pid: int | None) -> dict[str, Any] | None:
+    """What tells a process from a later one given the same pid: ``{"pid", "start_time", "cmdline"}``, the start time
+    in clock ticks after boot (field 22 of ``/proc/<pid>/stat``). None when there is no such process or no ``/proc``."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as fb:
+            raw = fb.read()
+        start_time = int(stat.rsplit(")", 1)[1].split()[19])  # the command name in parentheses may hold spaces
+    except (OSError, IndexError, ValueError):
+        return None
+    cmdline = [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
+    return {"pid": pid, "start_time": start_time, "cmdline": cmdline}
+
+
+def _not_the_recorded(record: dict[str, Any]) -> str | None:
+    """Why the process now holding ``record["pid"]`` cannot be taken for the one recorded, or None when it is it."""
+    current = process_identity(record.get("pid"))
+    if current is None:
+        return "its /proc entry cannot be read, so it cannot be told from another process"
+    if "start_time" not in record:
+        return "sim.json records no start time, so it cannot be told from another process"
+    if record["start_time"] != current["start_time"]:
+        return "it started at another time than the process 'sim up' started (the pid was reused)"
+    if record.get("cmdline") and record["cmdline"] != current["cmdline"]:
+        return "its command line is not that of the process 'sim up' started (the pid was reused)"
+    return None
+
+
+def _started(pid: int | None, **extra: Any) -> dict[str, Any]:
+    """The record of a process ``up`` just started (its child, so the pid cannot have been reused yet).
+
+    Popen returns once the child has begun its exec, a moment before the kernel sets up the new command line:
+    until then ``/proc/<pid>/cmdline`` reads empty, so wait for it (briefly; the start time alone will do)."""
+    deadline = time.monotonic() + 2.0
+    ident = process_identity(pid)
+    while ident is not None and not ident["cmdline"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+        ident = process_identity(pid)
+    return {**(ident or {"pid": pid}), **extra}
+
+
 def read_state(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / STATE_FILE
     if not path.exists():
@@ -128,7 +178,8 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     d.mkdir(parents=True, exist_ok=True)
     if (d / STATE_FILE).exists():
         old = read_json(d / STATE_FILE)
-        if process_alive((old.get("controller") or {}).get("pid")):
+        controller = old.get("controller") or {}
+        if process_alive(controller.get("pid")) and _not_the_recorded(controller) is None:
             raise SimulationError(f"a simulated cluster is already running from {d} (rebalancer sim down --dir {d})")
     zk_record = None
     server = None
@@ -140,7 +191,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         server = ZooKeeperServer(d / "zookeeper", port=port)
         server.start(detach=True)
         zk_hosts = server.hosts
-        zk_record = {"pid": server.process.pid if server.process else None, "port": server.port}
+        zk_record = _started(server.process.pid if server.process else None, port=server.port)
     zk_url = f"zk://{zk_hosts}{chroot}"
     log_path = d / "sim.log"
     cmd = [sys.executable, "-m", "rebalancer", "sim", "run", "--zk", zk_url, "--scenario", scenario,
@@ -152,6 +203,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+    controller_record = _started(proc.pid, log=str(log_path))
     try:
         status = wait_ready(parse_zk_url(zk_url), proc, log_path, timeout)
     except BaseException:
@@ -164,7 +216,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         "kafka_bootstrap": f"kafka://{status['bootstrap']}",
         "sizes": f"file://{d / 'log-dirs.json'}",
         "zookeeper": zk_record,
-        "controller": {"pid": proc.pid, "log": str(log_path)},
+        "controller": controller_record,
         "scenario": scenario,
         "acceleration": acceleration,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -173,23 +225,31 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     return state
 
 
-def _terminate(pid: int | None, timeout: float = 10.0) -> None:
+def _terminate(what: str, record: dict[str, Any] | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``, to the recorded process, if its pid still is that process; else one
+    warning line."""
+    pid = (record or {}).get("pid")
     if not process_alive(pid):
         return
-    assert pid is not None
+    assert record is not None and pid is not None
+    reason = _not_the_recorded(record)
+    if reason is not None:
+        log.warning("not stopping the %s (pid %d): %s", what, pid, reason)
+        return
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process_alive(pid):
+    while time.monotonic() < deadline and process_alive(pid) and _not_the_recorded(record) is None:
         time.sleep(0.05)
-    if process_alive(pid):
+    if process_alive(pid) and _not_the_recorded(record) is None:
         os.kill(pid, signal.SIGKILL)
 
 
 def down(directory: str | Path) -> dict[str, Any]:
-    """Stop the controller, then ZooKeeper (if ``up`` started it). Safe to call twice."""
+    """Stop the controller, then ZooKeeper (if ``up`` started it), each only if it still is the process ``up``
+    recorded. Safe to call twice."""
     state = read_state(directory)
-    _terminate((state.get("controller") or {}).get("pid"))
-    _terminate((state.get("zookeeper") or {}).get("pid"))
+    _terminate("simulated controller", state.get("controller"))
+    _terminate("ZooKeeper server", state.get("zookeeper"))
     (Path(directory) / STATE_FILE).unlink(missing_ok=True)
     return state
 

@@ -4,6 +4,8 @@
     ├── InputError                  exit 2   a file, URL or option the user gave is unusable
     │   └── ModelError              exit 3   the cluster description breaks an invariant
     ├── SourceError                 exit 4   a cluster source (ZooKeeper, Kafka) cannot be read
+    │   └── ClusterBusy             exit 9   another execution holds the cluster lock, or a reassignment this run
+    │                                        did not start is in flight: nothing was done, try again later
     └── SimulationError             exit 5   the simulated cluster or its ZooKeeper cannot run
 
 The library never calls ``sys.exit``; ``rebalancer.cli.main`` turns these into one line on stderr and the exit
@@ -17,6 +19,7 @@ __all__ = [
     "InputError",
     "ModelError",
     "SourceError",
+    "ClusterBusy",
     "SimulationError",
 ]
 
@@ -43,6 +46,13 @@ class SourceError(RebalancerError):
     """A cluster source could not be reached or read (timeout, auth, missing metadata)."""
 
     exit_code = 4
+
+
+class ClusterBusy(SourceError):
+    """The cluster is in use (the cluster lock is held, or someone else's reassignment is in flight): refused, and
+    nothing on the cluster was changed."""
+
+    exit_code = 9
 
 
 class SimulationError(RebalancerError):

@@ -1,0 +1,239 @@
+"""The cluster lock: one execution per Kafka cluster, seen by every backend and every host.
+
+The lock is a marker topic, ``__rebalancer_lock`` (one partition, one replica, no data), held by whoever created
+it. Creating a topic is atomic in Kafka, whatever the path: in ZooKeeper mode the topic is the znode
+``/brokers/topics/__rebalancer_lock`` (the ``zk://`` backend creates it there, as Kafka's own admin code does; the
+Admin API's CreateTopics makes the controller create the same znode), and in KRaft mode it is a record in the
+controller's metadata log. So a ``zk://`` and a ``kafka://`` execution of one cluster, on any hosts, exclude each
+other, and a ZooKeeper-mode cluster's lock is in its ZooKeeper.
+
+- **Owner**: the lock id is the marker's Kafka topic id, new with every creation: it names one execution. The owner
+  releases the lock by deleting the topic *by that id* (the Admin API's DeleteTopics by topic id; in ZooKeeper mode
+  after checking the id in the topic znode), so a process never deletes a lock it does not own.
+- **Never taken over**: a contender is refused (``ClusterBusy``, exit 9) and told who holds the lock, as far as the
+  cluster says: the ``zk://`` backend records the owner (run directory, host, pid, start) under
+  ``/rebalancer/locks/<id>``; the Admin API offers no place for it, so a ``kafka://`` owner is named by its id.
+- **Stale locks**: the owner also records the lock in its run directory (``execution/lock.json``: id, host, pid and
+  the process's start time). After a kill -9, a rerun of the same run directory on the same host finds its own id
+  on the cluster and a process that is gone, says so and releases it. Anywhere else the message names the lock id
+  and how to release it once no execution is running: ``rebalancer unlock --source URL LOCK_ID``.
+- The executor checks the lock is still its own before it submits each batch (``ClusterLock.check``).
+
+Topic deletion is asynchronous in ZooKeeper mode: a marker being deleted is waited for (``deleting_grace``).
+Clusters with ``delete.topic.enable=false`` cannot release the lock: the error says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import ClusterBusy, RebalancerError, SourceError
+
+__all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "LockBackend", "ClusterLock", "LockLost", "kafka_uuid",
+           "uuid_of", "new_topic_id", "owner_json", "process_start", "unlock"]
+
+LOCK_TOPIC = "__rebalancer_lock"
+LOCAL_FILE = "lock.json"  # in RUN_DIR/execution/
+
+
+def kafka_uuid(value: uuid.UUID | str | bytes) -> str:
+    """A topic id as Kafka prints it (URL-safe base64 of the 16 bytes, no padding), from a UUID or either string form."""
+    if isinstance(value, bytes):
+        raw = value
+    elif isinstance(value, uuid.UUID):
+        raw = value.bytes
+    elif len(value) == 22:
+        return value
+    else:
+        raw = uuid.UUID(value).bytes
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def new_topic_id() -> str:
+    return kafka_uuid(uuid.uuid4())
+
+
+def uuid_of(topic_id: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None if there is no such process: with
+    the pid this names one process, so a recycled pid is not mistaken for the owner."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The lock as the cluster shows it: its id, whether it is being deleted, and its owner when recorded."""
+
+    topic_id: str
+    deleting: bool = False
+    owner: dict[str, Any] | None = None
+
+
+class MarkerExists(Exception):
+    """Raised by a backend's ``create_lock_marker`` when the marker topic exists (``deleting``: marked for deletion)."""
+
+    def __init__(self, deleting: bool = False) -> None:
+        super().__init__("exists")
+        self.deleting = deleting
+
+
+class LockLost(ClusterBusy):
+    """This execution's lock was released by someone else (``rebalancer unlock``): it stops before the next batch."""
+
+
+class LockBackend(Protocol):
+    display: str  # for messages
+    source: str   # a source URL that reaches the cluster again (no credentials), for the unlock hint
+    name: str
+
+    def lock_marker(self) -> Marker | None: ...
+    def create_lock_marker(self, owner: dict[str, Any]) -> str: ...
+    def delete_lock_marker(self, topic_id: str) -> bool: ...
+
+
+def _describe(marker: Marker) -> str:
+    o = marker.owner
+    if not o:
+        return f"lock id {marker.topic_id}"
+    return (f"lock id {marker.topic_id}: {o.get('command', 'execution')} of {o.get('run_dir')} on {o.get('host')}, "
+            f"pid {o.get('pid')}, since {o.get('started_at')}")
+
+
+class ClusterLock:
+    """Take, check and release the cluster lock for one execution of ``run_dir``."""
+
+    def __init__(self, backend: LockBackend, run_dir: str | Path, *, command: str = "execute",
+                 source: str | None = None, deleting_grace: float = 30.0,
+                 say: Callable[[str], None] = lambda _t: None) -> None:
+        self.backend = backend
+        self.run_dir = Path(run_dir)
+        self.command = command
+        self.source = source or getattr(backend, "source", None) or backend.display
+        self.deleting_grace = deleting_grace
+        self.say = say
+        self.topic_id: str | None = None
+
+    @property
+    def _local(self) -> Path:
+        return self.run_dir / "execution" / LOCAL_FILE
+
+    def _owner(self) -> dict[str, Any]:
+        pid = os.getpid()
+        return {"command": self.command, "run_dir": str(self.run_dir.resolve()), "host": socket.gethostname(),
+                "pid": pid, "pid_start": process_start(pid), "backend": self.backend.name,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    def _stale_local(self, marker: Marker) -> dict[str, Any] | None:
+        """This run directory's own record of ``marker``, if its process is provably gone (same host, no such
+        process, or another process now has that pid)."""
+        from .formats import read_json
+
+        if not self._local.exists():
+            return None
+        try:
+            rec = read_json(self._local)
+        except RebalancerError:
+            return None
+        if not isinstance(rec, dict) or rec.get("id") != marker.topic_id or rec.get("host") != socket.gethostname() \
+                or rec.get("run_dir") != str(self.run_dir.resolve()):
+            return None  # not provably this run directory's own lock (a copied record proves nothing)
+        pid = rec.get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            return None
+        started = process_start(pid)
+        return rec if started is None or started != rec.get("pid_start") else None
+
+    def _held(self, marker: Marker) -> ClusterBusy:
+        return ClusterBusy(f"another execution holds the cluster lock ({_describe(marker)}); one execution per "
+                           f"cluster. If none is running (one was killed), release it with: rebalancer unlock "
+                           f"--source {self.source} {marker.topic_id}")
+
+    def refuse_if_held(self) -> None:
+        """Read-only: refuse now if someone else holds the lock (``acquire`` then need not write anything to say so).
+        A lock this run directory provably left behind, or one being released, is left to ``acquire``."""
+        marker = self.backend.lock_marker()
+        if marker is not None and not marker.deleting and self._stale_local(marker) is None:
+            raise self._held(marker)
+
+    def acquire(self) -> str:
+        """Create the marker; refuse (``ClusterBusy``) while anyone else holds it. Returns the lock id."""
+        from .formats import atomic_write_json
+
+        owner = self._owner()
+        deadline = time.monotonic() + self.deleting_grace
+        while True:
+            try:
+                self.topic_id = self.backend.create_lock_marker(owner)
+                break
+            except MarkerExists as exc:
+                marker = None if exc.deleting else self.backend.lock_marker()
+                if exc.deleting or marker is None or marker.deleting:
+                    # Released just now, or the previous holder's marker is still being deleted (asynchronous in
+                    # ZooKeeper mode, where the Admin API's Metadata may already hide it): wait for it.
+                    if time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    raise ClusterBusy(f"the cluster lock topic {LOCK_TOPIC} is still being deleted after "
+                                      f"{self.deleting_grace:g} s; try again later") from None
+                stale = self._stale_local(marker)
+                if stale is not None:
+                    self.say(f"releasing the stale cluster lock {marker.topic_id} of this run directory's previous "
+                             f"execution (pid {stale['pid']} on {stale['host']} is gone)")
+                    self.backend.delete_lock_marker(marker.topic_id)
+                    deadline = time.monotonic() + self.deleting_grace
+                    continue
+                raise self._held(marker) from None
+        self._local.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self._local, {"id": self.topic_id, "run_dir": owner["run_dir"], "host": owner["host"],
+                                        "pid": owner["pid"],
+                                        "pid_start": owner["pid_start"], "command": self.command,
+                                        "source": self.source, "taken_at": owner["started_at"]})
+        return self.topic_id
+
+    def check(self) -> None:
+        """Raise ``LockLost`` unless the cluster's lock is still this execution's."""
+        marker = self.backend.lock_marker()
+        if self.topic_id is None or marker is None or marker.topic_id != self.topic_id or marker.deleting:
+            raise LockLost(f"this execution's cluster lock {self.topic_id} was released by someone else "
+                           f"(now: {_describe(marker) if marker else 'no lock'}); stopped before the next batch")
+
+    def release(self) -> None:
+        """Delete the marker if it is still ours (never anyone else's); forget the local record."""
+        if self.topic_id is None:
+            return
+        self.backend.delete_lock_marker(self.topic_id)
+        self.topic_id = None
+        self._local.unlink(missing_ok=True)
+
+
+def unlock(backend: LockBackend, topic_id: str) -> Marker:
+    """The operator's way out of a stale lock: delete the marker if its id is ``topic_id``."""
+    marker = backend.lock_marker()
+    if marker is None:
+        raise SourceError(f"{backend.display} has no cluster lock")
+    if marker.topic_id != topic_id:
+        raise SourceError(f"the cluster lock is {marker.topic_id}, not {topic_id}: nothing released")
+    if not backend.delete_lock_marker(topic_id):
+        raise SourceError(f"the cluster lock {topic_id} changed while releasing it: nothing released")
+    return marker
+
+
+def owner_json(owner: dict[str, Any]) -> bytes:
+    return json.dumps(owner, sort_keys=True).encode()
+

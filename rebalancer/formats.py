@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, ModelError
-from .model import Broker, Cluster, Partition, TopicPartition
+from .model import Broker, Cluster, Partition, TopicPartition, topic_name_problem
 
 __all__ = [
     "SNAPSHOT_FORMAT",
     "read_json",
     "atomic_write_text",
     "atomic_write_json",
+    "StagedFiles",
     "cluster_from_dict",
     "cluster_from_reassignment",
     "load_cluster_file",
@@ -63,13 +64,27 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply to be a Kafka or rebalancer document") from None
+    except ValueError as exc:  # e.g. an integer literal of thousands of digits
+        raise InputError(f"{p}: malformed JSON: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+
+
+def _write_error(path: Path, exc: OSError) -> InputError:
+    return InputError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` so that readers see either the old file or the whole new one, never a torn write."""
+    """Write ``text`` so that readers see either the old file or the whole new one, never a torn write; a failure
+    (a full disk, a read-only directory) leaves no temporary file and is a one-line ``InputError``."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise _write_error(target, exc) from None
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -79,16 +94,95 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_error(target, exc) from None
         raise
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+class StagedFiles:
+    """The files of one stage, all or none: each is written under a temporary name beside its final one
+    (``path(name)``), and only when the whole stage succeeded are they renamed into place (``commit``); on failure
+    every temporary file or directory is removed (``discard``), and so is the run directory if the stage created it.
+    A reader never sees half a stage: files are renamed in the order given, a stage's main file last."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.dir = Path(directory)
+        self.created_dir = False
+        self._staged: list[tuple[Path, Path]] = []
+
+    def __enter__(self) -> StagedFiles:
+        if self.dir.exists() and not self.dir.is_dir():
+            raise InputError(f"{self.dir} exists and is not a directory")
+        if not self.dir.exists():
+            try:
+                self.dir.mkdir(parents=True)
+            except OSError as exc:
+                raise InputError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
+            self.created_dir = True
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write to {self.dir}: permission denied")
+        return self
+
+    def path(self, name: str) -> Path:
+        """Where to write ``name`` (relative to the directory; a file or a directory) until the stage commits."""
+        final = self.dir / name
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{len(self._staged)}")
+        _remove(tmp)
+        self._staged.append((tmp, final))
+        return tmp
+
+    def commit(self) -> None:
+        for tmp, final in self._staged:
+            if final.is_dir() and not final.is_symlink():
+                old = final.with_name(f".{final.name}.old-{os.getpid()}")
+                _remove(old)
+                os.replace(final, old)
+                os.replace(tmp, final)
+                _remove(old)
+            else:
+                os.replace(tmp, final)
+        self._staged.clear()
+
+    def discard(self) -> None:
+        for tmp, _final in self._staged:
+            _remove(tmp)
+        self._staged.clear()
+        if self.created_dir:
+            import shutil
+
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            try:
+                self.commit()
+                return
+            except OSError as err:
+                self.discard()
+                raise InputError(f"cannot write the files of {self.dir}: {err.strerror or err}") from None
+        self.discard()
+        if isinstance(exc, OSError):
+            where = getattr(exc, "filename", None) or self.dir
+            raise InputError(f"cannot write {where}: {exc.strerror or exc}") from None
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 # -- field parsing ------------------------------------------------------------------------------------------
@@ -149,8 +243,10 @@ def _partition_from_dict(obj: Any, i: int) -> Partition:
     if not isinstance(obj, dict):
         raise ModelError(f"partitions[{i}]: expected an object, got {type(obj).__name__}")
     topic = _req(obj, "topic", f"partitions[{i}]")
-    if not isinstance(topic, str) or not topic:
-        raise ModelError(f"partitions[{i}]: topic {topic!r} is not a non-empty string")
+    problem = topic_name_problem(topic)
+    if problem:
+        shown = repr(topic) if len(repr(topic)) <= 60 else repr(topic)[:57] + "..."
+        raise ModelError(f"partitions[{i}]: topic name {shown} {problem}")
     num = _int(_req(obj, "partition", f"topic {topic}, partitions[{i}]"), "partition", f"topic {topic}")
     where = f"partition {topic}-{num}"
     replicas = _int_list(_req(obj, "replicas", where), "replicas", where)

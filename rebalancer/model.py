@@ -11,15 +11,47 @@ brokers joining and leaving.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ModelError
 
-__all__ = ["Broker", "Partition", "Cluster", "TopicPartition"]
+__all__ = ["Broker", "Partition", "Cluster", "TopicPartition", "INT32_MAX", "INT64_MAX", "topic_name_problem"]
 
 TopicPartition = tuple[str, int]
+
+# Kafka's own limits: broker ids and partition numbers are Java ints, sizes and rates Java longs, and topic names
+# follow org.apache.kafka.common.internals.Topic.validate.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+TOPIC_MAX_LENGTH = 249
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def topic_name_problem(name: object) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, or None. The reason never repeats a long name in full."""
+    if not isinstance(name, str) or not name:
+        return "is empty or not a string"
+    if name in (".", ".."):
+        return "cannot be '.' or '..'"
+    if len(name) > TOPIC_MAX_LENGTH:
+        return f"is {len(name)} characters long (Kafka allows at most {TOPIC_MAX_LENGTH})"
+    if not _TOPIC_CHARS.fullmatch(name):
+        bad = next(c for c in name if not _TOPIC_CHARS.fullmatch(c))
+        return f"contains {bad!r} (Kafka allows only ASCII letters, digits, '.', '_' and '-')"
+    return None
+
+
+def _shown(name: object) -> str:
+    text = repr(name)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT32_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +67,14 @@ class Broker:
     port: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, int) or isinstance(self.id, bool) or self.id < 0:
-            raise ModelError(f"broker id {self.id!r} is not a non-negative integer")
+        if not _is_id(self.id):
+            raise ModelError(f"broker id {_shown(self.id)} is not a Kafka broker id (an integer from 0 to {INT32_MAX})")
         if self.rack is not None and (not isinstance(self.rack, str) or not self.rack):
             raise ModelError(f"broker {self.id}: rack {self.rack!r} is not a non-empty string")
         for name in ("disk_capacity_bytes", "network_capacity_bytes_per_s"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise ModelError(f"broker {self.id}: {name} {value!r} is not a positive integer")
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= INT64_MAX):
+                raise ModelError(f"broker {self.id}: {name} {_shown(value)} is not a positive integer up to {INT64_MAX}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +109,19 @@ class Partition:
 
     def validate(self, broker_ids: Mapping[int, Any] | set[int] | frozenset[int]) -> None:
         """Check every invariant of this partition against the known broker ids."""
+        problem = topic_name_problem(self.topic)
+        if problem:
+            raise ModelError(f"topic name {_shown(self.topic)} {problem}")
+        if not _is_id(self.partition):
+            raise ModelError(f"topic {self.topic}: partition number {_shown(self.partition)} is not an integer from 0 "
+                             f"to {INT32_MAX}")
         where = f"partition {self.topic}-{self.partition}"
-        if not isinstance(self.topic, str) or not self.topic:
-            raise ModelError(f"partition {self.partition!r}: topic name {self.topic!r} is not a non-empty string")
-        if not isinstance(self.partition, int) or isinstance(self.partition, bool) or self.partition < 0:
-            raise ModelError(f"topic {self.topic}: partition number {self.partition!r} is not a non-negative integer")
         if not self.replicas:
             raise ModelError(f"{where}: empty replica list")
         seen: set[int] = set()
         for b in self.replicas:
-            if not isinstance(b, int) or isinstance(b, bool):
-                raise ModelError(f"{where}: replica {b!r} is not a broker id")
+            if not _is_id(b):
+                raise ModelError(f"{where}: replica {_shown(b)} is not a broker id")
             if b in seen:
                 raise ModelError(f"{where}: duplicate replica on broker {b} in {list(self.replicas)}")
             seen.add(b)
@@ -102,10 +136,10 @@ class Partition:
                 raise ModelError(f"{where}: ISR broker {b} is not one of its replicas {list(self.replicas)}")
         if self.leader is not None and self.isr and self.leader not in self.isr:
             raise ModelError(f"{where}: leader {self.leader} is not in the ISR {list(self.isr)}")
-        if not isinstance(self.size_bytes, int) or isinstance(self.size_bytes, bool) or self.size_bytes < 0:
-            raise ModelError(f"{where}: size_bytes {self.size_bytes!r} is negative or not an integer")
-        if self.bytes_in_per_s is not None and not (self.bytes_in_per_s >= 0):
-            raise ModelError(f"{where}: bytes_in_per_s {self.bytes_in_per_s!r} is negative")
+        if not isinstance(self.size_bytes, int) or isinstance(self.size_bytes, bool) or not 0 <= self.size_bytes <= INT64_MAX:
+            raise ModelError(f"{where}: size_bytes {_shown(self.size_bytes)} is not an integer from 0 to {INT64_MAX}")
+        if self.bytes_in_per_s is not None and not (0 <= self.bytes_in_per_s <= INT64_MAX and math.isfinite(self.bytes_in_per_s)):
+            raise ModelError(f"{where}: bytes_in_per_s {_shown(self.bytes_in_per_s)} is not a finite rate >= 0")
         for label, group in (("adding", self.adding), ("removing", self.removing)):
             for b in group:
                 if b not in seen:

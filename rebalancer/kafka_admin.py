@@ -1,18 +1,28 @@
 """Kafka Admin-API connections (``kafka://`` sources) and reading a cluster through them.
 
-``kafka://HOST:PORT[,HOST:PORT...]`` names bootstrap brokers. Connection security comes from a client config, in
-this order (later wins): the file named by ``REBALANCER_KAFKA_CONFIG``, the file given with ``--kafka-config``, a
-mapping passed by the caller (the Airflow connection's extras), and SASL credentials in the URL
-(``kafka://user:password@HOST:PORT``, which also default the protocol to ``SASL_PLAINTEXT``/``PLAIN``).
+``kafka://HOST:PORT[,HOST:PORT...]`` names bootstrap brokers (parsed by ``rebalancer.urls``: the scheme is
+case-insensitive, IPv6 hosts go in brackets). Connection security comes from a client config, in this order (later
+wins): the file named by ``REBALANCER_KAFKA_CONFIG``, the file given with ``--kafka-config``, a mapping passed by the
+caller (the Airflow connection's extras), and SASL credentials in the URL (``kafka://user:password@HOST:PORT``, which
+also default the protocol to ``SASL_PLAINTEXT``/``PLAIN``; the credentials end at the last ``@``, and are
+percent-decoded).
 
 A config file is either JSON of kafka-python keyword arguments or a Java/librdkafka client properties file::
 
     security.protocol=SASL_SSL
     sasl.mechanism=SCRAM-SHA-512
-    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ops" password="...";
+    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+        username="ops" \\
+        password="...";
     ssl.ca.location=/etc/kafka/ca.pem
 
-Secrets (passwords) are never printed: ``KafkaTarget.display`` and every error message leave them out.
+Properties follow Java's rules: a line ending in an unescaped backslash continues on the next (whose leading
+whitespace is dropped), ``#`` and ``!`` start comments, ``key=value`` or ``key: value``, and backslash escapes
+(``\\\\``, ``\\t``, ``\\uXXXX``) are decoded. ``sasl.jaas.config`` is ``LoginModule FLAG option=value ...;`` with
+values quoted or not; its ``username`` and ``password`` options are used.
+
+Secrets (passwords) are never printed: ``KafkaTarget.display``, ``repr`` and every error message leave them out; an
+error about a config file names the line, and the key only when it is a property name, never a value.
 
 Reading (``read_cluster``): Metadata gives live brokers with racks and every partition's replicas, leader and ISR
 (brokers named in replica lists but absent from Metadata are dead); DescribeLogDirs asked of every live broker gives
@@ -31,10 +41,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
-
 from .errors import InputError, SourceError
+from .lock import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
+from .urls import split_url
 
 __all__ = ["KafkaTarget", "parse_kafka_url", "load_client_config", "admin_session", "read_cluster",
            "TransientKafkaError", "kafka_errors"]
@@ -67,7 +77,12 @@ PROPERTY_KEYS = {
 }
 PROTOCOLS = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
 MECHANISMS = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"}
-_JAAS = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# sasl.jaas.config: "LoginModuleClass FLAG (option=value)* ;", values quoted (with backslash escapes) or bare.
+_JAAS_HEAD = re.compile(r"\s*[A-Za-z_$][\w$.]*\s+(?:required|requisite|sufficient|optional)(?=\s|;|$)", re.I)
+_JAAS_OPTION = re.compile(r'\s+([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s";=]+)')
+_JAAS_END = re.compile(r"\s*;?\s*")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a key that may be named in an error (anything else might be a secret)
+SASL_AUTHENTICATE_API_KEY = 36  # the Kafka protocol's SaslAuthenticate request: our credentials, awaiting an answer
 
 
 class TransientKafkaError(SourceError):
@@ -77,7 +92,7 @@ class TransientKafkaError(SourceError):
 @dataclass(frozen=True)
 class KafkaTarget:
     bootstrap: tuple[str, ...]
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict, repr=False)  # holds the password: never in a repr
 
     @property
     def display(self) -> str:
@@ -91,24 +106,104 @@ class KafkaTarget:
         return {"bootstrap_servers": list(self.bootstrap), **self.config}
 
 
-def _properties(text: str, where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Java properties logical lines as (number of their first line, text), comments and blank lines left out.
+
+    A line ending in an odd number of backslashes continues on the next one, whose leading whitespace is dropped;
+    a comment line is never continued (Java's ``Properties.load``)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    i = 0
+    while i < len(lines):
+        number, line = i + 1, lines[i].lstrip(" \t\f")
+        i += 1
         if not line or line[0] in "#!":
             continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, sep, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
+        parts: list[str] = []
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            parts.append(line[:-1])
+            if i >= len(lines):
+                line = ""
+                break
+            line = lines[i].lstrip(" \t\f")
+            i += 1
+        parts.append(line)
+        yield number, "".join(parts)
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(raw: str) -> str:
+    """Java properties escapes: ``\\t \\n \\r \\f``, ``\\uXXXX``; a backslash before anything else stands for it."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            if nxt == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", raw[i + 2:i + 6]):
+                out.append(chr(int(raw[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """Split a logical line at its first unescaped ``=`` or ``:`` (whitespace around it allowed); None without one.
+    Java also takes bare whitespace as the separator; refused here, so a stray secret on a line of its own is
+    never read as a key (and named in an error)."""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=:" or ch in " \t\f":
+            break
+        i += 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if not key or not rest or rest[0] not in "=:":
+        return None
+    return _unescape(key), _unescape(rest[1:].strip(" \t\f"))
+
+
+def _jaas(value: str, where: str) -> dict[str, str]:
+    """``username``/``password`` of a ``sasl.jaas.config`` value; ``InputError`` naming no value when malformed."""
+    head = _JAAS_HEAD.match(value)
+    if head is None:
+        raise InputError(f"{where}: sasl.jaas.config is not 'LoginModuleClass required option=value ...;'")
+    options: dict[str, str] = {}
+    pos = head.end()
+    while (m := _JAAS_OPTION.match(value, pos)) is not None:
+        raw = m.group(2)
+        options[m.group(1)] = re.sub(r"\\(.)", r"\1", raw[1:-1]) if raw.startswith('"') else raw
+        pos = m.end()
+    if not _JAAS_END.fullmatch(value, pos):
+        raise InputError(f"{where}: sasl.jaas.config: after the options (option=value or option=\"value\") only "
+                         "';' may follow")
+    out: dict[str, str] = {}
+    if "username" in options:
+        out["sasl_plain_username"] = options["username"]
+    if "password" in options:
+        out["sasl_plain_password"] = options["password"]
+    return out
+
+
+def _properties(text: str, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    previous = ""
+    for n, line in _logical_lines(text):
+        split = _key_value(line)
+        if split is None:
             raise InputError(f"{where}:{n}: expected key=value")
+        key, value = split
         if key == "sasl.jaas.config":
-            found = dict(_JAAS.findall(value))
-            if "username" in found:
-                out["sasl_plain_username"] = found["username"]
-            if "password" in found:
-                out["sasl_plain_password"] = found["password"]
+            out.update(_jaas(value, f"{where}:{n}"))
         elif key == "ssl.endpoint.identification.algorithm":
             out["ssl_check_hostname"] = bool(value)
         elif key in ("ssl.truststore.location", "ssl.keystore.location"):
@@ -118,8 +213,13 @@ def _properties(text: str, where: str) -> dict[str, Any]:
             out[PROPERTY_KEYS[key]] = value
         elif key.replace(".", "_") in CLIENT_KEYS:
             out[key.replace(".", "_")] = value
+        elif not _KEY.fullmatch(key):
+            raise InputError(f"{where}:{n}: expected key=value (the key is not a property name)")
         else:
-            raise InputError(f"{where}:{n}: unknown Kafka client property {key!r}")
+            hint = (" (a continuation of sasl.jaas.config? end the line before it with '\\')"
+                    if previous == "sasl.jaas.config" and key in ("username", "password", "serviceName") else "")
+            raise InputError(f"{where}:{n}: unknown Kafka client property {key!r}{hint}")
+        previous = key
     return out
 
 
@@ -145,7 +245,8 @@ def _checked(config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in config.items():
         if key not in CLIENT_KEYS:
-            raise InputError(f"unknown Kafka client setting {key!r} (known: {', '.join(sorted(CLIENT_KEYS))})")
+            named = repr(key) if isinstance(key, str) and _KEY.fullmatch(key) else "(not a setting name)"
+            raise InputError(f"unknown Kafka client setting {named} (known: {', '.join(sorted(CLIENT_KEYS))})")
         if value is None or value == "":
             continue
         out[key] = value
@@ -182,30 +283,16 @@ def _checked(config: Mapping[str, Any]) -> dict[str, Any]:
 def parse_kafka_url(url: str, *, config_file: str | None = None,
                     config: Mapping[str, Any] | None = None) -> KafkaTarget:
     """Parse ``kafka://[user:password@]HOST:PORT[,HOST:PORT]`` and merge the client config (see the module doc)."""
-    if not url.startswith("kafka://"):
-        raise InputError(f"not a Kafka URL (expected kafka://HOST:PORT[,HOST:PORT]): {url!r}")
-    rest = url[len("kafka://"):].rstrip("/")
+    u = split_url(url, ("kafka",))
     merged: dict[str, Any] = {}
     for path in (os.environ.get("REBALANCER_KAFKA_CONFIG"), config_file):
         if path:
             merged.update(load_client_config(path))
     merged.update(config or {})
-    if "@" in rest:
-        cred, rest = rest.rsplit("@", 1)
-        user, sep, password = cred.partition(":")
-        if not sep or not user:
-            raise InputError("Kafka URL credentials must be user:password@")
-        merged["sasl_plain_username"], merged["sasl_plain_password"] = unquote(user), unquote(password)
+    if u.user is not None:
+        merged["sasl_plain_username"], merged["sasl_plain_password"] = u.user, u.password
         merged.setdefault("security_protocol", "SASL_PLAINTEXT")
-    if not rest:
-        raise InputError("Kafka URL names no broker (expected kafka://HOST:PORT[,HOST:PORT])")
-    hosts = []
-    for hp in rest.split(","):
-        host, sep, port = hp.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
-            raise InputError(f"Kafka URL: {hp!r} is not HOST:PORT")
-        hosts.append(f"{host}:{port}")
-    return KafkaTarget(bootstrap=tuple(hosts), config=_checked(merged))
+    return KafkaTarget(bootstrap=u.hosts, config=_checked(merged))
 
 
 def kafka_errors() -> tuple[type[BaseException], ...]:
@@ -216,23 +303,54 @@ def kafka_errors() -> tuple[type[BaseException], ...]:
     return (ke.KafkaConnectionError, ke.RetriableError, ke.NodeNotReadyError, ke.UnknownBrokerIdError)
 
 
+class _Seen(logging.Handler):
+    """What kafka-python logged while connecting (collected, never printed), read for one question: did a broker
+    turn the SASL credentials down?
+
+    Two kinds of evidence count: a ``SaslAuthenticationFailedError`` (the broker's answer), and a broker closing
+    the connection while our SaslAuthenticate request, the credentials, awaited its answer. The second is needed
+    because a broker that closes right after answering races kafka-python (3.0.12 drops bytes received together
+    with the end of the stream), so whether the answer was read at all depends on timing. Kafka itself delays the
+    close (``connection.failed.authentication.delay.ms``, 100 ms by default) for that reason; the simulated broker
+    does not. Either way the wrong password is reported as rejected, whether it came from the URL or a file."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.rejected = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a log record that cannot be formatted is no evidence
+            return
+        self.messages.append(text)
+        if "SaslAuthenticationFailed" in text or self._closed_on_credentials(record):
+            self.rejected = True
+
+    @staticmethod
+    def _closed_on_credentials(record: logging.LogRecord) -> bool:
+        import kafka.errors as ke
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        if len(args) < 2 or not isinstance(args[1], ke.KafkaConnectionError):
+            return False  # only a connection the broker ended, not a timeout of ours
+        pending = getattr(getattr(args[0], "parser", None), "in_flight_requests", None) or ()
+        return any(getattr(header, "request_api_key", getattr(header, "api_key", None)) == SASL_AUTHENTICATE_API_KEY
+                   for header in pending)
+
+
 @contextmanager
-def _seen_errors() -> Iterator[list[str]]:
+def _seen_errors() -> Iterator[_Seen]:
     """Collect kafka-python's log messages (without printing them) while connecting."""
     logger = logging.getLogger("kafka")
-    seen: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            seen.append(record.getMessage())
-
-    handler = Collect(logging.WARNING)
+    handler = _Seen()
     level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
     logger.propagate = False
     try:
-        yield seen
+        yield handler
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -248,16 +366,19 @@ def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any
     kwargs = target.client_kwargs()
     kwargs.setdefault("request_timeout_ms", max(int(timeout * 1000), 1000))
     kwargs.setdefault("client_id", "kafka-rebalancer")
+    rejected = SourceError(f"Kafka at {target.display} rejected the SASL credentials")
     try:
         with _seen_errors() as seen:
             client = KafkaAdminClient(**kwargs, bootstrap_timeout_ms=int(timeout * 1000))
     except (ke.KafkaTimeoutError, ke.KafkaConnectionError):
         # kafka-python retries a failed SASL authentication until the bootstrap times out: say which it was.
-        if any("SaslAuthenticationFailed" in text for text in seen):
-            raise SourceError(f"Kafka at {target.display} rejected the SASL credentials") from None
+        if seen.rejected and str(target.config.get("security_protocol", "")).startswith("SASL"):
+            raise rejected from None
         raise SourceError(f"cannot connect to Kafka at {target.display} within {timeout:g} s") from None
-    except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
-        raise SourceError(f"Kafka at {target.display} refused the credentials: {type(exc).__name__}") from None
+    except ke.SaslAuthenticationFailedError:
+        raise rejected from None
+    except ke.AuthorizationError as exc:
+        raise SourceError(f"Kafka at {target.display} denied access ({type(exc).__name__})") from None
     except ke.KafkaConfigurationError as exc:
         raise InputError(f"Kafka client config for {target.display}: {exc}") from None
     except ke.KafkaError as exc:
@@ -279,7 +400,7 @@ def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapp
                   wanted: set[TopicPartition] | None = None) -> list[Partition]:
     out = []
     for t in meta["topics"]:
-        if t.get("error_code"):
+        if t.get("error_code") or t["name"] == LOCK_TOPIC:  # the cluster lock is not data
             continue
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])

@@ -51,11 +51,14 @@ def leader_change_bound(items: Sequence[LeaderItem]) -> int:
     per: dict[tuple[str, int], int] = {}
     for it in items:
         per[(it.key[0], it.current)] = per.get((it.key[0], it.current), 0) + 1
+    # Leaders on brokers that cannot lead (dead, removed, out of sync) must all change.
+    stranded: dict[str, int] = {}
+    for (topic, b), c in per.items():
+        if b not in bands[topic][1]:
+            stranded[topic] = stranded.get(topic, 0) + c
     total = 0
     for topic, (band, brokers) in bands.items():
         excess = sum(band.excess(per.get((topic, b), 0)) for b in brokers)
-        # Leaders on brokers that cannot lead (dead, removed, out of sync) must all change.
-        stranded = sum(c for (t, b), c in per.items() if t == topic and b not in brokers)
         deficit = sum(band.deficit(per.get((topic, b), 0)) for b in brokers)
-        total += max(excess + stranded, deficit)
+        total += max(excess + stranded.get(topic, 0), deficit)
     return total

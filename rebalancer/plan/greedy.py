@@ -16,7 +16,10 @@ rack count and the receiver has disk (and network) room for it. Among a giver's 
 (per-topic balance), then followers over leaders, then fewer bytes. Leaders are balanced afterwards by the exact
 leader flow.
 
-Inputs are plain data, so the function is a pure sub-problem.
+Inputs are plain data, so the function is a pure sub-problem. A ``Deadline`` (see ``budget``) may cut it short: it
+is asked every ``CHECK_EVERY`` moves, and on "stop" the moves made so far are the result. Each move is whole and
+valid on its own (rack count, change cap, capacity), so a greedy cut short is a valid, less balanced placement that
+leaves the partitions it did not reach unchanged; ``cut_short`` in the stats says so.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["GreedyInput", "greedy_balance"]
+from .budget import Deadline
+
+__all__ = ["GreedyInput", "greedy_balance", "CHECK_EVERY"]
 
 Key = tuple[str, int]
+CHECK_EVERY = 32  # moves between two deadline checkpoints (a move costs far more than reading the clock)
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,9 @@ class GreedyInput:
     rates: Mapping[Key, float] | None = None     # partition -> bytes-in rate
 
 
-def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
-    """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit)."""
+def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
+    """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit, cut short)."""
+    deadline = deadline or Deadline.never()
     assign: dict[Key, list[int]] = {k: list(v) for k, v in inp.replicas.items()}
     count: dict[int, int] = {b: 0 for b in inp.rack}
     on: dict[int, list[Key]] = {b: [] for b in inp.rack}
@@ -138,11 +145,22 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
         changes[k] = changes.get(k, 0) + 1
 
     moves = 0
+    steps = 0
+    cut_short = False
     stuck: set[int] = set()
+
+    def stop() -> bool:
+        """The checkpoint: every ``CHECK_EVERY`` steps (the first included), ask the deadline."""
+        nonlocal steps, cut_short
+        steps += 1
+        if steps % CHECK_EVERY == 1 and deadline.expired():
+            cut_short = True
+        return cut_short
+
     # Phase 1: no giver above its ceiling.
     heap = [(-(count[b] - target_ceil(b)), b) for b in inp.givers if count.get(b, 0) > target_ceil(b)]
     heapq.heapify(heap)
-    while heap:
+    while heap and not stop():
         _, g = heapq.heappop(heap)
         if count[g] <= target_ceil(g):
             continue
@@ -166,7 +184,7 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
     # Phase 2: no receiver below its floor.
     heap = [(count[r], r) for r in inp.receivers if count.get(r, 0) < inp.floor and r not in inp.removed]
     heapq.heapify(heap)
-    while heap:
+    while heap and not stop():
         _, r = heapq.heappop(heap)
         if count[r] >= inp.floor:
             continue
@@ -188,4 +206,5 @@ def greedy_balance(inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], dict[s
     changed = {k: tuple(v) for k, v in assign.items() if tuple(v) != tuple(inp.replicas[k])}
     excess = sum(max(0, count[b] - target_ceil(b)) for b in inp.givers)
     deficit = sum(max(0, inp.floor - count[b]) for b in inp.receivers if b not in inp.removed)
-    return changed, {"moves": moves, "unmet_excess": excess, "unmet_deficit": deficit, "stuck_brokers": sorted(stuck)}
+    return changed, {"moves": moves, "unmet_excess": excess, "unmet_deficit": deficit, "stuck_brokers": sorted(stuck),
+                     "cut_short": cut_short}

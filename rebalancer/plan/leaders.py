@@ -22,6 +22,12 @@ earlier groups gave each broker, scaled by the group's share of the partitions l
 residue. Each group is solved exactly; the whole is then optimal per topic and balanced cluster-wide, and its change
 count is reported against the lower bound.
 
+Time limit: a ``Deadline`` (see ``budget``) is asked before each group whether the group still fits at the pace of
+the groups solved so far (the first group starts whenever any time is left: there is no pace yet; a running network
+simplex is not interrupted, so the flow can end up to one group's solve past the deadline). On "stop" the groups
+left keep their preferred leaders: they are absent from ``LeaderResult.leaders``, and the result says
+``cut_short`` with the number of groups solved.
+
 Graph: ``s -> partition`` (1 unit each) ``-> (broker, topic)`` (cost: one change unless it is the current preferred
 leader) ``-> broker -> t``; the ``(broker, topic) -> broker`` and ``broker -> t`` arcs are tiered (up to floor:
 reward, floor..ceil: free, beyond ceil: penalty), which makes the band violation convex and exact. Integer costs
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from .budget import Deadline
 from .targets import Band, band
 
 __all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "leader_objective", "CHUNK"]
@@ -62,6 +69,9 @@ class LeaderResult:
     cluster_violation: int
     tolerance_violation: int = 0
     groups: int = 1  # >1: solved per topic group (each exact), see the module doc
+    groups_solved: int = 1  # < groups: the deadline stopped the flow; the other groups' partitions are not in leaders
+    cut_short: bool = False
+    slowest_group_seconds: float = 0.0  # how far one uninterruptible solve can run past the deadline
 
 
 def topic_bands(items: Sequence[LeaderItem]) -> dict[str, tuple[Band, frozenset[int]]]:
@@ -191,35 +201,54 @@ def _groups(items: Sequence[LeaderItem], size: int) -> list[list[LeaderItem]]:
 
 
 def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
-                    priority: str = "changes", chunk: int = CHUNK) -> LeaderResult:
-    """Solve exactly (per topic group above ``chunk`` partitions); every item needs at least one candidate."""
+                    priority: str = "changes", chunk: int = CHUNK, deadline: Deadline | None = None,
+                    kept: Mapping[tuple[str, int], int] | None = None) -> LeaderResult:
+    """Solve exactly (per topic group above ``chunk`` partitions); every item needs at least one candidate.
+
+    With a ``deadline`` the flow may stop between groups: the result then covers the groups solved, and its
+    objective counts the other partitions at the leader they keep: ``kept[key]`` where given (the first replica of a
+    replica set that changed), else their current preferred leader.
+    """
     if not items:
         return LeaderResult({}, 0, 0, 0)
     for it in items:
         if not it.candidates:
             raise ValueError(f"partition {it.key[0]}-{it.key[1]} has no eligible leader")
-    n_groups = 1
-    if len(items) <= chunk:
-        leaders = _solve(items, cluster_brokers, priority)
-    else:
-        groups = _groups(items, chunk)
-        n_groups = len(groups)
-        target = band(len(items), len(cluster_brokers))
-        assigned = {b: 0 for b in cluster_brokers}
-        remaining = len(items)
-        leaders = {}
-        for group in groups:
+    deadline = deadline or Deadline.never()
+    grouped = len(items) > chunk
+    groups = _groups(items, chunk) if grouped else [list(items)]
+    target = band(len(items), len(cluster_brokers))
+    assigned = {b: 0 for b in cluster_brokers}
+    remaining = len(items)
+    leaders: dict[tuple[str, int], int] = {}
+    n_solved = done = 0  # groups and partitions solved
+    spent = slowest = 0.0
+    for group in groups:
+        # Does the group fit at the pace so far? (Network simplex is superlinear, but groups are of similar size.)
+        if not deadline.allows(spent / done * len(group) if done else 0.0):
+            break
+        started = deadline.clock()
+        bands: dict[int, Band] | None = None
+        if grouped:
             share = len(group) / remaining
             bands = {}
             for b in cluster_brokers:
                 lo = max(0, target.floor - assigned[b]) * share
                 hi = max(0, target.ceil - assigned[b]) * share
                 bands[b] = Band(int(math.floor(lo)), max(int(math.floor(lo)), int(math.ceil(hi))), hi)
-            part = _solve(group, cluster_brokers, priority, bands)
-            for b in part.values():
-                if b in assigned:
-                    assigned[b] += 1
-            leaders.update(part)
-            remaining -= len(group)
-    tv, wv, changes, cv = leader_objective(leaders, items, cluster_brokers)
-    return LeaderResult(leaders, changes, tv, cv, wv, n_groups)
+        part = _solve(group, cluster_brokers, priority, bands)
+        for b in part.values():
+            if b in assigned:
+                assigned[b] += 1
+        leaders.update(part)
+        remaining -= len(group)
+        took = deadline.clock() - started
+        spent += took
+        slowest = max(slowest, took)
+        done += len(group)
+        n_solved += 1
+    cut_short = n_solved < len(groups)
+    keep = kept or {}
+    judged = {**{it.key: keep.get(it.key, it.current) for it in items}, **leaders} if cut_short else leaders
+    tv, wv, changes, cv = leader_objective(judged, items, cluster_brokers)
+    return LeaderResult(leaders, changes, tv, cv, wv, len(groups), n_solved, cut_short, slowest)

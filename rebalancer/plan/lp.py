@@ -24,6 +24,11 @@ leader choice exists for the placement.
 anywhere. ``lp_balance`` decomposes by groups of topics when the model would be large: each group is solved with
 the per-broker bands shifted by the counts of the rest of the cluster, groups in turn (rolling horizon), each warm
 started from the greedy plan.
+
+Time limit: ``lp_balance`` takes a ``Deadline`` (see ``budget``); each group's HiGHS limit is its share of the time
+left (time left / groups left). Before a group it asks the deadline; on "stop", or when HiGHS reaches its limit
+without any solution, the groups left keep their current replicas (each solved group's bands and disk room were
+computed with those, so the whole stays valid) and the stats say ``cut_short`` with the groups solved.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budget import Deadline
+
 __all__ = ["LpInput", "LpOutput", "solve_lp", "lp_balance"]
 
 Key = tuple[str, int]
@@ -41,6 +48,7 @@ MiB = 1024 * 1024
 W_MOVE = 100
 W_LEADER_SLACK = 20  # below a move: leader skew is fixed by reordering, rarely worth a copy
 W_COUNT_SLACK = 100_000
+MIN_SOLVE_SECONDS = 1.0  # HiGHS gets at least this (when the deadline has it) for a group it starts
 
 
 @dataclass(frozen=True)
@@ -271,8 +279,13 @@ def lp_balance(
     network: Mapping[int, float] | None = None,
     rates: Mapping[Key, float] | None = None,
     write_lp: str | None = None,
+    deadline: Deadline | None = None,
 ) -> tuple[dict[Key, tuple[int, ...]], dict[str, Any]]:
-    """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``."""
+    """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``.
+
+    ``deadline`` bounds the whole call (default: ``time_limit`` seconds from now)."""
+    if deadline is None:
+        deadline = Deadline(time.monotonic() + time_limit)
     counts: dict[int, int] = {b: 0 for b in rack}
     leaders: dict[int, int] = {b: 0 for b in rack}
     for reps in replicas.values():
@@ -316,9 +329,12 @@ def lp_balance(
         for b in reps:
             disk_used[b] += sizes.get(k, 0)
     stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": decomposed,
-                             "receivers_restricted": restrict}
-    deadline = time.monotonic() + time_limit
+                             "receivers_restricted": restrict, "cut_short": False}
+    solved: list[dict[str, Any]] = []
     for gi, keys in enumerate(groups):
+        if deadline.expired():
+            stats["cut_short"] = True
+            break
         in_group = set(keys)
         group_counts = {b: 0 for b in rack}
         group_leaders = {b: 0 for b in rack}
@@ -333,7 +349,8 @@ def lp_balance(
             for b in reps:
                 total_counts[b] += 1
         rest = {b: total_counts[b] - group_counts[b] for b in rack}
-        budget = max(1.0, (deadline - time.monotonic()) / (len(groups) - gi))
+        left = deadline.remaining()
+        budget = min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))
         # Leaders: the group's own band (groups balanced one by one add up to a balanced cluster).
         n_el = max(1, len(eligible))
         g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
@@ -365,11 +382,18 @@ def lp_balance(
             write_lp=write_lp if not decomposed else None,
         )
         out = solve_lp(sub)
-        stats["sub_problems"].append({"partitions": len(keys), "status": out.status, "objective": out.objective,
-                                      "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
-                                      "variables": out.variables, "constraints": out.constraints,
-                                      "count_slack": out.count_slack})
+        sub_stats = {"partitions": len(keys), "status": out.status, "objective": out.objective,
+                     "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
+                     "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
+        stats["sub_problems"].append(sub_stats)
+        timed_out = "time limit" in out.status.lower()
+        if timed_out:
+            deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
         if not out.assignment:
+            if timed_out or deadline.remaining() == 0.0:
+                # No solution within the group's share: this group and those after it keep their replicas.
+                deadline.cut_short = stats["cut_short"] = True
+                break
             stats["status"] = out.status
             stats["failed"] = True
             return {}, stats
@@ -380,8 +404,15 @@ def lp_balance(
             for b in new:
                 disk_used[b] += sizes.get(k, 0)
             assignment[k] = new
-    subs = stats["sub_problems"]
-    stats["status"] = subs[0]["status"] if len(subs) == 1 else ("Optimal" if all(s["status"] == "Optimal" for s in subs) else "Feasible")
-    stats["gap"] = max((s["gap"] or 0.0) for s in subs) if subs else 0.0
+        solved.append(sub_stats)
+    stats["groups_solved"] = len(solved)
+    if not solved:
+        stats["status"] = "Time limit reached"  # before any group had a solution
+    elif len(groups) == 1:
+        stats["status"] = solved[0]["status"]
+    else:
+        complete = len(solved) == len(groups)
+        stats["status"] = "Optimal" if complete and all(s["status"] == "Optimal" for s in solved) else "Feasible"
+    stats["gap"] = max((s["gap"] or 0.0) for s in solved) if solved else None
     changed = {k: v for k, v in assignment.items() if v != tuple(replicas[k])}
     return changed, stats

@@ -13,7 +13,8 @@ operations, Part 2" describes it, per topic. Kept to compare against the exact `
 5. Pruning: drop the dummy nodes, split the flow into weakly connected components; apply only the components whose
    swaps reduce the topic's skew (sum of |L_b - L_avg|).
 
-Only in-sync, live replicas can take over (the same candidates the exact flow uses).
+Only in-sync, live replicas can take over (the same candidates the exact flow uses). A ``Deadline`` (see ``budget``)
+is asked before each topic; on "stop" the topics left keep their preferred leaders (they are absent from the result).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 
 import networkx as nx
 
+from .budget import Deadline
 from .leaders import LeaderItem
 
 __all__ = ["pinterest_topic", "pinterest_leaders"]
@@ -106,15 +108,21 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
     return result
 
 
-def pinterest_leaders(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
-    """Run the per-topic algorithm over every topic; partitions whose leader cannot stay get their first candidate."""
+def pinterest_leaders(items: Sequence[LeaderItem], deadline: Deadline | None = None) -> dict[tuple[str, int], int]:
+    """Run the per-topic algorithm over every topic; partitions whose leader cannot stay get their first candidate.
+
+    Topics the ``deadline`` leaves no time for are not in the result (their leaders stay)."""
+    deadline = deadline or Deadline.never()
     by_topic: dict[str, list[LeaderItem]] = {}
     for it in items:
         by_topic.setdefault(it.key[0], []).append(it)
     out: dict[tuple[str, int], int] = {}
     for topic_items in by_topic.values():
-        out.update(pinterest_topic(topic_items))
-    for it in items:
-        if out[it.key] not in it.candidates and it.candidates:
-            out[it.key] = it.candidates[0]
+        if deadline.expired():
+            break
+        topic_out = pinterest_topic(topic_items)
+        for it in topic_items:
+            if topic_out[it.key] not in it.candidates and it.candidates:
+                topic_out[it.key] = it.candidates[0]
+        out.update(topic_out)
     return out

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..balance import max_abs_deviation
 from ..errors import InputError
-from ..formats import atomic_write_json, read_json, reassignment_json
-from ..model import Cluster
+from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
+from ..model import INT32_MAX, INT64_MAX, Cluster, topic_name_problem
 
 __all__ = ["Change", "Plan", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
            "REASSIGNMENT_FILE", "ROLLBACK_FILE"]
@@ -108,35 +108,51 @@ class Plan:
         }
 
 
-def _loads(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]]) -> dict[int, dict[str, int]]:
-    per = {b.id: {"replicas": 0, "leaders": 0, "bytes": 0} for b in cluster.brokers}
-    for p in cluster.partitions:
-        reps = assignment.get(p.tp, p.replicas)
+class _Tally:
+    """Per broker: replicas, preferred leaders and bytes; per (topic, broker): replicas and preferred leaders.
+
+    Counted once over the snapshot; ``after`` moves each changed partition from its old replicas to its new ones, so
+    the state after a plan costs only its changes (the summary is built even when the time limit has run out).
+    """
+
+    def __init__(self, replicas: dict[int, int], leaders: dict[int, int], bytes_: dict[int, int],
+                 hosted: dict[tuple[str, int], int], led: dict[tuple[str, int], int]) -> None:
+        self.replicas, self.leaders, self.bytes, self.hosted, self.led = replicas, leaders, bytes_, hosted, led
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> _Tally:
+        tally = cls({b.id: 0 for b in cluster.brokers}, {b.id: 0 for b in cluster.brokers},
+                    {b.id: 0 for b in cluster.brokers}, {}, {})
+        for p in cluster.partitions:
+            tally._add(p.topic, p.replicas, p.size_bytes, 1)
+        return tally
+
+    def _add(self, topic: str, reps: tuple[int, ...], size: int, sign: int) -> None:
         for b in reps:
-            per[b]["replicas"] += 1
-            per[b]["bytes"] += p.size_bytes
-        per[reps[0]]["leaders"] += 1
-    return per
+            self.replicas[b] += sign
+            self.bytes[b] += sign * size
+            self.hosted[(topic, b)] = self.hosted.get((topic, b), 0) + sign
+        self.leaders[reps[0]] += sign
+        self.led[(topic, reps[0])] = self.led.get((topic, reps[0]), 0) + sign
+
+    def after(self, changes: Iterable[Change]) -> _Tally:
+        new = _Tally(dict(self.replicas), dict(self.leaders), dict(self.bytes), dict(self.hosted), dict(self.led))
+        for c in changes:
+            new._add(c.topic, c.replicas_before, c.size_bytes, -1)
+            new._add(c.topic, c.replicas_after, c.size_bytes, 1)
+        return new
+
+    def topic_spread(self, eligible: frozenset[int]) -> int:
+        """Largest per-topic (max - min) preferred-leader count over the eligible brokers hosting the topic."""
+        per_topic: dict[str, list[int]] = {}
+        for (t, b), n in self.hosted.items():
+            if n > 0 and b in eligible:
+                per_topic.setdefault(t, []).append(self.led.get((t, b), 0))
+        return max((max(counts) - min(counts) for counts in per_topic.values()), default=0)
 
 
 def _max_dev(values: list[int]) -> float:
     return round(max_abs_deviation(values), 3)
-
-
-def _topic_spread(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]], eligible: frozenset[int]) -> int:
-    """Largest per-topic (max - min) preferred-leader count over the eligible brokers hosting the topic."""
-    hosts: dict[str, set[int]] = {}
-    leaders: dict[tuple[str, int], int] = {}
-    for p in cluster.partitions:
-        reps = assignment.get(p.tp, p.replicas)
-        hosts.setdefault(p.topic, set()).update(b for b in reps if b in eligible)
-        leaders[(p.topic, reps[0])] = leaders.get((p.topic, reps[0]), 0) + 1
-    worst = 0
-    for t, bs in hosts.items():
-        if bs:
-            counts = [leaders.get((t, b), 0) for b in bs]
-            worst = max(worst, max(counts) - min(counts))
-    return worst
 
 
 def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]], *, mode: str, strategy: str,
@@ -149,8 +165,8 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
         if after is not None and tuple(after) != p.replicas:
             changes.append(Change(p.topic, p.partition, p.replicas, tuple(after), p.leader, p.size_bytes))
     changes_t = tuple(changes)
-    before = _loads(cluster, {})
-    after_l = _loads(cluster, assignment)
+    before = _Tally.of(cluster)
+    after = before.after(changes_t)
     elig = sorted(eligible)
     moves = sum(c.replica_moves for c in changes_t)
     leader_changes = sum(1 for c in changes_t if c.leader_change)
@@ -172,28 +188,28 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
         "moves_to_bound": ratio(moves, rb),
         "leader_changes_to_bound": ratio(leader_changes, lb),
         "max_deviation_pct": {
-            "replicas_before": _max_dev([before[b]["replicas"] for b in elig]),
-            "replicas_after": _max_dev([after_l[b]["replicas"] for b in elig]),
-            "leaders_before": _max_dev([before[b]["leaders"] for b in elig]),
-            "leaders_after": _max_dev([after_l[b]["leaders"] for b in elig]),
-            "bytes_before": _max_dev([before[b]["bytes"] for b in elig]),
-            "bytes_after": _max_dev([after_l[b]["bytes"] for b in elig]),
+            "replicas_before": _max_dev([before.replicas[b] for b in elig]),
+            "replicas_after": _max_dev([after.replicas[b] for b in elig]),
+            "leaders_before": _max_dev([before.leaders[b] for b in elig]),
+            "leaders_after": _max_dev([after.leaders[b] for b in elig]),
+            "bytes_before": _max_dev([before.bytes[b] for b in elig]),
+            "bytes_after": _max_dev([after.bytes[b] for b in elig]),
         },
         "replica_spread": {
-            "before": max(before[b]["replicas"] for b in elig) - min(before[b]["replicas"] for b in elig),
-            "after": max(after_l[b]["replicas"] for b in elig) - min(after_l[b]["replicas"] for b in elig),
+            "before": max(before.replicas[b] for b in elig) - min(before.replicas[b] for b in elig),
+            "after": max(after.replicas[b] for b in elig) - min(after.replicas[b] for b in elig),
         },
         "topic_leader_spread": {
-            "before": _topic_spread(cluster, {}, eligible),
-            "after": _topic_spread(cluster, assignment, eligible),
+            "before": before.topic_spread(eligible),
+            "after": after.topic_spread(eligible),
         },
         "partitions_not_led_by_preferred": sum(1 for p in cluster.partitions if p.leader != p.replicas[0]),
         "eligible_brokers": elig,
         "brokers": [
             {"broker": b.id, "rack": b.rack, "alive": b.alive, "eligible": b.id in eligible,
-             "replicas_before": before[b.id]["replicas"], "replicas_after": after_l[b.id]["replicas"],
-             "leaders_before": before[b.id]["leaders"], "leaders_after": after_l[b.id]["leaders"],
-             "bytes_before": before[b.id]["bytes"], "bytes_after": after_l[b.id]["bytes"]}
+             "replicas_before": before.replicas[b.id], "replicas_after": after.replicas[b.id],
+             "leaders_before": before.leaders[b.id], "leaders_after": after.leaders[b.id],
+             "bytes_before": before.bytes[b.id], "bytes_after": after.bytes[b.id]}
             for b in cluster.brokers
         ],
     }
@@ -202,26 +218,59 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
 
 
 def write_plan(plan: Plan, run_dir: str | Path) -> None:
-    out = Path(run_dir)
-    atomic_write_json(out / PLAN_FILE, plan.to_dict())
-    atomic_write_json(out / REASSIGNMENT_FILE, reassignment_json((c.topic, c.partition, c.replicas_after) for c in plan.changes))
-    atomic_write_json(out / ROLLBACK_FILE, reassignment_json((c.topic, c.partition, c.replicas_before) for c in plan.changes))
+    """The three files or none (a full disk must not leave a new reassignment.json beside an old plan.json)."""
+    with StagedFiles(run_dir) as stage:
+        atomic_write_json(stage.path(REASSIGNMENT_FILE),
+                          reassignment_json((c.topic, c.partition, c.replicas_after) for c in plan.changes))
+        atomic_write_json(stage.path(ROLLBACK_FILE),
+                          reassignment_json((c.topic, c.partition, c.replicas_before) for c in plan.changes))
+        atomic_write_json(stage.path(PLAN_FILE), plan.to_dict())
+
+
+def _ids(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or any(
+            isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= INT32_MAX for b in value):
+        raise ValueError(f"{what} must be a non-empty list of broker ids")
+    return tuple(value)  # a broker named twice is the validation gates' to report (and execution refuses it)
+
+
+def _change(c: Any, i: int) -> Change:
+    if not isinstance(c, dict):
+        raise ValueError(f"changes[{i}] is not an object")
+    topic, partition, size = c.get("topic"), c.get("partition"), c.get("size_bytes", 0)
+    if topic_name_problem(topic):
+        raise ValueError(f"changes[{i}]: topic name {topic_name_problem(topic)}")
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT32_MAX:
+        raise ValueError(f"changes[{i}]: partition is not an integer from 0 to {INT32_MAX}")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= INT64_MAX:
+        raise ValueError(f"changes[{i}]: size_bytes is not an integer from 0 to {INT64_MAX}")
+    before = _ids(c.get("replicas_before"), f"changes[{i}].replicas_before")
+    after = _ids(c.get("replicas_after"), f"changes[{i}].replicas_after")
+    leader = c.get("leader_before")
+    if leader is not None and (isinstance(leader, bool) or not isinstance(leader, int)):
+        raise ValueError(f"changes[{i}]: leader_before is not a broker id")
+    return Change(topic, partition, before, after, leader, size)
 
 
 def load_plan(run_dir: str | Path) -> Plan:
+    """Read plan.json, checking every field the executor relies on (a hand-edited file is a named error)."""
     path = Path(run_dir) / PLAN_FILE
     if not path.exists():
         raise InputError(f"{path}: no plan in this run directory (run 'rebalancer plan' first)")
     doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+        raise InputError(f"{path}: not a plan file")
     try:
-        if doc.get("format") != PLAN_FORMAT:
-            raise InputError(f"{path}: not a plan file")
-        changes = tuple(
-            Change(c["topic"], int(c["partition"]), tuple(c["replicas_before"]), tuple(c["replicas_after"]),
-                   c.get("leader_before"), int(c.get("size_bytes", 0)))
-            for c in doc["changes"]
-        )
-        return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes, summary=doc["summary"],
-                    params=doc.get("params", {}), solver=doc.get("solver", {}), hash=doc["content_hash"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"{path}: malformed plan ({exc!r})") from None
+        if not isinstance(doc.get("changes"), list):
+            raise ValueError("'changes' is not a list")
+        changes = tuple(_change(c, i) for i, c in enumerate(doc["changes"]))
+        for key, kind in (("mode", str), ("strategy", str), ("content_hash", str), ("summary", dict)):
+            if not isinstance(doc.get(key), kind):
+                raise ValueError(f"{key!r} is missing or not a {kind.__name__}")
+        params, solver = doc.get("params", {}), doc.get("solver", {})
+        if not isinstance(params, dict) or not isinstance(solver, dict):
+            raise ValueError("'params' and 'solver' must be objects")
+    except ValueError as exc:
+        raise InputError(f"{path}: malformed plan: {exc}") from None
+    return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes, summary=doc["summary"], params=params,
+                solver=solver, hash=doc["content_hash"])

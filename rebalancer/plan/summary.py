@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..balance import human_bytes
 from .result import Plan
 
@@ -12,6 +14,21 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _status(solver: dict[str, Any]) -> str:
+    """One line: the status (which says so when the time limit cut the plan short) and the time against the limit."""
+    line = f"  status {solver.get('status')}"
+    budget = solver.get("budget")
+    if budget:
+        line += f", {budget['seconds']:.2f} s of the {budget['limit']:g} s time limit"
+        if budget.get("over_by"):
+            line += f" ({budget['over_by']:.1f} s over)"
+    else:  # a plan written before the stage had one budget
+        line += f", {solver.get('seconds', 0):.2f} s"
+    if isinstance(solver.get("gap"), float):
+        line += f", gap {solver['gap']:.4f}"
+    return line
+
+
 def format_plan_summary(plan: Plan) -> str:
     s = plan.summary
     b = s["lower_bounds"]
@@ -19,8 +36,7 @@ def format_plan_summary(plan: Plan) -> str:
     solver = plan.solver
     lines = [
         f"plan: mode {plan.mode}, strategy {plan.strategy} ({solver.get('strategy_reason', '')})",
-        f"  status {solver.get('status')}, {solver.get('seconds', 0):.2f} s"
-        + (f", gap {solver['gap']:.4f}" if isinstance(solver.get("gap"), float) else ""),
+        _status(solver),
         f"  replica moves   {s['replica_moves']:>8}   lower bound {b.get('replica_moves', 0):>8}   ratio {_ratio(s['moves_to_bound'])}",
         f"  leader changes  {s['leader_changes']:>8}   lower bound {b.get('leader_changes', 0):>8}   ratio {_ratio(s['leader_changes_to_bound'])}",
         f"  partitions changed {s['partitions_changed']}, bytes to copy {human_bytes(s['bytes_moved'])},"

@@ -1,0 +1,242 @@
+"""--time-limit bounds the whole plan stage: one deadline shared out among the phases (rebalancer/plan/budget.py).
+
+Chosen behaviour when the time runs out before any change is planned (the budget spent on loading and targets, or a
+placement / leader flow stopped before its first change): a one-line ``PlanError`` naming the phase and asking for
+a larger --time-limit, never an empty plan (an empty plan.json reads as "already balanced", and for remove-brokers
+it would not even be valid).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from rebalancer.formats import write_cluster_json
+from rebalancer.model import Broker, Cluster, Partition
+from rebalancer.plan import PlanError, make_plan, plan_run_dir
+from rebalancer.plan.budget import Budget, Deadline
+from rebalancer.plan.summary import format_plan_summary
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+
+class FakeClock:
+    """A monotonic clock driven by the test: ``advance`` moves it; ``tick`` is added after every reading."""
+
+    def __init__(self, now: float = 1000.0, tick: float = 0.0) -> None:
+        self.now = now
+        self.tick = tick
+
+    def __call__(self) -> float:
+        now = self.now
+        self.now += self.tick
+        return now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _assert_valid(cluster: Cluster, plan, mode: str, named: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """RF kept, no duplicate or ineligible broker, change cap kept, never fewer racks, removed brokers emptied."""
+    rack = {b.id: b.rack for b in cluster.brokers}
+    alive = {b.id for b in cluster.brokers if b.alive}
+    cap = plan.params["max_changes_per_partition"]
+    final = {p.tp: p.replicas for p in cluster.partitions}
+    for c in plan.changes:
+        before = cluster.partition(c.topic, c.partition).replicas
+        assert c.replicas_before == before
+        assert len(c.replicas_after) == len(before), f"RF changed: {c}"
+        assert len(set(c.replicas_after)) == len(c.replicas_after), f"duplicate broker: {c}"
+        assert set(c.replicas_after) <= alive - (set(named) if mode == "remove-brokers" else set()), c
+        assert cap is None or len(c.added) <= cap, f"change cap {cap} broken: {c}"
+        assert len({rack[b] for b in c.replicas_after}) >= len({rack[b] for b in before}), f"racks reduced: {c}"
+        if mode == "leaders":
+            assert sorted(c.replicas_after) == sorted(before)
+        final[(c.topic, c.partition)] = c.replicas_after
+    if mode == "remove-brokers":
+        assert not any(set(r) & set(named) for r in final.values())
+
+
+def _small_cluster() -> Cluster:
+    brokers = [Broker(i, "abc"[i % 3]) for i in range(6)]
+    parts = [Partition("t", i, (0, 1, 2), 0, (0, 1, 2), 1000) for i in range(30)]
+    return Cluster.build(brokers, parts)
+
+
+# -- (3) the Deadline and the Budget, on a fake clock ---------------------------------------------------------
+def test_deadline_checkpoints_on_a_fake_clock():
+    clock = FakeClock()
+    dl = Deadline(clock.now + 10.0, clock)
+    assert dl.remaining() == 10.0 and not dl.expired() and not dl.cut_short
+    assert dl.allows(9.5)  # 9.5 s of work still fits
+    clock.advance(4.0)
+    assert not dl.allows(6.5) and dl.cut_short  # a stop decided by the pace is a cut too
+    later = Deadline(clock.now + 1.0, clock)
+    clock.advance(1.0)
+    assert later.remaining() == 0.0 and later.expired() and later.cut_short
+    assert Deadline(clock.now + 1.0, clock).remaining() == 1.0  # reading the time left never marks a cut
+
+
+def test_budget_shares_the_time_left_among_phases_and_records_them():
+    clock = FakeClock()
+    budget = Budget(10.0, clock=clock)
+    with budget.phase("load") as dl:  # uninterruptible: measured, given the whole deadline
+        clock.advance(2.0)
+        assert dl.remaining() == 8.0
+    with budget.phase("greedy", share=0.5, reserve=2.0) as dl:  # half of (8 s left - 2 s kept for the summary)
+        assert dl.remaining() == 3.0
+        clock.advance(2.9)
+        assert not dl.expired()
+        clock.advance(0.2)
+        assert dl.expired()
+    with budget.phase("leaders", share=1.0, reserve=2.0) as dl:  # 4.9 s left, 2.9 s of it for the flow
+        assert dl.remaining() == pytest.approx(2.9)
+        clock.advance(1.0)
+        assert not dl.expired()
+    with budget.phase("summary"):
+        clock.advance(5.0)  # ends past the deadline: not cut short (it finished), but over the limit
+    record = budget.to_dict()
+    assert record["limit"] == 10.0
+    assert record["expired_in"] == "greedy"  # the first phase stopped early
+    assert record["seconds"] == pytest.approx(11.1)
+    assert record["over_by"] == pytest.approx(1.1)
+    phases = record["phases"]
+    assert list(phases) == ["load", "greedy", "leaders", "summary"]
+    assert phases["load"] == {"seconds": 2.0, "allotted": None, "cut_short": False}
+    assert phases["greedy"] == {"seconds": pytest.approx(3.1), "allotted": 3.0, "cut_short": True}
+    assert phases["leaders"]["cut_short"] is False and phases["leaders"]["allotted"] == pytest.approx(2.9)
+    assert phases["summary"]["cut_short"] is False
+    assert budget.cut_short == ["greedy"]
+
+
+def test_budget_names_the_phase_that_overran_when_nothing_was_cut():
+    clock = FakeClock()
+    budget = Budget(1.0, clock=clock)
+    with budget.phase("load"):
+        clock.advance(3.0)
+    with budget.phase("targets"):
+        clock.advance(1.0)
+    assert budget.remaining() == 0.0 and budget.expired_in == "load" and budget.cut_short == []
+    with budget.phase("greedy", share=0.6) as dl:
+        assert dl.remaining() == 0.0 and dl.expired()
+
+
+def test_budget_rejects_a_limit_that_is_not_positive():
+    with pytest.raises(ValueError, match="positive"):
+        Budget(0.0)
+
+
+# -- (2) the time runs out before placement: a one-line PlanError naming the phase ----------------------------
+@pytest.mark.parametrize(("mode", "brokers"), [("rebalance", None), ("leaders", None), ("remove-brokers", [5])])
+def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, brokers):  # type: ignore[no-untyped-def]
+    clock = FakeClock()
+    budget = Budget(1.0, clock=clock)
+    with budget.phase("load"):
+        clock.advance(1.5)
+    with pytest.raises(PlanError) as err:
+        make_plan(_small_cluster(), mode, brokers=brokers, time_limit=1.0, budget=budget)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "ran out in load" in message and "--time-limit" in message, message
+
+
+def test_plan_run_dir_counts_loading_against_the_limit(tmp_path: Path):
+    write_cluster_json(_small_cluster(), tmp_path / "snapshot.json")
+    with pytest.raises(PlanError, match=r"ran out in load .*--time-limit"):
+        plan_run_dir(tmp_path, "rebalance", time_limit=1e-6)
+    assert not (tmp_path / "plan.json").exists() and not (tmp_path / "reassignment.json").exists()
+    # With time to spare the same stage records every phase, loading included, and nothing cut short.
+    plan = plan_run_dir(tmp_path, "rebalance", time_limit=60)
+    record = plan.solver["budget"]
+    assert list(record["phases"]) == ["load", "targets", "greedy", "lp", "leaders", "summary"]
+    assert record["expired_in"] is None and not any(p["cut_short"] for p in record["phases"].values())
+    assert "time limit" not in plan.solver["status"].lower()
+
+
+def test_a_mismatched_budget_is_refused():
+    with pytest.raises(ValueError, match="time_limit"):
+        make_plan(_small_cluster(), "rebalance", time_limit=5.0, budget=Budget(10.0))
+
+
+# -- cut short part-way: still a valid plan, marked as such (deterministic: the clock ticks per reading) ---------
+def _medium_cluster() -> Cluster:
+    return build_scenario("wix", ScenarioParams(brokers=12, racks=3, partitions=3000, topics=6))
+
+
+def test_a_greedy_placement_cut_short_is_valid_and_marked():
+    cluster = _medium_cluster()
+    full = make_plan(cluster, "rebalance", strategy="greedy")
+    assert full.solver["budget"]["expired_in"] is None
+    # Each clock reading costs 1 s: the greedy's share (0.6 of the ~16 s left less the summary's 2 s) is spent
+    # after 8 checkpoints, i.e. some 250 of its 327 moves.
+    budget = Budget(20.0, clock=FakeClock(tick=1.0))
+    plan = make_plan(cluster, "rebalance", strategy="greedy", time_limit=20.0, budget=budget)
+    _assert_valid(cluster, plan, "rebalance", [])
+    record = plan.solver["budget"]
+    assert record["expired_in"] == "greedy" and record["phases"]["greedy"]["cut_short"]
+    assert 0 < plan.summary["replica_moves"] < full.summary["replica_moves"]
+    assert plan.solver["greedy"]["cut_short"]
+    assert plan.solver["status"].startswith("Time limit")
+    assert "greedy" in plan.solver["status"]
+    lines = [ln for ln in format_plan_summary(plan).splitlines() if "time limit" in ln.lower()]
+    assert len(lines) == 1 and "greedy" in lines[0] and "20 s" in lines[0], format_plan_summary(plan)
+
+
+def test_a_leader_flow_cut_short_solves_whole_groups_and_leaves_the_rest():
+    from rebalancer.plan.leaders import LeaderItem, balance_leaders
+
+    cluster = build_scenario("wix", ScenarioParams(brokers=12, racks=3, partitions=4000, topics=8))
+    items = [LeaderItem(p.tp, p.replicas, p.replicas[0]) for p in cluster.partitions]
+    brokers = frozenset(cluster.broker_ids)
+    full = balance_leaders(items, brokers, chunk=500)
+    assert full.groups == 8 and full.groups_solved == 8 and not full.cut_short
+    # Every clock reading costs 1 s and the flow reads it three times a group (the checkpoint, start, end), so each
+    # group "takes" 1 s and the checkpoint asks for 1 s more: two groups fit in 6.5 s, the third does not.
+    clock = FakeClock(tick=1.0)
+    part = balance_leaders(items, brokers, chunk=500, deadline=Deadline(clock.now + 6.5, clock))
+    assert part.cut_short and part.groups == 8 and part.groups_solved == 2
+    solved = {k for k in part.leaders}
+    topics = {k[0] for k in solved}
+    assert len(topics) == part.groups_solved  # whole topic groups (one topic each here), nothing else
+    assert solved == {it.key for it in items if it.key[0] in topics}
+    # The groups that were solved got the same leaders as in the full run (they come first, with the same bands).
+    assert all(part.leaders[k] == full.leaders[k] for k in solved)
+
+
+def test_remove_brokers_cut_short_before_emptying_is_a_plan_error():
+    cluster = _medium_cluster()
+    with pytest.raises(PlanError) as err:
+        make_plan(cluster, "remove-brokers", brokers=[3], strategy="greedy", time_limit=20.0,
+                  budget=Budget(20.0, clock=FakeClock(tick=1.0)))  # some 250 of the 762 moves (see above)
+    message = str(err.value)
+    assert "\n" not in message and "greedy" in message and "--time-limit" in message, message
+
+
+# -- (1) a cluster whose full plan takes tens of seconds, planned under a small limit --------------------------
+def test_time_limit_bounds_the_whole_stage_on_a_large_cluster():
+    # ~1 min to plan in full here (greedy several seconds, the leader flow 7 topic groups of a few seconds each).
+    cluster = build_scenario("wix", ScenarioParams(brokers=40, partitions=40_000, topics=200))
+    limit = 5.0
+    started = time.monotonic()
+    plan = make_plan(cluster, "rebalance", time_limit=limit)
+    wall = time.monotonic() - started
+    _assert_valid(cluster, plan, "rebalance", [])
+    record = plan.solver["budget"]
+    phases = record["phases"]
+    assert record["limit"] == limit and list(phases) == ["targets", "greedy", "leaders", "summary"]
+    # The flow cannot solve 7 groups in what is left: it stops between groups, at the first one past its share.
+    assert record["expired_in"] in ("greedy", "leaders")
+    leaders = plan.solver["leaders"]
+    assert phases["leaders"]["cut_short"] and leaders["cut_short"]
+    assert 0 < leaders["groups_solved"] < leaders["groups"] == 7
+    assert phases["leaders"]["seconds"] <= phases["leaders"]["allotted"] + leaders["slowest_group_seconds"] + 3.0
+    if phases["greedy"]["cut_short"]:  # (on a loaded machine greedy cannot finish in its share either)
+        assert record["expired_in"] == "greedy" and plan.solver["greedy"]["cut_short"]
+        assert phases["greedy"]["seconds"] <= phases["greedy"]["allotted"] + 1.5
+        assert 0 < plan.summary["replica_moves"] < plan.summary["lower_bounds"]["replica_moves"]
+    assert plan.solver["status"].startswith(f"Time limit reached in {record['expired_in']}")
+    assert record["seconds"] == pytest.approx(wall, abs=0.5)
+    # Loose, as the machine is shared: the one running network simplex of a topic group is not interrupted (a few
+    # seconds on an idle machine, many more on a loaded one), so the documented bound allows one of it.
+    assert wall < limit * 3 + 5 + leaders["slowest_group_seconds"], (wall, record)

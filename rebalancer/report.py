@@ -9,7 +9,9 @@
 
 and writes ``RUN_DIR/report.html`` plus the charts as PNGs in ``RUN_DIR/report/``. The page needs nothing else:
 charts are embedded as base64 ``data:`` URIs, the CSS is inline, there is no JavaScript. Apart from the
-generated-at timestamp the output depends only on the inputs.
+generated-at timestamp the output depends only on the inputs. Inputs can be edited by hand, so every value taken
+from them is HTML-escaped (``$`` too in chart labels, where matplotlib would read mathtext), and a nested object
+that is not one reads as n/a.
 
 Page, top to bottom: title; headline (moves vs. lower bound, leader changes, bytes to copy, max deviation from
 the median before -> after, content hash, solver status); per-broker bar charts with the median and the +-15 %
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .balance import deviation_pct, human_bytes
 from .errors import InputError
-from .formats import atomic_write_text, read_json
+from .formats import StagedFiles, atomic_write_text, read_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -130,7 +132,7 @@ def _plan_brokers_after(plan: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     try:
         return sorted(({"broker": r["broker"], "rack": r.get("rack"), **{m: r[f"{m}_after"] for m in METRICS}}
                        for r in rows), key=lambda r: r["broker"])
-    except (KeyError, TypeError):
+    except (AttributeError, KeyError, TypeError):
         return None
 
 
@@ -178,7 +180,17 @@ def _load_inputs(run_dir: Path) -> _Inputs:
 
 # -- formatting -----------------------------------------------------------------------------------------------
 def _e(value: Any) -> str:
+    """Any value from an input file as HTML text (inputs are edited by hand at times: nothing in them is markup)."""
     return html.escape(str(value), quote=True)
+
+
+def _obj(value: Any) -> Mapping[str, Any]:
+    """A nested object of an input file; an edited value that is not an object reads as empty (shown as n/a)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _int(value: Any) -> str:
@@ -216,8 +228,11 @@ def _broker_list(ids: Any) -> str:
     return f"{len(ids)}: {shown}{more}"
 
 
-def _short_topic(name: str, width: int = 32) -> str:
-    return name if len(name) <= width else f"{name[:14]}...{name[-(width - 17):]}"
+def _short_topic(name: Any, width: int = 32) -> str:
+    """A topic name as a tick label: shortened, and with ``$`` escaped (matplotlib reads ``$...$`` as mathtext)."""
+    text = str(name)
+    text = text if len(text) <= width else f"{text[:14]}...{text[-(width - 17):]}"
+    return text.replace("$", r"\$")
 
 
 def _source(inputs: _Inputs) -> str:
@@ -421,7 +436,7 @@ def _card(label: str, value_html: str, sub_html: str = "") -> str:
 
 def _plan_cards(plan: Mapping[str, Any]) -> str:
     s = plan["summary"]
-    bounds = s.get("lower_bounds") or {}
+    bounds = _obj(s.get("lower_bounds"))
     cards = [
         _card("Replica moves", f'<span id="moves">{_int(s["replica_moves"])}</span>',
               f'lower bound <span id="bound">{_int(bounds.get("replica_moves"))}</span> &middot; '
@@ -481,9 +496,9 @@ def _cluster_line(summary: Mapping[str, Any]) -> str:
 
 
 def _plan_facts(plan: Mapping[str, Any]) -> str:
-    solver = plan.get("solver") or {}
+    solver = _obj(plan.get("solver"))
     full_hash = str(plan.get("content_hash", ""))
-    params = plan.get("params") or {}
+    params = _obj(plan.get("params"))
     facts = [
         f'mode <b>{_e(plan.get("mode", "?"))}</b>',
         f'strategy <b>{_e(plan.get("strategy", "?"))}</b>',
@@ -579,7 +594,7 @@ def _change_row(c: Mapping[str, Any]) -> str:
     lead_b, lead_a = c.get("leader_before"), c.get("leader_after")
     moved = "chg" if lead_b != lead_a else ""
     return (f'<tr><td>{_e(c.get("topic"))}</td><td class="num">{_e(c.get("partition"))}</td>'
-            f'<td>{_replica_cell(c.get("replicas_before", []), c.get("replicas_after", []))}</td>'
+            f'<td>{_replica_cell(_items(c.get("replicas_before")), _items(c.get("replicas_after")))}</td>'
             f'<td class="{moved}">{_e(lead_b)} &rarr; {_e(lead_a)}</td>'
             f'<td class="num">{_e(_human(c.get("bytes_to_copy", 0)))}</td></tr>')
 
@@ -656,8 +671,9 @@ def render_report(run_dir: str | Path) -> Path:
     """
     root = Path(run_dir)
     inputs = _load_inputs(root)
-    charts = _render_charts(inputs, root / CHARTS_DIR)
     generated_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    out = root / REPORT_FILE
-    atomic_write_text(out, _page(inputs, charts, generated_at))
-    return out
+    # The charts directory and the page together, or neither (a full disk leaves the previous report whole).
+    with StagedFiles(root) as stage:
+        charts = _render_charts(inputs, stage.path(CHARTS_DIR))
+        atomic_write_text(stage.path(REPORT_FILE), _page(inputs, charts, generated_at))
+    return root / REPORT_FILE

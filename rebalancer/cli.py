@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .errors import InputError, RebalancerError
 
@@ -31,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from .balance import broker_loads, format_broker_table
     from .snapshot import REPLICAS_FILE, SNAPSHOT_FILE, take_snapshot
+    from .urls import source_scheme
 
     cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout,
                             kafka_config_file=args.kafka_config)
@@ -43,7 +45,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     )
     if cluster.meta.get("reassignment_in_progress"):
         print(f"WARNING: a reassignment of {len(cluster.meta['reassignment_in_progress'])} partitions is in progress")
-    if args.source.startswith("zk://") and not args.sizes:
+    if source_scheme(args.source) == "zk" and not args.sizes:
         print("note: ZooKeeper holds no partition sizes; pass --sizes file://LOG_DIRS.json (kafka-log-dirs --describe)")
     print(f"wrote {out / SNAPSHOT_FILE} and {out / REPLICAS_FILE}")
     if not args.quiet:
@@ -65,6 +67,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .plan.summary import format_plan_summary
 
     brokers = _broker_list(args.brokers) if args.brokers else None
+    if args.write_lp:
+        _writable_file(args.write_lp, "--write-lp")
     plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, strategy=args.strategy,
                         max_changes_per_partition=args.max_changes_per_partition, time_limit=args.time_limit,
                         objective=args.objective, write_lp=args.write_lp)
@@ -127,7 +131,7 @@ def _terminal_bar() -> object:
 def _exec_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .execute import ExecOptions, parse_rate
 
-    max_bytes = parse_rate(args.max_batch_bytes.removesuffix("/s")) if getattr(args, "max_batch_bytes", None) else None
+    max_bytes = parse_rate(args.max_batch_bytes, "--max-batch-bytes") if getattr(args, "max_batch_bytes", None) else None
     return ExecOptions(throttle=parse_rate(args.throttle), per_broker=args.max_moves_per_broker, total=args.max_moves,
                        max_batch_bytes=max_bytes, order=args.order, poll=args.poll,
                        timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
@@ -146,9 +150,10 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
-    from .execute import execute, open_backend
+    from .execute import execute, open_backend, preflight
 
     opts = _exec_options(args)  # an invalid throttle fails here, before any connection
+    preflight(args.run_dir, opts.approval, kind="execute")  # the plan's hash, its approval, the state: before connecting
     try:
         with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
             state = execute(args.run_dir, backend, opts)
@@ -158,7 +163,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     done = sum(1 for b in state.get("batches", []) if b["status"] == "done")
     skipped = sum(len(b.get("skipped", [])) for b in state.get("batches", []))
     print(f"executed: {done} batch(es) done" + (f", {skipped} drifted move(s) skipped (see execution/state.json)" if skipped else "")
-          + "; throttles removed")
+          + "; this run's throttles removed")
     return 0
 
 
@@ -173,9 +178,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from .execute import open_backend, rollback
+    from .execute import open_backend, preflight, rollback
 
     opts = _exec_options(args)
+    preflight(args.run_dir, opts.approval, kind="rollback")
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         state = rollback(args.run_dir, backend, opts)
     moved = sum(len(b.get("todo", [])) for b in state["batches"])
@@ -184,13 +190,33 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_throttle(args: argparse.Namespace) -> int:
-    from .execute import clear_all, open_backend
+    from .execute import ExecOptions, open_backend, preflight, release_throttles
 
     if not args.clear:
         raise InputError("only --clear is supported: throttles are otherwise set per batch by execute")
+    opts = ExecOptions(throttle=1, approval=args.approval, progress=lambda t: print(t, file=sys.stderr, flush=True))
+    preflight(args.run_dir, opts.approval)
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
-        cleaned = clear_all(backend)
-    print(f"removed throttles from {', '.join(cleaned)}" if cleaned else "no throttle configs found")
+        result = release_throttles(args.run_dir, backend, opts)
+    print(f"removed this run's throttles from {', '.join(result['removed'])}" if result["removed"]
+          else "this run has no throttle left to remove")
+    if result["kept"]:
+        print(f"kept (moves of this run still copying): {', '.join(result['kept'])}")
+    if result["foreign"]:
+        print(f"throttles set by someone else, left alone: {', '.join(sorted(result['foreign']))}")
+    return 0
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    from .execute import open_backend
+    from .lock import unlock
+
+    with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
+        marker = unlock(backend, args.lock_id)
+    owner = marker.owner or {}
+    print(f"released the cluster lock {marker.topic_id}" + (
+        f" ({owner.get('command')} of {owner.get('run_dir')} on {owner.get('host')}, pid {owner.get('pid')})"
+        if owner else ""))
     return 0
 
 
@@ -202,11 +228,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _writable_file(path: str, option: str) -> None:
+    """Fail before the work, not after it: the directory a file will be written to must exist."""
+    parent = Path(path).expanduser().parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: directory {parent} does not exist")
+    if Path(path).is_dir():
+        raise InputError(f"{option} {path}: is a directory")
+
+
 def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise InputError(f"--brokers takes comma-separated broker ids, got {text!r}") from None
+    bad = [b for b in ids if not 0 <= b <= INT32_MAX]
+    if bad:
+        raise InputError(f"--brokers: {bad[0]} is not a Kafka broker id (0 to {INT32_MAX})")
     if not ids:
         raise InputError("--brokers is empty")
     if len(set(ids)) != len(ids):
@@ -307,23 +345,44 @@ def cmd_zookeeper(args: argparse.Namespace) -> int:
 def _add_scenario_options(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--scenario", required=required,
                    help="wix | pinterest | new-brokers | sqooba | file:PATH (cluster description JSON)")
-    p.add_argument("--brokers", type=int, help="number of brokers (scenario default otherwise)")
-    p.add_argument("--racks", type=int, help="number of racks")
-    p.add_argument("--partitions", type=int, help="total partitions")
-    p.add_argument("--topics", type=int, help="number of topics")
-    p.add_argument("--rf", type=int, help="replication factor")
-    p.add_argument("--new-brokers", type=int, help="new-brokers scenario: how many empty brokers")
-    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--brokers", type=_count, help="number of brokers (scenario default otherwise)")
+    p.add_argument("--racks", type=_count, help="number of racks")
+    p.add_argument("--partitions", type=_count, help="total partitions")
+    p.add_argument("--topics", type=_count, help="number of topics")
+    p.add_argument("--rf", type=_count, help="replication factor")
+    p.add_argument("--new-brokers", type=_count, help="new-brokers scenario: how many empty brokers")
+    p.add_argument("--seed", type=_number(int, minimum=0, maximum=2**32 - 1), default=42, help="random seed (default 42)")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+INT32_MAX = 2**31 - 1  # Kafka's broker ids, partition numbers and counts are Java ints
+
+
+def _number(kind: type, *, minimum: float | None = None, above: float | None = None, maximum: float | None = None,
+            what: str = "") -> Any:
+    """An argparse type: a finite number of ``kind`` within bounds, or a one-line error that says which bound."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"{text!r} must be greater than {above:g}{what}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum:g}{what}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {maximum:g}{what}")
+        return value
+    return parse
+
+
+_positive_float = _number(float, above=0, maximum=10**9)
+_timeout = _number(float, above=0, maximum=86_400, what=" seconds")
+_seconds = _number(float, minimum=0, maximum=86_400, what=" seconds")
+_count = _number(int, minimum=1, maximum=INT32_MAX)
+_broker_id = _number(int, minimum=0, maximum=INT32_MAX, what=" (a Kafka broker id)")
+_port = _number(int, minimum=1, maximum=65_535)
 
 
 SOURCE_HELP = ("zk://[user:password@]HOST:PORT[/chroot] (ZooKeeper) or kafka://[user:password@]HOST:PORT[,HOST:PORT]"
@@ -346,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--sizes", help="file://PATH: kafka-log-dirs --describe JSON with partition sizes (for zk://)")
     _kafka_config_option(p)
-    p.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout in seconds (default 10)")
+    p.add_argument("--timeout", type=_timeout, default=10.0, help="connection timeout in seconds (default 10)")
     p.add_argument("--quiet", action="store_true", help="no per-broker table")
     p.set_defaults(func=cmd_snapshot)
 
@@ -361,9 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", required=True, choices=["leaders", "rebalance", "add-brokers", "remove-brokers"])
     p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
     p.add_argument("--strategy", default="auto", choices=["auto", "flow", "pinterest", "lp", "greedy"])
-    p.add_argument("--max-changes-per-partition", type=int,
+    p.add_argument("--max-changes-per-partition", type=_count,
                    help="replicas added per partition at most (default 1; unlimited for remove-brokers)")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, help="solver time limit in seconds (default 60)")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0,
+                   help="seconds for the whole plan stage, reading the snapshot included (default 60): each phase gets "
+                        "a share; when it runs out, the best valid plan so far, its status saying which phase was "
+                        "cut short, or a one-line error if none exists yet")
     p.add_argument("--objective", choices=["replicas", "bytes"], default="replicas",
                    help="minimise replicas moved (default) or bytes moved")
     p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
@@ -378,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="Great Expectations gates on RUN_DIR's plan (writes validation/)")
     p.add_argument("run_dir")
-    p.add_argument("--max-changes-per-partition", type=int,
+    p.add_argument("--max-changes-per-partition", type=_count,
                    help="gate 1 (default 1; the plan's own cap in remove-brokers mode)")
     p.add_argument("--max-deviation", type=_positive_float, default=15.0,
                    help="gate 2: replica count vs the median, %% (default 15; 1 replica of slack)")
@@ -397,18 +459,18 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("run_dir")
         q.add_argument("--source", required=True, help=SOURCE_HELP)
         _kafka_config_option(q)
-        q.add_argument("--timeout", type=_positive_float, default=10.0, help="connection timeout, seconds")
+        q.add_argument("--timeout", type=_timeout, default=10.0, help="connection timeout, seconds")
         q.add_argument("--throttle", required=throttle_required, default="50MB/s",
                        help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
-        q.add_argument("--max-moves-per-broker", type=int, default=5)
-        q.add_argument("--max-moves", type=int, default=50)
+        q.add_argument("--max-moves-per-broker", type=_count, default=5)
+        q.add_argument("--max-moves", type=_count, default=50)
         q.add_argument("--max-batch-bytes", help="cap on the bytes one batch copies, e.g. 100GB")
         q.add_argument("--order", choices=["smallest", "largest"], default="smallest")
-        q.add_argument("--poll", type=_positive_float, default=1.0, help="seconds between progress checks")
+        q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"), default=1.0, help="seconds between progress checks")
         q.add_argument("--timeout-factor", type=_positive_float, default=3.0,
                        help="batch timeout = factor x bytes/throttle of the busiest broker + --min-timeout")
-        q.add_argument("--min-timeout", type=_positive_float, default=120.0)
-        q.add_argument("--throttle-settle", type=float, default=2.0,
+        q.add_argument("--min-timeout", type=_seconds, default=120.0)
+        q.add_argument("--throttle-settle", type=_seconds, default=2.0,
                        help="seconds between setting throttles and starting a batch (brokers apply config changes "
                             "asynchronously; default 2)")
 
@@ -421,19 +483,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--source", required=True, help=SOURCE_HELP)
     _kafka_config_option(p)
-    p.add_argument("--timeout", type=_positive_float, default=10.0)
+    p.add_argument("--timeout", type=_timeout, default=10.0)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("rollback", help="revert the plan's completed moves to rollback.json, throttled")
     exec_opts(p, throttle_required=False)
     p.set_defaults(func=cmd_rollback)
 
-    p = sub.add_parser("throttle", help="operator tool: --clear removes every replication throttle config")
+    p = sub.add_parser("throttle", help="--clear removes the replication throttles this run set (its ledger); "
+                                        "throttles set by others are reported, never removed")
+    p.add_argument("run_dir")
     p.add_argument("--source", required=True, help=SOURCE_HELP)
     _kafka_config_option(p)
     p.add_argument("--clear", action="store_true")
-    p.add_argument("--timeout", type=_positive_float, default=10.0)
+    p.add_argument("--approval", help="approval record (default RUN_DIR/approval.json)")
+    p.add_argument("--timeout", type=_timeout, default=10.0)
     p.set_defaults(func=cmd_throttle)
+
+    p = sub.add_parser("unlock", help="release a stale cluster lock (after an execution was killed): give its id, "
+                                      "as the refusal printed it")
+    p.add_argument("lock_id")
+    p.add_argument("--source", required=True, help=SOURCE_HELP)
+    _kafka_config_option(p)
+    p.add_argument("--timeout", type=_timeout, default=10.0)
+    p.set_defaults(func=cmd_unlock)
 
     p = sub.add_parser("report", help="write RUN_DIR/report.html for the approver (needs the analysis)")
     p.add_argument("run_dir")
@@ -447,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scenario_options(p, required=True)
     p.add_argument("--acceleration", type=_positive_float, default=1.0, help="simulated seconds per wall second")
     p.add_argument("--zookeeper", help="HOST:PORT of an existing ZooKeeper (default: start one)")
-    p.add_argument("--port", type=int, help="port for the started ZooKeeper (default: a free one)")
+    p.add_argument("--port", type=_port, help="port for the started ZooKeeper (default: a free one)")
     p.add_argument("--chroot", default="/kafka", help="ZooKeeper chroot for the Kafka metadata (default /kafka)")
     p.set_defaults(func=cmd_sim_up)
 
@@ -470,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     for op, text in (("kill-broker", "kill a broker (its registration vanishes, leaders fail over)"),
                      ("restart-broker", "bring a killed broker back")):
         p = simsub.add_parser(op, help=text)
-        p.add_argument("broker", type=int)
+        p.add_argument("broker", type=_broker_id)
         where = p.add_mutually_exclusive_group(required=True)
         where.add_argument("--dir", help="directory of 'sim up'")
         where.add_argument("--zk", help="zk://HOST:PORT[/chroot] of a running simulator")
@@ -483,8 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("zookeeper", help="run a ZooKeeper server in the foreground (from the pyspark jars)")
     p.add_argument("--dir", required=True, help="data and log directory")
-    p.add_argument("--port", type=int, default=2181)
-    p.add_argument("--tick-ms", type=int, default=2000)
+    p.add_argument("--port", type=_port, default=2181)
+    p.add_argument("--tick-ms", type=_number(int, minimum=1, maximum=60_000), default=2000)
     p.set_defaults(func=cmd_zookeeper)
     return parser
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SourceError
+from .lock import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
 
 __all__ = [
@@ -62,6 +63,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
+DELETE_TOPICS = "/admin/delete_topics"
 
 # Paths Kafka's ZooKeeper-mode brokers create at start (KafkaZkClient.createTopLevelPaths).
 PERSISTENT_PATHS = (
@@ -253,7 +255,7 @@ def read_cluster(
         brokers[bid] = Broker(id=bid, rack=rack if isinstance(rack, str) and rack else None, alive=True,
                               host=doc.get("host") or None, port=doc.get("port") if isinstance(doc.get("port"), int) and doc.get("port") > 0 else None)
 
-    topics = sorted(zk.get_children(TOPICS))
+    topics = sorted(t for t in zk.get_children(TOPICS) if t != LOCK_TOPIC)  # the cluster lock is not data
     topic_futs = [(t, zk.get_async(topic_path(t))) for t in topics]
     assignments: dict[str, TopicAssignment] = {}
     for t, fut in topic_futs:

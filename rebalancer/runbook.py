@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from .errors import InputError
 
@@ -47,9 +48,15 @@ def runs_root() -> Path:
 
 
 def safe_name(text: str) -> str:
-    """A path component from a DAG id or run id: ``manual__2026-01-05T10:00:00+00:00`` -> ``manual__2026-01-05T10_00_00_00_00``."""
+    """A path component from a DAG id or run id, one-to-one: a name that is not already file-safe keeps its readable
+    part and gets a short hash of the original (``manual__2026-01-05T10:00:00+00:00`` ->
+    ``manual__2026-01-05T10_00_00_00_00-<8 hex>``), so two ids never share a run directory."""
+    import hashlib
+
     name = _SAFE.sub("_", str(text)).strip("._") or "_"
-    return name[:200]
+    if name == text and len(name) <= 200:
+        return name
+    return f"{name[:190]}-{hashlib.sha256(str(text).encode()).hexdigest()[:8]}"
 
 
 def run_dir_for(dag_id: str, run_id: str, root: str | Path | None = None) -> Path:
@@ -74,7 +81,7 @@ def snapshot(run_dir: str | Path, source: str, *, sizes: str | None = None,
             "brokers": len(cluster.brokers), "racks": len(cluster.racks), "topics": len(cluster.topics),
             "partitions": len(cluster.partitions), "replicas": cluster.replica_count,
             "dead_brokers": [b.id for b in cluster.brokers if not b.alive],
-            "sizes_known": bool(cluster.meta.get("sizes_known")) or source.startswith("kafka://"),
+            "sizes_known": bool(cluster.meta.get("sizes_known")) or _scheme(source) == "kafka",
             "reassignment_in_progress": len(in_flight)}
 
 
@@ -151,7 +158,10 @@ def report(run_dir: str | Path, *, report_url: str | None = None, docs_url: str 
 
 def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs_url: str | None = None,
                      cluster: str | None = None) -> tuple[str, str]:
-    """Subject (cluster, mode, size) and markdown body (moves, bytes, bound ratio, balance, gates, links)."""
+    """Subject (cluster, mode, size) and markdown body (moves, bytes, bound ratio, balance, gates, links).
+
+    Airflow renders the body as markdown, and plan.json, snapshot.json and validation/result.json may have been
+    edited by hand: every value from them is markdown-escaped (``_md``) or shown literally in a code span."""
     from .balance import human_bytes
 
     run = Path(run_dir)
@@ -160,9 +170,9 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     snap = _snapshot_meta(run)
     where = cluster or snap.get("source") or "the cluster"
     mode = doc.get("mode", "?")
-    moves, leaders = s.get("replica_moves", 0), s.get("leader_changes", 0)
-    size = f"{moves} replica moves, {human_bytes(s.get('bytes_moved') or 0)}" if mode != "leaders" \
-        else f"{leaders} leader changes, no data movement"
+    moves, leaders, moved = s.get("replica_moves", 0), s.get("leader_changes", 0), s.get("bytes_moved") or 0
+    moved = human_bytes(moved) if isinstance(moved, (int, float)) else str(moved)
+    size = f"{moves} replica moves, {moved}" if mode != "leaders" else f"{leaders} leader changes, no data movement"
     subject = f"Approve {mode} on {where}: {size}"
     bounds = s.get("lower_bounds", {})
     dev = s.get("max_deviation_pct", {})
@@ -171,15 +181,17 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         return f"{value:.2f}" if isinstance(value, (int, float)) else "n/a"
 
     lines = [
-        f"**{mode}** plan for **{where}** (strategy `{doc.get('strategy')}`, solver status "
-        f"{doc.get('solver', {}).get('status', '?')}), plan hash `{str(doc.get('content_hash'))[:12]}`.",
+        f"**{_md(mode)}** plan for **{_md(where)}** (strategy {_md_code(doc.get('strategy'))}, solver status "
+        f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
         "| | plan | lower bound | ratio |",
         "|---|---:|---:|---:|",
-        f"| replica moves | {moves} | {bounds.get('replica_moves', 'n/a')} | {ratio(s.get('moves_to_bound'))} |",
-        f"| leader changes | {leaders} | {bounds.get('leader_changes', 'n/a')} | {ratio(s.get('leader_changes_to_bound'))} |",
-        f"| bytes to copy | {human_bytes(s.get('bytes_moved') or 0)} | | |",
-        f"| partitions changed | {s.get('partitions_changed', len(doc.get('changes', [])))} | | |",
+        f"| replica moves | {_md(moves)} | {_md(bounds.get('replica_moves', 'n/a'))} | "
+        f"{ratio(s.get('moves_to_bound'))} |",
+        f"| leader changes | {_md(leaders)} | {_md(bounds.get('leader_changes', 'n/a'))} | "
+        f"{ratio(s.get('leader_changes_to_bound'))} |",
+        f"| bytes to copy | {_md(moved)} | | |",
+        f"| partitions changed | {_md(s.get('partitions_changed', len(doc.get('changes', []))))} | | |",
         "",
         "Balance (max deviation from the median, before -> after):",
         "",
@@ -196,17 +208,38 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         lines += ["", f"Validation gates (Great Expectations): **{passed}/{len(result.get('gates', []))} passed**", "",
                   "| gate | | observed | threshold |", "|---|---|---|---|"]
         for g in result.get("gates", []):
-            lines.append(f"| {g['name']} | {'PASS' if g['passed'] else 'FAIL'} | {g['observed']} | {g['threshold']} |")
+            lines.append(f"| {_md(g.get('name'))} | {'PASS' if g.get('passed') else 'FAIL'} | {_md(g.get('observed'))} "
+                         f"| {_md(g.get('threshold'))} |")
     links = []
     if report_url:
-        links.append(f"[Open the approver's report]({report_url})")
+        links.append(f"[Open the approver's report]({_md_url(report_url)})")
     if docs_url:
-        links.append(f"[Validation Data Docs]({docs_url})")
+        links.append(f"[Validation Data Docs]({_md_url(docs_url)})")
     if links:
         lines += ["", " · ".join(links)]
     lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
                   "run without touching the cluster."]
     return subject, "\n".join(lines)
+
+
+_MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def _md(value: Any) -> str:
+    """A value as markdown text, on one line and with every ASCII punctuation character backslash-escaped: it
+    shows as typed and makes no link, autolink, image, HTML, emphasis, heading or table cell."""
+    return _MD_PUNCTUATION.sub(r"\\\1", _CONTROL.sub(" ", str(value)))
+
+
+def _md_code(value: Any) -> str:
+    """A value as a code span (shown literally), on one line and without a backtick that would end the span."""
+    return "`" + _CONTROL.sub(" ", str(value)).replace("`", "'") + "`"
+
+
+def _md_url(url: str) -> str:
+    """A link target with the characters that could end it or break out of it percent-encoded."""
+    return quote(url, safe=":/?#@!$&*+,;=%~")
 
 
 def _pct(value: Any) -> str:
@@ -253,7 +286,7 @@ def _options(throttle: str, *, max_moves_per_broker: int = 5, max_moves: int = 5
              throttle_settle: float = 2.0, progress: Callable[[str], None] | None = None) -> Any:
     from .execute import ExecOptions, parse_rate
 
-    max_bytes = parse_rate(max_batch_bytes.removesuffix("/s")) if max_batch_bytes else None
+    max_bytes = parse_rate(max_batch_bytes, "max_batch_bytes") if max_batch_bytes else None
     return ExecOptions(throttle=parse_rate(throttle), per_broker=int(max_moves_per_broker), total=int(max_moves),
                        max_batch_bytes=max_bytes, order=order, poll=float(poll), min_timeout=float(min_timeout),
                        timeout_factor=float(timeout_factor), throttle_settle=float(throttle_settle),
@@ -263,9 +296,10 @@ def _options(throttle: str, *, max_moves_per_broker: int = 5, max_moves: int = 5
 def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
             throttle: str = "50MB/s", timeout: float = 10.0, **options: Any) -> dict[str, Any]:
     """Execute the approved plan in throttled batches (resumable; a rerun of a finished execution is a no-op)."""
-    from .execute import execute as run_execute
+    from .execute import execute as run_execute, preflight
 
     opts = _options(throttle, **options)  # an invalid throttle fails here, before any connection
+    preflight(run_dir, kind="execute")  # the plan's hash, its approval and the state to resume, before connecting
     with _backend(source, kafka_config, timeout) as backend:
         state = run_execute(run_dir, backend, opts)
     batches = state.get("batches", [])
@@ -291,11 +325,12 @@ def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any
 
     Moves still in flight are waited for up to ``wait`` seconds first (ZooKeeper mode cannot cancel them: a move
     towards a dead broker finishes only once the broker is back)."""
-    from .execute import rollback as run_rollback
+    from .execute import preflight, rollback as run_rollback
 
     run = Path(run_dir)
     reason = _execution_failure(run)
     opts = _options(throttle, min_timeout=wait, **options)
+    preflight(run, kind="rollback")
     with _backend(source, kafka_config, timeout) as backend:
         state = run_rollback(run, backend, opts)
     return {"run_dir": str(run), "reason": reason, "verified": bool(state.get("verified")),
@@ -312,23 +347,17 @@ def _execution_failure(run: Path) -> str | None:
 
 def cleanup_throttles(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
                       timeout: float = 10.0) -> dict[str, Any]:
-    """Remove every replication throttle, unless another execution holds the cluster lock (its own cleanup will)."""
-    from .errors import SourceError
-    from .execute import clear_all
+    """Remove the throttles this run set (its ledger), except those of its moves still copying; throttles set by
+    anyone else are reported, never removed. A run that never executed set none: nothing to connect to."""
+    from .execute import preflight, release_throttles
 
+    if not execution_started(run_dir):
+        return {"run_dir": str(run_dir), "removed": [], "skipped": "nothing was executed"}
+    opts = _options("1")
+    preflight(run_dir)
     with _backend(source, kafka_config, timeout) as backend:
-        locking = hasattr(backend, "acquire_lock")
-        if locking:
-            try:
-                backend.acquire_lock(str(Path(run_dir)))
-            except SourceError as exc:
-                return {"run_dir": str(run_dir), "cleaned": [], "skipped": str(exc)}
-        try:
-            cleaned = clear_all(backend)
-        finally:
-            if locking:
-                backend.release_lock()
-    return {"run_dir": str(run_dir), "cleaned": cleaned, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        result = release_throttles(run_dir, backend, opts)
+    return {"run_dir": str(run_dir), **result, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
@@ -386,6 +415,14 @@ def _read(path: Path) -> Any:
         return None
 
 
+def _scheme(source: str) -> str:
+    from .urls import source_scheme
+
+    return source_scheme(source)
+
+
 def _display(source: str) -> str:
     """A source URL without credentials."""
-    return re.sub(r"//[^/@]*@", "//", source)
+    from .urls import redact_url
+
+    return redact_url(source)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, SourceError
-from .formats import load_cluster_file, parse_log_dirs, read_json, write_cluster_json
+from .formats import StagedFiles, load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
+from .urls import redact_url
 
 __all__ = ["SNAPSHOT_FILE", "REPLICAS_FILE", "BROKERS_FILE", "read_source", "take_snapshot", "load_snapshot",
            "write_replicas_parquet", "write_brokers_parquet"]
@@ -38,7 +39,7 @@ def _file_path(url: str) -> Path:
 
 def read_sizes(url: str) -> dict[TopicPartition, dict[int, int]]:
     if not url.startswith("file://"):
-        raise InputError(f"--sizes takes file://PATH to kafka-log-dirs --describe JSON, got {url!r}")
+        raise InputError(f"--sizes takes file://PATH to kafka-log-dirs --describe JSON, got {redact_url(url)!r}")
     path = _file_path(url)
     return parse_log_dirs(read_json(path), where=str(path))
 
@@ -48,33 +49,37 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0,
     """Read a cluster from ``file://``, ``zk://`` or ``kafka://``; raises ``InputError``/``SourceError`` with one line.
 
     ``kafka://`` reads sizes through DescribeLogDirs; ``--sizes`` overrides them when given."""
+    from .urls import source_scheme
+
+    source = source.strip()
+    scheme = source_scheme(source)  # one line saying what is wrong, never echoing a password
     size_map = read_sizes(sizes) if sizes else None
-    if source.startswith("file://"):
+    if scheme == "file":
         cluster = load_cluster_file(_file_path(source))
         if size_map:
             cluster = _apply_sizes(cluster, size_map)
         return cluster
-    if source.startswith("zk://"):
+    if scheme == "zk":
         from .kafka_zk import read_cluster
         from .zkclient import parse_zk_url, zk_session
 
         from kazoo.exceptions import NoAuthError
 
         target = parse_zk_url(source)
-        with zk_session(target, timeout=timeout) as zk:
+        with zk_session(target, timeout=timeout, expect_kafka=True) as zk:
             try:
                 return read_cluster(zk, display=target.display, sizes=size_map)
             except NoAuthError:
                 how = "the given credentials" if target.auth else "no credentials (use zk://user:password@... or REBALANCER_ZK_AUTH)"
                 raise SourceError(f"ZooKeeper at {target.display} denied access to the Kafka metadata with {how}") from None
-    if source.startswith("kafka://"):
+    if scheme == "kafka":
         from .kafka_admin import admin_session, parse_kafka_url, read_cluster as read_admin
 
         target = parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
         with admin_session(target, timeout=timeout) as admin:
             cluster = read_admin(admin, display=target.display)
         return _apply_sizes(cluster, size_map) if size_map else cluster
-    raise InputError(f"unknown source {source!r}: expected file://PATH, zk://HOST:PORT[/chroot] or kafka://HOST:PORT")
+    raise AssertionError(scheme)  # source_scheme admits only the three above
 
 
 def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]]) -> Cluster:
@@ -93,7 +98,6 @@ def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]
 def write_replicas_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> None:
     """One row per replica: topic, partition, broker, position, is_leader, in_isr, size_bytes, rack, bytes_in."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     rack_of = {b.id: b.rack for b in cluster.brokers}
     topic, part, broker, pos, is_leader, in_isr, size, rack, rate = ([] for _ in range(9))
@@ -122,15 +126,11 @@ def write_replicas_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> No
             "bytes_in_per_s": pa.array(rate, pa.float64()),
         }
     )
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, target)
+    _write_parquet(table, Path(path), compression="zstd")
 
 
 def write_brokers_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     table = pa.table({
         "broker": pa.array([b.id for b in cluster.brokers], pa.int32()),
@@ -139,10 +139,23 @@ def write_brokers_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> Non
         "disk_capacity_bytes": pa.array([b.disk_capacity_bytes for b in cluster.brokers], pa.int64()),
         "network_capacity_bytes_per_s": pa.array([b.network_capacity_bytes_per_s for b in cluster.brokers], pa.int64()),
     })
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, target)
+    _write_parquet(table, Path(path))
+
+
+def _write_parquet(table: Any, target: Path, **kwargs: Any) -> None:
+    """Write a parquet file atomically (temporary name, then rename); no temporary file survives a failure."""
+    import pyarrow.parquet as pq
+
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        pq.write_table(table, tmp, **kwargs)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0,
@@ -155,17 +168,16 @@ def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | 
     cluster = read_source(source, sizes=sizes, timeout=timeout, kafka_config=kafka_config,
                           kafka_config_file=kafka_config_file)
     meta = dict(cluster.meta)
-    meta.setdefault("source", source)
+    meta.setdefault("source", redact_url(source))
     meta.setdefault("taken_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     meta["read_seconds"] = round(time.monotonic() - started, 3)
     cluster = cluster.with_meta(**meta)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    write_cluster_json(cluster, out / SNAPSHOT_FILE)
-    write_replicas_parquet(cluster, out / REPLICAS_FILE)
-    write_brokers_parquet(cluster, out / BROKERS_FILE)
+    # All three files or none: a failed snapshot (a full disk, say) must not leave a snapshot.json to plan from.
+    with StagedFiles(out_dir) as stage:
+        replicas, brokers, snapshot = (stage.path(n) for n in (REPLICAS_FILE, BROKERS_FILE, SNAPSHOT_FILE))
+        write_replicas_parquet(cluster, replicas)
+        write_brokers_parquet(cluster, brokers)
+        write_cluster_json(cluster, snapshot)
     return cluster
 
 

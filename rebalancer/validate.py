@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, RebalancerError
-from .formats import atomic_write_json, read_json
+from .formats import StagedFiles, atomic_write_json, read_json
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
 from .snapshot import load_snapshot
@@ -291,10 +291,13 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
             if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
                 raise InputError(f"{path}: not a Kafka reassignment document")
     out = run / "validation"
-    out.mkdir(parents=True, exist_ok=True)
     frames = build_frames(cluster, plan, run)
-    result = run_gates(frames, plan, thresholds or Thresholds(), out / "docs")
-    atomic_write_json(out / RESULT_FILE, result)
+    # The whole directory (result and Data Docs) or nothing: built aside, renamed into place when complete.
+    with StagedFiles(run) as stage:
+        staged = stage.path("validation")
+        result = run_gates(frames, plan, thresholds or Thresholds(), staged / "docs")
+        result["docs"] = str(out / "docs" / "index.html")
+        atomic_write_json(staged / RESULT_FILE, result)
     if not result["passed"]:
         failed = [g["name"] for g in result["gates"] if not g["passed"]]
         raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE})")

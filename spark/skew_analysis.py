@@ -203,63 +203,67 @@ def analyze(spark: Any, run_dir: str, history: str | None = None) -> dict[str, A
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    reps = spark.read.parquet(str(run / "replicas.parquet"))
-    brokers = spark.read.parquet(str(run / "brokers.parquet")).cache()
-    reps = reps.cache()
-    load = None
-    if history:
-        load = load_history(spark, history).cache()
-        load.write.mode("overwrite").parquet(str(tmp / "partition_load.parquet"))
-    plan_path = run / "plan.json"
-    plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
+    try:
+        reps = spark.read.parquet(str(run / "replicas.parquet"))
+        brokers = spark.read.parquet(str(run / "brokers.parquet")).cache()
+        reps = reps.cache()
+        load = None
+        if history:
+            load = load_history(spark, history).cache()
+            load.write.mode("overwrite").parquet(str(tmp / "partition_load.parquet"))
+        plan_path = run / "plan.json"
+        plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
 
-    counts = reps.agg(F.count(F.lit(1)).alias("replicas"), F.countDistinct("topic").alias("topics"),
-                      F.countDistinct("topic", "partition").alias("partitions"),
-                      F.sum("size_bytes").alias("bytes")).first()  # stored bytes, all replicas
-    n = {"topics": int(counts["topics"]), "partitions": int(counts["partitions"]), "replicas": int(counts["replicas"]),
-         "bytes": int(counts["bytes"] or 0)}
-    under = (reps.groupBy("topic", "partition")
-             .agg(F.count(F.lit(1)).alias("replicas"), F.sum(F.col("in_isr").cast("int")).alias("isr"))
-             .where(F.col("isr") < F.col("replicas")).orderBy("topic", "partition"))
-    under.write.mode("overwrite").parquet(str(tmp / "under_replicated.parquet"))
-    under_rows = [r.asDict() for r in under.limit(UNDER_REPLICATED_JSON).collect()]
-    under_count = under.count()
-    _write_json(tmp / "under_replicated.json", under_rows)
-    broker_ids = sorted(int(r["broker"]) for r in brokers.select("broker").collect())
+        counts = reps.agg(F.count(F.lit(1)).alias("replicas"), F.countDistinct("topic").alias("topics"),
+                          F.countDistinct("topic", "partition").alias("partitions"),
+                          F.sum("size_bytes").alias("bytes")).first()  # stored bytes, all replicas
+        n = {"topics": int(counts["topics"]), "partitions": int(counts["partitions"]), "replicas": int(counts["replicas"]),
+             "bytes": int(counts["bytes"] or 0)}
+        under = (reps.groupBy("topic", "partition")
+                 .agg(F.count(F.lit(1)).alias("replicas"), F.sum(F.col("in_isr").cast("int")).alias("isr"))
+                 .where(F.col("isr") < F.col("replicas")).orderBy("topic", "partition"))
+        under.write.mode("overwrite").parquet(str(tmp / "under_replicated.parquet"))
+        under_rows = [r.asDict() for r in under.limit(UNDER_REPLICATED_JSON).collect()]
+        under_count = under.count()
+        _write_json(tmp / "under_replicated.json", under_rows)
+        broker_ids = sorted(int(r["broker"]) for r in brokers.select("broker").collect())
 
-    summary: dict[str, Any] = {}
-    heat_topics: list[str] = []
-    for state, frame in (("before", reps), ("after", replicas_after_plan(spark, reps, brokers, plan) if plan else None)):
-        suffix = "" if state == "before" else "_after"
-        if frame is None:
-            summary[state] = None
-            continue
-        t = tables(spark, frame, brokers, load)
-        for name in ("brokers", "topic_broker", "topics_skew"):
-            t[name].write.mode("overwrite").parquet(str(tmp / f"{name}{suffix}.parquet"))
-        broker_rows, med = finish_brokers([r.asDict() for r in t["brokers"].collect()])
-        skew_top = [r.asDict() for r in t["topics_skew"].limit(TOP_TOPICS_JSON).collect()]
-        if state == "before":
-            heat_topics = [r["topic"] for r in skew_top[:TOP_TOPICS_HEATMAP]]
-        tb_rows = t["topic_broker"].where(F.col("topic").isin(heat_topics)).collect() if heat_topics else []
-        _write_json(tmp / f"brokers{suffix}.json", broker_rows)
-        _write_json(tmp / f"racks{suffix}.json", racks_of(broker_rows))
-        _write_json(tmp / f"topics_skew{suffix}.json", skew_top)
-        _write_json(tmp / f"topic_broker_top{suffix}.json", heatmap(tb_rows, heat_topics, broker_ids))
-        summary[state] = headline(broker_rows, med, n, under_count, skew_top)
-    result = {
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "spark": {"master": spark.sparkContext.master, "version": spark.version,
-                  "seconds": round(time.monotonic() - started, 3)},
-        "input": {"replica_rows": n["replicas"], "history": history, "plan": plan is not None},
-        "before": summary["before"],
-        "after": summary["after"],
-    }
-    _write_json(tmp / "summary.json", result)
-    reps.unpersist()
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+        summary: dict[str, Any] = {}
+        heat_topics: list[str] = []
+        for state, frame in (("before", reps), ("after", replicas_after_plan(spark, reps, brokers, plan) if plan else None)):
+            suffix = "" if state == "before" else "_after"
+            if frame is None:
+                summary[state] = None
+                continue
+            t = tables(spark, frame, brokers, load)
+            for name in ("brokers", "topic_broker", "topics_skew"):
+                t[name].write.mode("overwrite").parquet(str(tmp / f"{name}{suffix}.parquet"))
+            broker_rows, med = finish_brokers([r.asDict() for r in t["brokers"].collect()])
+            skew_top = [r.asDict() for r in t["topics_skew"].limit(TOP_TOPICS_JSON).collect()]
+            if state == "before":
+                heat_topics = [r["topic"] for r in skew_top[:TOP_TOPICS_HEATMAP]]
+            tb_rows = t["topic_broker"].where(F.col("topic").isin(heat_topics)).collect() if heat_topics else []
+            _write_json(tmp / f"brokers{suffix}.json", broker_rows)
+            _write_json(tmp / f"racks{suffix}.json", racks_of(broker_rows))
+            _write_json(tmp / f"topics_skew{suffix}.json", skew_top)
+            _write_json(tmp / f"topic_broker_top{suffix}.json", heatmap(tb_rows, heat_topics, broker_ids))
+            summary[state] = headline(broker_rows, med, n, under_count, skew_top)
+        result = {
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "spark": {"master": spark.sparkContext.master, "version": spark.version,
+                      "seconds": round(time.monotonic() - started, 3)},
+            "input": {"replica_rows": n["replicas"], "history": history, "plan": plan is not None},
+            "before": summary["before"],
+            "after": summary["after"],
+        }
+        _write_json(tmp / "summary.json", result)
+        reps.unpersist()
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed analysis leaves nothing behind, not half a directory
+        raise
     return result
 
 

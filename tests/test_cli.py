@@ -72,7 +72,7 @@ def test_credentials_never_printed(tmp_path: Path):
         (["snapshot", "--source", "ftp://x", "--out", "x"], "unknown source 'ftp://x'"),
         (["snapshot", "--source", "zk://nohost", "--out", "x"], "'nohost' is not HOST:PORT"),
         (["snapshot", "--source", "file:///nonexistent.json", "--out", "x"], "/nonexistent.json: no such file"),
-        (["snapshot", "--source", "file:///tmp", "--out", "x", "--timeout", "-1"], "'-1' must be positive"),
+        (["snapshot", "--source", "file:///tmp", "--out", "x", "--timeout", "-1"], "'-1' must be greater than 0"),
         (["sim", "status", "--dir", "/nonexistent"], "no simulated cluster in /nonexistent"),
         (["skew", "/nonexistent"], "no snapshot in this run directory"),
     ],

@@ -16,7 +16,7 @@ from conftest import REPO, run_cli
 from rebalancer import kafka_zk as kz
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, ExecutionFailed, approve, execute, rollback, verify
-from rebalancer.execute.batches import make_batches, steps_of
+from rebalancer.execute.batches import Step, make_batches, steps_of
 from rebalancer.execute.zk_backend import ZkBackend
 from rebalancer.formats import write_cluster_json
 from rebalancer.plan import plan_run_dir
@@ -199,8 +199,17 @@ def test_destination_dies_batch_fails_then_rollback_restores(tmp_path, zk, zk_ur
         execute(run, backend, opts(throttle=5 * MB, stall_grace=1.0))
     killer.join()
     assert time.time() - started < 30
-    assert backend.throttle_configs() == {}  # the final cleanup ran
-    # ZooKeeper mode cannot cancel: the operator brings the broker back, then rolls back.
+    # ZooKeeper mode cannot cancel: the moves still copying keep their throttles (and only they do), or they would
+    # go on unthrottled once broker 12 is back.
+    flight = backend.in_flight()
+    assert any(12 in target for target in flight.values())
+    kept = backend.throttle_configs()
+    followers = {(t, e) for (kind, t), keys in kept.items() if kind == "topics"
+                 for e in keys.get("follower.replication.throttled.replicas", "").split(",")}
+    before = {(c.topic, c.partition): c.replicas_before for c in plan.changes}
+    assert {(t, f"{p}:{b}") for (t, p), target in flight.items() for b in target if b not in before[(t, p)]} <= followers
+    assert ("brokers", "12") in kept
+    # The operator brings the broker back, then rolls back: the moves finish, are reverted, and every throttle goes.
     sim.restart_broker(12)
     rollback(run, backend, opts(throttle=200 * MB))
     assert assignment(backend) == original
@@ -254,11 +263,29 @@ def test_multi_replica_change_moves_in_steps_never_beyond_rf_plus_one():
     assert len(reorder) == 1 and reorder[0].leader_only and reorder[0].bytes == 0
 
 
-def test_throttle_clear_cli(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    from rebalancer.execute import throttle as thr
+
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    # Someone else's throttles, and an unrelated key on the same broker.
     backend.alter_configs("brokers", "3", {"leader.replication.throttled.rate": "1000", "other.setting": "x"})
     backend.alter_configs("topics", "orders.v0", {"follower.replication.throttled.replicas": "0:3"})
-    result = run_cli("throttle", "--source", zk_url, "--clear")
-    assert result.returncode == 0 and "brokers/3" in result.stdout and "topics/orders.v0" in result.stdout
-    assert backend.throttle_configs() == {}
-    assert backend._config("brokers", "3") == {"other.setting": "x"}  # noqa: SLF001 - other keys survive
+    # This run's, as a killed execution would leave them (recorded in its ledger, then set).
+    ledger = thr.Ledger(run / "execution" / "throttles.json")
+    steps = [Step.from_dict(d) for d in make_state_steps(plan)[:3]]
+    thr.apply(backend, ledger, 5 * MB, thr.batch_throttles(steps, set(range(16))))
+    theirs = {("brokers", "3"): {"leader.replication.throttled.rate": "1000"},
+              ("topics", "orders.v0"): {"follower.replication.throttled.replicas": "0:3"}}
+    assert backend.throttle_configs() != theirs
+    result = run_cli("throttle", "--clear", str(run), "--source", zk_url)
+    assert result.returncode == 0, result.stderr
+    assert "removed this run's throttles from" in result.stdout and "brokers/3" in result.stdout.splitlines()[-1]
+    assert backend.throttle_configs() == theirs
+    assert backend._config("brokers", "3") == {"leader.replication.throttled.rate": "1000", "other.setting": "x"}  # noqa: SLF001
+    again = run_cli("throttle", "--clear", str(run), "--source", zk_url)
+    assert again.returncode == 0 and "no throttle left" in again.stdout
+
+
+def make_state_steps(plan) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    return [s.to_dict() for c in plan.changes for s in steps_of(c.topic, c.partition, c.replicas_before,
+                                                                  c.replicas_after, c.size_bytes)]

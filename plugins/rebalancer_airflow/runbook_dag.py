@@ -52,7 +52,9 @@ def common_params(*, strategies: list[str]) -> dict[str, Param]:
                                            title="Max replica changes per partition",
                                            description="empty: 1 (unlimited when removing brokers)",
                                            section="Plan"),
-        "time_limit_s": Param(60, type="number", minimum=1, title="Solver time limit (s)", section="Plan"),
+        "time_limit_s": Param(60, type="number", minimum=1, title="Plan stage time limit (s)",
+                              description="bounds the whole plan stage; on expiry the best valid plan so far, marked",
+                              section="Plan"),
         "objective": Param("replicas", type="string", enum=["replicas", "bytes"], title="Minimise",
                            description="replicas moved (default) or bytes copied, among the plans that balance "
                                        "replica counts", section="Plan"),
@@ -245,8 +247,11 @@ def cleanup_task(**context: Any) -> dict[str, Any]:
         raise AirflowSkipException("the execution never started: this run set no throttle")
     c = _cluster(context)
     out = runbook.cleanup_throttles(rd, c["source"], kafka_config=c["kafka_config"])
-    print(f"throttles removed from: {', '.join(out['cleaned']) or 'none left'}" if not out.get("skipped")
-          else f"left to the running execution: {out['skipped']}")
+    print(f"this run's throttles removed from: {', '.join(out['removed']) or 'none left'}")
+    if out.get("kept"):
+        print(f"kept, for moves of this run still copying: {', '.join(out['kept'])}")
+    if out.get("foreign"):
+        print(f"throttles set by someone else, left alone: {', '.join(sorted(out['foreign']))}")
     return out
 
 

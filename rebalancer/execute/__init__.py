@@ -1,7 +1,8 @@
-"""Execution: batches, throttles, the ZooKeeper backend, execute/verify/rollback."""
+"""Execution: batches, throttles, the ZooKeeper and Admin-API backends, execute/verify/rollback."""
 
-from .runner import ExecOptions, ExecutionFailed, VerificationFailed, approve, execute, open_backend, rollback, verify
-from .throttle import clear_all, parse_rate
+from .runner import (ExecOptions, ExecutionFailed, VerificationFailed, approve, execute, open_backend, preflight,
+                     release_throttles, rollback, verify)
+from .throttle import parse_rate
 
-__all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "approve", "clear_all", "execute", "open_backend",
-           "parse_rate", "rollback", "verify"]
+__all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "approve", "execute", "open_backend", "parse_rate",
+           "preflight", "release_throttles", "rollback", "verify"]

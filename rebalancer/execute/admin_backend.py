@@ -7,27 +7,21 @@
 - preferred leader election: ElectLeaders (synchronous);
 - partition state: Metadata for just the moving topics.
 
-One execution per cluster: the Admin API has no lock primitive, so the lock is an exclusive ``flock`` on
-``$REBALANCER_LOCK_DIR/<cluster id>.lock`` (default: the system temp dir), which the kernel releases if the process
-dies. It serializes executions from one host (the Airflow worker, an operator's shell); the foreign-reassignment
-check covers other hosts, and Airflow runs one DAG run per cluster at a time.
+One execution per cluster: the marker topic of ``rebalancer.lock``, created with CreateTopics and deleted with
+DeleteTopics by its topic id, so it is the same lock a ``zk://`` execution of the cluster takes.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
-import socket
-import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 from .. import kafka_admin as ka
 from ..errors import SourceError
+from ..lock import LOCK_TOPIC, Marker, MarkerExists, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
@@ -41,11 +35,11 @@ class AdminBackend:
     name = "admin"
     can_cancel = True
 
-    def __init__(self, admin: Any, display: str, *, patience: float = 60.0) -> None:
+    def __init__(self, admin: Any, display: str, *, patience: float = 60.0, source: str | None = None) -> None:
         self.admin = admin
         self.display = display
+        self.source = source or display  # one bootstrap broker is enough to reach the cluster again
         self.patience = patience
-        self._lock_fh: Any = None
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one Admin call, retrying while the cluster cannot be reached for a moment (a broker or the controller
@@ -142,11 +136,14 @@ class AdminBackend:
         return ConfigResource(rtype, name, configs=None if configs is None else dict(configs))
 
     def _configs(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
-        """Dynamic (modified) configs of many entities in one DescribeConfigs per broker plus one for all topics."""
+        return self._call("describing configs", lambda: self._describe(entities))
+
+    def _describe(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
+        """Dynamic (modified) configs of many entities in one DescribeConfigs per broker plus one for all topics
+        (kafka-python's errors are raised, for ``_call`` to retry)."""
         if not entities:
             return {}
-        res = self._call("describing configs", lambda: self.admin.describe_configs(
-            [self._resource(t, n, None) for t, n in entities], config_filter="modified"))
+        res = self.admin.describe_configs([self._resource(t, n, None) for t, n in entities], config_filter="modified")
         kinds = {"broker": "brokers", "topic": "topics"}
         out: dict[tuple[str, str], dict[str, str]] = {}
         for rtype, by_name in res.items():
@@ -175,51 +172,80 @@ class AdminBackend:
                     raise SourceError(f"Kafka refused the config change on {entity_type}/{name}: {outcome}")
         return True
 
+    def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
+        """Brokers whose config cannot be read or changed now: kafka-python addresses each broker's own, so a dead
+        broker's throttle waits until it is back."""
+        return set(brokers) - self.live_brokers()
+
     def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
         """Every throttle key set on a live broker or a topic.
 
         The cluster-wide broker default cannot be described through kafka-python (it only addresses brokers by
         id), and a dead broker cannot be asked: the executor never sets either."""
-        meta = self._call("listing topics and brokers", lambda: ka.metadata(self.admin))
-        entities = [("brokers", str(b["node_id"])) for b in meta["brokers"]]
-        entities += [("topics", t["name"]) for t in meta["topics"] if not t.get("error_code")]
+        def read() -> dict[tuple[str, str], dict[str, str]]:
+            # The entities are listed again on every retry: a broker that died meanwhile is no longer asked.
+            meta = ka.metadata(self.admin)
+            entities = [("brokers", str(b["node_id"])) for b in meta["brokers"]]
+            entities += [("topics", t["name"]) for t in meta["topics"] if not t.get("error_code")]
+            return self._describe(entities)
+
         out: dict[tuple[str, str], dict[str, str]] = {}
-        for (entity_type, name), config in self._configs(entities).items():
+        for (entity_type, name), config in self._call("describing throttle configs", read).items():
             keys = THROTTLE_BROKER_KEYS if entity_type == "brokers" else THROTTLE_TOPIC_KEYS
             found = {k: v for k, v in config.items() if k in keys}
             if found:
                 out[(entity_type, name)] = found
         return out
 
-    # -- lock ----------------------------------------------------------------------------------------------
-    def _lock_path(self) -> Path:
-        meta = self._call("reading the cluster id", lambda: ka.metadata(self.admin, []))
-        cluster = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(meta.get("cluster_id") or self.display))
-        base = Path(os.environ.get("REBALANCER_LOCK_DIR") or Path(tempfile.gettempdir()) / "kafka-rebalancer-locks")
-        base.mkdir(parents=True, exist_ok=True)
-        return base / f"{cluster}.lock"
+    # -- the cluster lock (rebalancer.lock): the marker topic, through CreateTopics and DeleteTopics by id --------
+    def lock_marker(self) -> Marker | None:
+        # kafka-python's Metadata request sets allow_auto_topic_creation=false: asking never creates the topic.
+        meta = self._call("reading the cluster lock", lambda: ka.metadata(self.admin, [LOCK_TOPIC]))
+        for t in meta["topics"]:
+            if t["name"] == LOCK_TOPIC and not t.get("error_code"):
+                tid = t.get("topic_id")
+                return Marker(kafka_uuid(tid) if tid and tid != uuid.UUID(int=0) else "(no id)")
+        return None
 
-    def acquire_lock(self, owner: str) -> None:
-        path = self._lock_path()
-        fh = open(path, "a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            try:
-                holder = json.loads(fh.read() or "{}").get("run_dir", "?")
-            except json.JSONDecodeError:
-                holder = "?"
-            fh.close()
-            raise SourceError(f"another execution holds the cluster lock ({holder}); one execution per cluster") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"run_dir": owner, "host": socket.gethostname(), "pid": os.getpid()}))
-        fh.flush()
-        self._lock_fh = fh
+    def create_lock_marker(self, owner: Mapping[str, Any]) -> str:
+        import kafka.errors as ke
 
-    def release_lock(self) -> None:
-        if self._lock_fh is not None:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
-            self._lock_fh.close()
-            self._lock_fh = None
+        live = sorted(self.live_brokers())
+        if not live:
+            raise SourceError(f"{self.display}: no live broker to hold the cluster lock topic {LOCK_TOPIC}")
+        res = self._call("creating the cluster lock topic", lambda: self.admin.create_topics(
+            {LOCK_TOPIC: {"assignments": {0: [live[0]]}}}, raise_errors=False))
+        result = next(t for t in res["topics"] if t["name"] == LOCK_TOPIC)
+        code, message = result.get("error_code", 0), result.get("error_message") or ""
+        if code == ke.TopicAlreadyExistsError.errno:
+            raise MarkerExists(deleting="marked for deletion" in message)
+        if code:
+            raise SourceError(f"Kafka at {self.display} refused to create the cluster lock topic {LOCK_TOPIC}: "
+                              f"{ke.for_code(code).__name__} {message}".rstrip())
+        tid = result.get("topic_id")
+        if tid and tid != uuid.UUID(int=0):
+            return kafka_uuid(tid)
+        marker = self.lock_marker()  # a CreateTopics older than v7 does not return the id
+        if marker is None:
+            raise SourceError(f"Kafka at {self.display} created the cluster lock topic {LOCK_TOPIC} but does not list it")
+        return marker.topic_id
+
+    def delete_lock_marker(self, topic_id: str) -> bool:
+        """Delete the marker topic by its id (DeleteTopics v6): never a marker created by anyone else."""
+        import kafka.errors as ke
+
+        marker = self.lock_marker()
+        if marker is None or marker.topic_id != topic_id:
+            return False
+        res = self._call("deleting the cluster lock topic", lambda: self.admin.delete_topics(
+            [uuid_of(topic_id)], raise_errors=False))
+        code = next(iter(res["topics"]), {}).get("error_code", 0)
+        if code in (0, ke.RequestTimedOutError.errno):  # timed out: marked for deletion, the controller finishes it
+            return True
+        if code in (ke.UnknownTopicOrPartitionError.errno, ke.UnknownTopicIdError.errno):
+            return False
+        if code == ke.TopicDeletionDisabledError.errno:
+            raise SourceError(f"Kafka at {self.display} cannot delete topics (delete.topic.enable=false), so the "
+                              f"cluster lock {topic_id} cannot be released: delete topic {LOCK_TOPIC} by hand")
+        raise SourceError(f"Kafka at {self.display} refused to delete the cluster lock topic {LOCK_TOPIC}: "
+                          f"{ke.for_code(code).__name__}")

@@ -2,14 +2,17 @@
 
 ``RUN_DIR/execution/state.json`` records the batches (fixed when the execution first starts) and each batch's
 status: ``pending`` -> ``submitting`` -> ``submitted`` -> ``done`` (or ``failed``); steps found drifted are listed
-and skipped, never overwritten. A restarted run reads the state, then asks the cluster: a submitted batch whose
-partitions reached their targets is done, one still in flight is waited for, and nothing finished is submitted
-again. Throttles are set per batch, removed when it ends, and removed everywhere by a final cleanup whatever
-happened.
+and skipped, never overwritten. A restarted run reads the state (and refuses one whose steps are not the approved
+plan's), then asks the cluster: a submitted batch whose partitions reached their targets is done, one still in
+flight is waited for, and nothing finished is submitted again. Throttles are set per batch and recorded in the run's
+throttle ledger (``execution/throttles.json``, see ``throttle``); when the execution ends, whatever happened, exactly
+what the ledger records is removed, except the throttles of this run's moves still copying (ZooKeeper mode cannot
+cancel them); throttles set by anyone else are reported and left alone.
 
-Refusals (nothing is written to the cluster): a plan whose content hash does not match its changes, no approval
-record or one for another hash, a reassignment in flight that this run did not start, another execution holding
-the cluster lock, an invalid throttle.
+Refusals, checked in this order so that nothing is written to the cluster (``preflight`` runs before any
+connection): an invalid option, a plan whose content hash does not match its changes, no approval record or one
+for another hash or not approving, an execution state that does not match the plan; then, connected: a
+reassignment in flight that this run did not start, another execution holding the cluster lock (``rebalancer.lock``).
 """
 
 from __future__ import annotations
@@ -24,18 +27,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, RebalancerError, SourceError
+from ..errors import ClusterBusy, InputError, RebalancerError, SourceError
 from ..formats import atomic_write_json, read_json
-from ..plan.result import Plan, content_hash, load_plan
+from ..lock import ClusterLock
+from ..plan.result import Change, Plan, content_hash, load_plan
 from . import throttle as thr
 from .batches import Step, make_batches, steps_of
 
-__all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "approve", "execute", "verify",
-           "rollback", "APPROVAL_FILE"]
+__all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
+           "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
 
 log = logging.getLogger(__name__)
 APPROVAL_FILE = "approval.json"
 STATE_FILE = "state.json"
+ROLLBACK_STATE_FILE = "rollback_state.json"
+LEDGER_FILE = "throttles.json"
 
 
 class ExecutionFailed(RebalancerError):
@@ -44,7 +50,7 @@ class ExecutionFailed(RebalancerError):
     exit_code = 7
 
 
-class ForeignReassignment(SourceError):
+class ForeignReassignment(ClusterBusy):
     """A reassignment this run did not start is in flight: refused, nothing done."""
 
 
@@ -76,23 +82,26 @@ class ExecOptions:
 def open_backend(source: str, timeout: float = 10.0, *, kafka_config: Mapping[str, Any] | None = None,
                  kafka_config_file: str | None = None) -> Iterator[Any]:
     """The backend for a source: ``zk://`` (ZooKeeper, kazoo) or ``kafka://`` (Admin API, kafka-python)."""
-    if source.startswith("zk://"):
+    from ..urls import source_scheme
+
+    scheme = source_scheme(source, ("zk", "kafka"))  # one line saying what is wrong, never echoing a password
+    if scheme == "zk":
         from ..zkclient import parse_zk_url, zk_session
         from .zk_backend import ZkBackend
 
         target = parse_zk_url(source)
-        with zk_session(target, timeout=timeout) as zk:
+        with zk_session(target, timeout=timeout, expect_kafka=True) as zk:
             yield ZkBackend(zk, target.display)
         return
-    if source.startswith("kafka://"):
+    if scheme == "kafka":
         from ..kafka_admin import admin_session, parse_kafka_url
         from .admin_backend import AdminBackend
 
         ktarget = parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
         with admin_session(ktarget, timeout=timeout) as admin:
-            yield AdminBackend(admin, ktarget.display)
+            yield AdminBackend(admin, ktarget.display, source=f"kafka://{ktarget.bootstrap[0]}")
         return
-    raise InputError(f"unknown source {source!r}: expected zk://HOST:PORT[/chroot] or kafka://HOST:PORT[,HOST:PORT]")
+    raise AssertionError(scheme)  # source_scheme admits only the two above
 
 
 # -- approval ---------------------------------------------------------------------------------------------------
@@ -107,10 +116,27 @@ def approve(run_dir: str | Path, *, by: str, decision: str = "approved", comment
     return record
 
 
+def preflight(run_dir: str | Path, approval: str | None = None, kind: str | None = None) -> Plan:
+    """What every command that changes the cluster checks before it connects: the plan matches its content hash, the
+    approval record approves exactly that hash, and (``kind`` "execute" or "rollback") a state to resume holds only
+    the plan's steps. Returns the plan."""
+    run = Path(run_dir)
+    plan = _checked_plan(run)
+    _check_approval(run, plan, approval)
+    if kind is not None:
+        _resumable_state(run, plan, kind)
+    return plan
+
+
 def _checked_plan(run: Path) -> Plan:
     plan = load_plan(run)
     if content_hash(plan.changes) != plan.hash:
         raise InputError(f"{run / 'plan.json'}: its changes do not match its content hash (edited by hand?); re-plan")
+    bad = next((c for c in plan.changes if len(set(c.replicas_after)) != len(c.replicas_after)
+                or len(c.replicas_after) != len(c.replicas_before)), None)
+    if bad is not None:
+        raise InputError(f"{run / 'plan.json'}: {bad.topic}-{bad.partition} would get replicas {list(bad.replicas_after)} "
+                         f"(from {list(bad.replicas_before)}): not a valid reassignment; re-plan")
     return plan
 
 
@@ -119,7 +145,7 @@ def _check_approval(run: Path, plan: Plan, path: str | None) -> dict[str, Any]:
     if not p.exists():
         raise InputError(f"no approval record at {p}: nothing touches the cluster before this plan is approved")
     record = read_json(p)
-    if not isinstance(record, dict) or record.get("plan_hash") != plan.hash:
+    if not isinstance(record, dict) or not isinstance(record.get("plan_hash"), str) or record["plan_hash"] != plan.hash:
         raise InputError(f"{p} approves plan {str(record.get('plan_hash'))[:12] if isinstance(record, dict) else '?'}"
                          f", not this plan {plan.hash[:12]}: refusing to execute")
     if record.get("decision") != "approved":
@@ -188,7 +214,7 @@ def _expected_seconds(steps: list[Step], rate: int) -> float:
 
 
 def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any], opts: ExecOptions,
-               state_file: str, total_batches: int) -> None:
+               state_file: str, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
     flight = backend.in_flight()
@@ -230,8 +256,9 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
             b, t, p = down[0]
             raise ExecutionFailed(f"batch {batch['index'] + 1} cannot start: destination broker {b} of {t}-{p} is down "
                                   "(nothing submitted; bring it back and rerun, or roll back)")
+        lock.check()  # never submit under a lock someone released
         brokers, topics = thr.batch_throttles(todo, live)
-        changed = thr.apply(backend, state["throttle_bytes_per_s"], brokers, topics)
+        changed = thr.apply(backend, ledger, state["throttle_bytes_per_s"], (brokers, topics))
         batch["throttled"] = {"brokers": sorted(brokers), "topics": sorted(topics)}
         if changed:  # set just now: give the brokers time to see them (pre-set ones have been in force already)
             time.sleep(opts.throttle_settle)
@@ -247,7 +274,7 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
     # While this batch copies, throttle the next one's replicas too, so it can start without a settle wait.
     upcoming = _next_throttles(backend, state, batch)
     if upcoming[0]:
-        thr.apply(backend, state["throttle_bytes_per_s"], *upcoming)
+        thr.apply(backend, ledger, state["throttle_bytes_per_s"], upcoming)
     _wait(run, backend, state, batch, todo, opts, state_file, total_batches)
     # Leadership: a preferred election where the preferred leader changed.
     current = _current(backend, {s.tp for s in todo})
@@ -263,8 +290,7 @@ def _run_batch(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, 
             if time.monotonic() > deadline:
                 raise ExecutionFailed(f"the preferred leader election of batch {batch['index'] + 1} did not finish")
             time.sleep(opts.poll)
-    mine = batch.get("throttled") or {}
-    thr.narrow(backend, (mine.get("brokers", []), mine.get("topics", [])), upcoming, state["throttle_bytes_per_s"])
+    thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
     batch["status"] = "done"
     batch["finished_at"] = time.time()
     _save(run, state, state_file)
@@ -340,25 +366,113 @@ def _wait(run: Path, backend: Any, state: dict[str, Any], batch: dict[str, Any],
         time.sleep(opts.poll)
 
 
+def _state_steps(state: Mapping[str, Any]) -> list[Step]:
+    """Every step a state names (what it would submit: a batch's steps and its todo list)."""
+    return [Step.from_dict(d) for b in state["batches"] for key in ("steps", "todo") for d in b.get(key, [])]
+
+
+def _allowed(plan: Plan, kind: str) -> set[tuple[Any, ...]]:
+    """The steps an execution (or a rollback) of this plan may submit."""
+    if kind == "execute":
+        return {_key(s) for s in _plan_steps(plan)}
+    return {_key(st) for c in plan.changes for h in _waypoints(c)
+            for st in steps_of(c.topic, c.partition, h, c.replicas_before, c.size_bytes)}
+
+
+def _resumable_state(run: Path, plan: Plan, kind: str) -> dict[str, Any] | None:
+    """The state to resume (checked against the plan), or None to start afresh."""
+    path = _state_path(run, STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE)
+    state = read_json(path) if path.exists() else None
+    if not isinstance(state, dict) or state.get("plan_hash") != plan.hash or state.get("kind") != kind \
+            or state.get("finished"):
+        return None
+    _check_state(path, state, _allowed(plan, kind))
+    return state
+
+
+def _check_state(path: Path, state: Mapping[str, Any], allowed: set[tuple[Any, ...]]) -> None:
+    """A resumed state may only hold steps of the approved plan: an edited state.json must not submit anything else."""
+    try:
+        steps = _state_steps(state)
+        extra = [s for s in steps if (s.topic, s.partition, s.before, s.after) not in allowed]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise InputError(f"{path}: malformed execution state; move it away to start this execution over") from None
+    if extra:
+        s = extra[0]
+        raise InputError(f"{path}: the execution state does not match the approved plan ({s.topic}-{s.partition} "
+                         f"{list(s.before)} -> {list(s.after)} is not one of its steps); refusing to resume it")
+
+
+def _our_moves_in_flight(backend: Any, states: list[Mapping[str, Any] | None]) -> list[Step]:
+    """Steps of this run (submitted, not known done) whose reassignment is still in flight towards their target."""
+    flight = backend.in_flight()
+    out = []
+    for state in states:
+        for b in (state or {}).get("batches", []):
+            if b.get("status") in ("submitting", "submitted", "failed"):
+                out += [st for d in b.get("todo", b.get("steps", [])) if
+                        (st := Step.from_dict(d)).tp in flight and tuple(flight[st.tp]) == st.after]
+    return out
+
+
+def _refuse_foreign(backend: Any, state: Mapping[str, Any] | None) -> None:
+    """Someone else's reassignment in flight: refuse before the lock is taken or anything is written."""
+    ours = {s.tp: s.after for s in _our_moves_in_flight(backend, [state])}
+    flight = backend.in_flight()
+    foreign = sorted(tp for tp, target in flight.items() if ours.get(tp) != tuple(target))
+    if foreign:
+        t, p = foreign[0]
+        raise ForeignReassignment(f"a reassignment this run did not start is in flight ({len(foreign)} partitions, "
+                                  f"e.g. {t}-{p}); refusing to touch the cluster until it finishes")
+
+
+def _release(run: Path, backend: Any, ledger: thr.Ledger, opts: ExecOptions) -> None:
+    """Remove this run's throttles, except those of its moves still copying (reported)."""
+    states = [read_json(p) if (p := _state_path(run, f)).exists() else None for f in (STATE_FILE, ROLLBACK_STATE_FILE)]
+    copying = _retrying(lambda: _our_moves_in_flight(backend, states), "listing reassignments")
+    # Every broker of a move still copying keeps its rate, a dead one too: it throttles again when it is back.
+    keep = thr.batch_throttles(copying, {b for s in copying for b in (*s.before, *s.after)}) if copying else (set(), {})
+    _retrying(lambda: thr.release(backend, ledger, keep), "removing throttles", patience=120.0)
+    waiting = sorted(set(ledger.brokers) - {str(b) for b in keep[0]}, key=int)
+    if waiting:
+        _say(opts, f"could not remove this run's throttle from broker(s) {', '.join(waiting)} (down); run "
+                   "'rebalancer throttle --clear' once they are back")
+    if copying:
+        _say(opts, f"kept the throttles of {len(copying)} move(s) of this run still copying (e.g. "
+                   f"{copying[0].topic}-{copying[0].partition}); rerun 'rebalancer throttle --clear' once they finish")
+
+
 def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
          make_steps: Callable[[], list[Step]]) -> dict[str, Any]:
-    state_file = STATE_FILE if kind == "execute" else "rollback_state.json"
-    path = _state_path(run, state_file)
-    state = read_json(path) if path.exists() else None
-    if state is None or state.get("plan_hash") != plan.hash or state.get("kind") != kind or state.get("finished"):
-        state = _new_state(plan, opts, kind, make_steps())
-    else:
+    state_file = STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE
+    allowed = _allowed(plan, kind)
+    state = _resumable_state(run, plan, kind)
+    if state is not None:
         state["throttle_bytes_per_s"] = opts.throttle
-    backend.acquire_lock(str(run))
+    # Refusals first, read-only: another execution's lock, then someone else's reassignment in flight.
+    lock = ClusterLock(backend, run, command=kind, say=lambda text: _say(opts, text))
+    _retrying(lock.refuse_if_held, "reading the cluster lock")
+    _retrying(lambda: _refuse_foreign(backend, state), "listing reassignments")
+    _retrying(lock.acquire, "taking the cluster lock")
+    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
     try:
+        if state is None:
+            steps = make_steps()
+            unknown = [st for st in steps if (st.topic, st.partition, st.before, st.after) not in allowed]
+            if unknown:  # a bug, not an input: the steps come from the checked plan
+                raise ExecutionFailed(f"internal check: step {unknown[0]} is not one of the plan's")
+            state = _new_state(plan, opts, kind, steps)
         _save(run, state, state_file)
+        theirs = thr.foreign(backend, ledger)
+        if theirs:
+            _say(opts, f"throttles set by someone else are left alone: {', '.join(sorted(theirs))}")
         n = len(state["batches"])
         for batch in state["batches"]:
             if batch["status"] == "done":
                 continue
             try:
-                _run_batch(run, backend, state, batch, opts, state_file, n)
-            except ForeignReassignment:
+                _run_batch(run, backend, state, batch, opts, state_file, n, lock, ledger)
+            except ClusterBusy:
                 raise  # a refusal: the batch was never started
             except RebalancerError as exc:
                 batch["status"] = "failed"
@@ -382,46 +496,53 @@ def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
             raise SourceError(f"ZooKeeper error during {kind}: {type(exc).__name__}; rerun the same command to resume") from None
         raise
     finally:
-        # Whatever happened, no throttle stays behind (retried through a reconnect).
-        cleaned = _retrying(lambda: thr.clear_all(backend), "removing throttles", patience=120.0)
-        if cleaned:
-            log.info("throttles removed from %s", ", ".join(cleaned))
-        _retrying(backend.release_lock, "releasing the lock")
+        # Whatever happened: exactly this run's throttles go (retried through a reconnect), then the lock.
+        try:
+            _release(run, backend, ledger, opts)
+        finally:
+            _retrying(lock.release, "releasing the cluster lock")
+
+
+def _plan_steps(plan: Plan) -> list[Step]:
+    out: list[Step] = []
+    for c in plan.changes:
+        out += steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)
+    return out
+
+
+def _key(s: Step) -> tuple[Any, ...]:
+    return (s.topic, s.partition, s.before, s.after)
+
+
+def _waypoints(c: Change) -> list[tuple[int, ...]]:
+    """The replica lists a partition passes through on its way to the plan's target (the target included)."""
+    return [st.after for st in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)]
 
 
 def execute(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, Any]:
     run = Path(run_dir)
-    plan = _checked_plan(run)
-    _check_approval(run, plan, opts.approval)
+    plan = preflight(run, opts.approval, kind="execute")
     if not plan.changes:
         return {"finished": True, "batches": [], "plan_hash": plan.hash}
     existing = load_state(run)
     if existing and existing.get("plan_hash") == plan.hash and existing.get("finished"):
         return existing  # already executed: a rerun is a no-op
-
-    def steps() -> list[Step]:
-        out: list[Step] = []
-        for c in plan.changes:
-            out += steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)
-        return out
-
-    return _run(run, backend, plan, opts, "execute", steps)
+    return _run(run, backend, plan, opts, "execute", lambda: _plan_steps(plan))
 
 
 def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, Any]:
-    """Revert every partition the plan moved back to rollback.json (only those in a state this run produced)."""
+    """Revert every partition of the approved plan that this run moved back to its recorded original replicas
+    (only partitions found in a state the plan's steps produce; anything else was changed by someone else)."""
     run = Path(run_dir)
-    plan = load_plan(run)
+    plan = preflight(run, opts.approval, kind="rollback")
     ours = {(c.topic, c.partition) for c in plan.changes}
     # In-flight moves of this plan: the Admin API cancels them (Kafka reverts them to their original replicas);
     # ZooKeeper mode cannot, so wait for them to finish and revert them afterwards.
     if getattr(backend, "can_cancel", False):
-        ours_after = {(c.topic, c.partition): {st.after for st in steps_of(c.topic, c.partition, c.replicas_before,
-                                                                            c.replicas_after, c.size_bytes)}
-                      for c in plan.changes}
+        waypoints = {(c.topic, c.partition): set(_waypoints(c)) for c in plan.changes}
         flight = _retrying(backend.in_flight, "listing reassignments")
         # Only moves this plan started (their target is one of the plan's steps); anyone else's are not ours to cancel.
-        mine = sorted(tp for tp, target in flight.items() if tuple(target) in ours_after.get(tp, ()))
+        mine = sorted(tp for tp, target in flight.items() if tuple(target) in waypoints.get(tp, ()))
         if mine:
             _say(opts, f"rollback: cancelling {len(mine)} move(s) in flight")
             backend.cancel(mine)
@@ -432,6 +553,7 @@ def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, 
             raise ExecutionFailed(f"rollback: the reassignment of {stuck[0]}-{stuck[1]} is still in flight and ZooKeeper mode "
                                   "cannot cancel it (restart its destination broker, or cancel it through kafka://)")
         time.sleep(opts.poll)
+
     def steps() -> list[Step]:
         # From wherever each partition is now (planned target, or midway through a multi-step change) back to
         # its original replicas; partitions in any other state were changed by someone else and are left alone.
@@ -439,8 +561,7 @@ def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, 
         out: list[Step] = []
         for c in plan.changes:
             have = current.get((c.topic, c.partition))
-            ours = {st.after for st in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)}
-            if have is None or have == c.replicas_before or have not in ours:
+            if have is None or have == c.replicas_before or have not in _waypoints(c):
                 continue
             out += steps_of(c.topic, c.partition, have, c.replicas_before, c.size_bytes)
         return out
@@ -451,9 +572,28 @@ def rollback(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, 
     return state
 
 
+def release_throttles(run_dir: str | Path, backend: Any, opts: ExecOptions) -> dict[str, Any]:
+    """``rebalancer throttle --clear RUN_DIR``: remove what this run's ledger records (not the throttles of its moves
+    still copying), under the cluster lock; throttles set by others are reported, never removed."""
+    run = Path(run_dir)
+    preflight(run, opts.approval)
+    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    before = ledger.entities()
+    if before:
+        lock = ClusterLock(backend, run, command="throttle --clear", say=lambda text: _say(opts, text))
+        _retrying(lock.acquire, "taking the cluster lock")
+        try:
+            _release(run, backend, ledger, opts)
+        finally:
+            _retrying(lock.release, "releasing the cluster lock")
+    return {"removed": [e for e in before if e not in ledger.entities()], "kept": ledger.entities(),
+            "foreign": thr.foreign(backend, ledger)}
+
+
 def verify(run_dir: str | Path, backend: Any, *, expect: str = "planned", write: bool = True) -> dict[str, Any]:
     """Every planned partition has its target (or, after rollback, original) replicas, a full ISR and its preferred
-    leader leading; no throttle config anywhere; balance compared with the plan's prediction."""
+    leader leading; none of this run's throttles left (throttles set by others are reported, not counted); balance
+    compared with the plan's prediction."""
     run = Path(run_dir)
     plan = load_plan(run)
     cluster = backend.read_cluster()
@@ -471,7 +611,14 @@ def verify(run_dir: str | Path, backend: Any, *, expect: str = "planned", write:
             problems.append({"partition": p.name, "problem": "isr", "expected": list(want), "found": list(p.isr)})
         elif p.leader != want[0]:
             problems.append({"partition": p.name, "problem": "leader", "expected": want[0], "found": p.leader})
-    throttles = {f"{t}/{n}": keys for (t, n), keys in backend.throttle_configs().items()}
+    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    theirs = thr.foreign(backend, ledger)
+    throttles = {e: keys for (t, n), keys in backend.throttle_configs().items()
+                 if (e := f"{t}/{n}") not in theirs or theirs[e] != keys}
+    # Recorded and not removed yet, unless on a broker that is down now (the Admin API cannot reach its config;
+    # a rate alone throttles nothing once the topic lists are gone): reported, removed by a later throttle --clear.
+    unreachable = {f"brokers/{b}" for b in backend.unreachable_brokers({int(b) for b in ledger.brokers})}
+    throttles.update({e: {} for e in ledger.entities() if e not in throttles and e not in unreachable})
     counts: dict[int, int] = {b.id: 0 for b in cluster.brokers}
     for p in cluster.partitions:
         for b in p.replicas:
@@ -482,6 +629,7 @@ def verify(run_dir: str | Path, backend: Any, *, expect: str = "planned", write:
                for b in sorted(predicted) if predicted[b] != counts.get(b, 0)]
     result = {"expect": expect, "plan_hash": plan.hash, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "partitions_checked": len(plan.changes), "problems": problems, "throttles_left": throttles,
+              "foreign_throttles": theirs, "throttles_on_down_brokers": sorted(unreachable),
               "balance_differences": balance, "passed": not problems and not throttles and not balance}
     if write:
         name = "verification.json" if expect == "planned" else "verification_rollback.json"

@@ -1,4 +1,4 @@
-"""Kafka replication quotas for a batch: which configs to set, and how to take them all away again.
+"""Kafka replication quotas for a batch: which configs to set, and how to take away exactly those again.
 
 Per batch (as ``kafka-reassign-partitions --throttle`` does, limited to what moves):
 
@@ -8,22 +8,26 @@ Per batch (as ``kafka-reassign-partitions --throttle`` does, limited to what mov
   existing replicas (any of them may serve the copy) and ``follower.replication.throttled.replicas`` listing the new
   replicas.
 
-While a batch copies, the next batch's throttles are added (so it can start without waiting for brokers to learn of
-them); when a batch ends its throttles are narrowed to exactly the next batch's. Removal deletes exactly these
-keys and keeps every other key of the entity. ``clear_all`` deletes the throttle keys
-wherever they are (the final cleanup and ``rebalancer throttle --clear``).
+Every throttle this run sets is written to its **ledger** (``RUN_DIR/execution/throttles.json``) *before* it is
+set: for a broker rate, the value set and the value it replaced; for a topic's replica list, the entries this run
+added. Removal (``release``) undoes exactly the ledger: a rate goes back to the value it replaced (or is deleted),
+unless someone changed it since, and only the list entries this run added are taken out, so throttles set by other
+tools or operators are never deleted. Entries still needed (``keep``: the next batch, or moves of this run still
+copying) stay. Anything else found is *foreign*: reported (``foreign``), never removed.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..formats import atomic_write_json, read_json
 
-__all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "parse_rate", "batch_throttles", "apply", "narrow", "remove",
-           "clear_all"]
+__all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
+           "apply", "release", "foreign"]
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -31,22 +35,30 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 THROTTLE_BROKER_KEYS = (LEADER_RATE, FOLLOWER_RATE)
 THROTTLE_TOPIC_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+MAX_RATE = 2**63 - 1  # the rates are Java longs: a broker cannot parse anything larger (and would not throttle)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
+Throttles = tuple[set[int], dict[str, tuple[set[str], set[str]]]]  # (brokers, {topic: (leader side, follower side)})
 
-def parse_rate(text: str) -> int:
-    """'50MB/s', '50MiB/s', '1.5GB/s' or plain bytes per second -> bytes/s (an int >= 1)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?i?[bB]?)\s*(?:/s)?\s*", text or "")
+
+def parse_rate(text: str, what: str = "throttle") -> int:
+    """'50MB/s', '50MiB/s', '1.5GB/s' or plain bytes per second -> bytes/s (an int from 1 to Kafka's long maximum).
+    ``what`` names the option in errors (``parse_rate("100GB", "--max-batch-bytes")`` reads a size the same way)."""
+    m = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([kKmMgG]?i?[bB]?)\s*(?:/s)?\s*", text or "")
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
-        raise InputError(f"invalid throttle {text!r}: use bytes per second like 50MB/s, 20MiB/s or 10000000")
-    value = int(float(m.group(1)) * _UNITS[unit])
+        raise InputError(f"invalid {what} {text!r}: use bytes{' per second' if what == 'throttle' else ''} like "
+                         f"50MB{'/s' if what == 'throttle' else ''}, 20MiB or 10000000")
+    whole, _, frac = m.group(1).partition(".")
+    value = (int(whole) * _UNITS[unit]) + (int(frac) * _UNITS[unit]) // 10 ** len(frac) if frac else int(whole) * _UNITS[unit]
     if value < 1:
-        raise InputError(f"invalid throttle {text!r}: must be at least 1 byte/s")
+        raise InputError(f"invalid {what} {text!r}: must be at least 1 byte")
+    if value > MAX_RATE:
+        raise InputError(f"invalid {what} {text!r}: above Kafka's largest rate ({MAX_RATE} bytes/s)")
     return value
 
 
-def batch_throttles(steps: Iterable[Any], live: set[int]) -> tuple[set[int], dict[str, tuple[set[str], set[str]]]]:
+def batch_throttles(steps: Iterable[Any], live: set[int]) -> Throttles:
     """(brokers to rate-limit, {topic: (leader replicas 'p:b', follower replicas 'p:b')}) for a batch's steps."""
     brokers: set[int] = set()
     topics: dict[str, tuple[set[str], set[str]]] = {}
@@ -66,52 +78,156 @@ def batch_throttles(steps: Iterable[Any], live: set[int]) -> tuple[set[int], dic
     return brokers, topics
 
 
-def _merge(existing: str, add: set[str]) -> str:
-    if existing.strip() == "*":
-        return "*"
-    items = {x.strip() for x in existing.split(",") if x.strip()} | add
-    return ",".join(sorted(items, key=lambda x: tuple(int(v) for v in x.split(":"))))
+def _items(value: str | None) -> list[str]:
+    return [x.strip() for x in (value or "").split(",") if x.strip()]
 
 
-def apply(backend: Any, rate: int, brokers: set[int], topics: dict[str, tuple[set[str], set[str]]]) -> bool:
-    """Add this batch's throttles to whatever is set; returns whether any config changed."""
-    changed = False
-    for b in sorted(brokers):
-        changed |= bool(backend.alter_configs("brokers", str(b), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)}))
+def _join(items: Iterable[str]) -> str:
+    def key(x: str) -> tuple[int, ...]:
+        try:
+            return tuple(int(v) for v in x.split(":"))
+        except ValueError:
+            return (2**63,)
+    return ",".join(sorted(set(items), key=key))
+
+
+class Ledger:
+    """What this run set, persisted before it is set (write-ahead), so a crash never leaves an unknown throttle.
+
+    ``brokers``: {broker: {key: {"set": value, "previous": value or None}}};
+    ``topics``: {topic: {key: [entries this run added]}}.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        doc = read_json(self.path) if self.path.exists() else {}
+        if not isinstance(doc, dict):
+            raise InputError(f"{self.path}: not a throttle ledger")
+        self.brokers: dict[str, dict[str, dict[str, str | None]]] = doc.get("brokers") or {}
+        self.topics: dict[str, dict[str, list[str]]] = doc.get("topics") or {}
+
+    def save(self) -> None:
+        atomic_write_json(self.path, {"brokers": self.brokers, "topics": self.topics})
+
+    def __bool__(self) -> bool:
+        return bool(self.brokers or self.topics)
+
+    def entities(self) -> list[str]:
+        return [f"brokers/{b}" for b in sorted(self.brokers, key=int)] + [f"topics/{t}" for t in sorted(self.topics)]
+
+    def foreign_part(self, entity_type: str, name: str, key: str, value: str) -> str | None:
+        """The part of a throttle value this run did not set (None: all of it is this run's)."""
+        if entity_type == "brokers":
+            return None if (self.brokers.get(name, {}).get(key) or {}).get("set") == value else value
+        mine = set(self.topics.get(name, {}).get(key, ()))
+        theirs = [x for x in _items(value) if x not in mine]
+        return _join(theirs) if theirs else None
+
+
+def apply(backend: Any, ledger: Ledger, rate: int, throttles: Throttles) -> bool:
+    """Add these throttles to whatever is set (recording them in the ledger first); returns whether anything changed."""
+    brokers, topics = throttles
     current = backend.throttle_configs()
-    for t, (leader_side, follower_side) in sorted(topics.items()):
+    writes: list[tuple[str, str, dict[str, str]]] = []
+    for b in sorted(brokers):
+        have = current.get(("brokers", str(b)), {})
+        mine = ledger.brokers.setdefault(str(b), {})
+        want = {}
+        for key in THROTTLE_BROKER_KEYS:
+            if have.get(key) == str(rate) and key not in mine:
+                continue  # already exactly this (someone else's): nothing to set, nothing to undo
+            if key not in mine:
+                mine[key] = {"set": str(rate), "previous": have.get(key)}
+            mine[key]["set"] = str(rate)
+            if have.get(key) != str(rate):
+                want[key] = str(rate)
+        if not mine:
+            ledger.brokers.pop(str(b))
+        if want:
+            writes.append(("brokers", str(b), want))
+    for t, sides in sorted(topics.items()):
         have = current.get(("topics", t), {})
-        changed |= bool(backend.alter_configs("topics", t, {
-            LEADER_REPLICAS: _merge(have.get(LEADER_REPLICAS, ""), leader_side),
-            FOLLOWER_REPLICAS: _merge(have.get(FOLLOWER_REPLICAS, ""), follower_side)}))
+        want = {}
+        for key, entries in zip(THROTTLE_TOPIC_KEYS, sides):
+            existing = _items(have.get(key))
+            if existing == ["*"]:
+                continue  # someone throttles every replica of this topic already
+            new = sorted(set(entries) - set(existing))
+            if new:
+                mine = ledger.topics.setdefault(t, {}).setdefault(key, [])
+                mine.extend(x for x in new if x not in mine)
+                want[key] = _join([*existing, *new])
+        if want:
+            writes.append(("topics", t, want))
+    if not writes:
+        return False
+    ledger.save()
+    for entity_type, name, config in writes:
+        backend.alter_configs(entity_type, name, config)
+    return True
+
+
+def release(backend: Any, ledger: Ledger, keep: Throttles = (set(), {})) -> list[str]:
+    """Undo what the ledger records, except what ``keep`` still needs; returns the entities changed."""
+    keep_brokers, keep_topics = keep
+    if not ledger:
+        return []
+    current = backend.throttle_configs()
+    # A broker whose config this backend cannot read now (the Admin API asks the broker itself; a dead one cannot
+    # answer) stays in the ledger, so a later release removes its throttle once it is back.
+    unreachable = backend.unreachable_brokers({int(b) for b in ledger.brokers})
+    changed = []
+    for b in sorted(ledger.brokers, key=int):
+        if int(b) in keep_brokers or int(b) in unreachable:
+            continue
+        have = current.get(("brokers", b), {})
+        restore, delete = {}, []
+        for key, entry in ledger.brokers[b].items():
+            if have.get(key) != entry["set"]:
+                continue  # changed by someone else since: no longer ours
+            if entry.get("previous") is None:
+                delete.append(key)
+            else:
+                restore[key] = str(entry["previous"])
+        if restore or delete:
+            backend.alter_configs("brokers", b, restore, delete=delete)
+            changed.append(f"brokers/{b}")
+        del ledger.brokers[b]
+    for t in sorted(ledger.topics):
+        have = current.get(("topics", t), {})
+        kept_sides = keep_topics.get(t, (set(), set()))
+        set_, delete = {}, []
+        for key, side in zip(THROTTLE_TOPIC_KEYS, kept_sides):
+            mine = set(ledger.topics[t].get(key, ()))
+            drop = mine - side
+            existing = _items(have.get(key))
+            left = [x for x in existing if x not in drop]
+            if len(left) != len(existing):
+                if left:
+                    set_[key] = _join(left)
+                else:
+                    delete.append(key)
+            still = sorted(mine & side)
+            if still:
+                ledger.topics[t][key] = still
+            else:
+                ledger.topics[t].pop(key, None)
+        if set_ or delete:
+            backend.alter_configs("topics", t, set_, delete=delete)
+            changed.append(f"topics/{t}")
+        if not ledger.topics[t]:
+            del ledger.topics[t]
+    # Saved once, after the cluster changed: a crash before this leaves entries whose undoing is then a no-op.
+    ledger.save()
     return changed
 
 
-def narrow(backend: Any, done: tuple[Iterable[int], Iterable[str]], keep: tuple[set[int], dict[str, tuple[set[str], set[str]]]],
-           rate: int) -> None:
-    """After a batch: throttle exactly what the next batch needs (``keep``) and nothing else the batch had set."""
-    keep_brokers, keep_topics = keep
-    for b in sorted(set(done[0]) - keep_brokers):
-        backend.alter_configs("brokers", str(b), {}, delete=THROTTLE_BROKER_KEYS)
-    for t in sorted(set(done[1]) - set(keep_topics)):
-        backend.alter_configs("topics", t, {}, delete=THROTTLE_TOPIC_KEYS)
-    for t, (leader_side, follower_side) in sorted(keep_topics.items()):
-        backend.alter_configs("topics", t, {LEADER_REPLICAS: _merge("", leader_side),
-                                            FOLLOWER_REPLICAS: _merge("", follower_side)})
-
-
-def remove(backend: Any, brokers: Iterable[int], topics: Iterable[str]) -> None:
-    for b in sorted(set(brokers)):
-        backend.alter_configs("brokers", str(b), {}, delete=THROTTLE_BROKER_KEYS)
-    for t in sorted(set(topics)):
-        backend.alter_configs("topics", t, {}, delete=THROTTLE_TOPIC_KEYS)
-
-
-def clear_all(backend: Any) -> list[str]:
-    """Delete every throttle key on every broker and topic; returns the entities cleaned."""
-    cleaned = []
-    for (entity_type, name), _keys in sorted(backend.throttle_configs().items()):
-        keys = THROTTLE_BROKER_KEYS if entity_type == "brokers" else THROTTLE_TOPIC_KEYS
-        backend.alter_configs(entity_type, name, {}, delete=keys)
-        cleaned.append(f"{entity_type}/{name}")
-    return cleaned
+def foreign(backend: Any, ledger: Ledger) -> dict[str, dict[str, str]]:
+    """Throttles set in the cluster that this run did not set: {"brokers/1": {key: value}} (topic lists: only the
+    entries that are not this run's)."""
+    out: dict[str, dict[str, str]] = {}
+    for (entity_type, name), keys in sorted(backend.throttle_configs().items()):
+        theirs = {k: part for k, v in keys.items() if (part := ledger.foreign_part(entity_type, name, k, v)) is not None}
+        if theirs:
+            out[f"{entity_type}/{name}"] = theirs
+    return out

@@ -5,24 +5,26 @@
 - throttles: write ``/config/brokers/<id>`` and ``/config/topics/<t>`` (merging with the keys already there) and a
   ``/config/changes/config_change_`` notification for each, which is how brokers learn of them;
 - preferred leader election: create ``/admin/preferred_replica_election``;
-- one execution per cluster: an ephemeral ``/rebalancer/lock`` node holding the run directory.
+- one execution per cluster: the marker topic of ``rebalancer.lock``, created as Kafka's admin code creates a
+  topic (``/config/topics/<t>``, then ``/brokers/topics/<t>`` with a fresh topic id), deleted through
+  ``/admin/delete_topics/<t>``; its owner is recorded under ``/rebalancer/locks/<topic id>``.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import kafka_zk as kz
 from ..errors import SourceError
+from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
 from ..model import Cluster, Partition, TopicPartition
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
-__all__ = ["ZkBackend", "LOCK_PATH"]
+__all__ = ["ZkBackend", "LOCK_OWNERS"]
 
-LOCK_PATH = "/rebalancer/lock"
+LOCK_OWNERS = "/rebalancer/locks"
 
 
 class ZkBackend:
@@ -32,6 +34,7 @@ class ZkBackend:
     def __init__(self, zk: Any, display: str) -> None:
         self.zk = zk
         self.display = display
+        self.source = display  # zk://HOSTS/chroot, without credentials
 
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
@@ -127,6 +130,9 @@ class ZkBackend:
             return True
         return False
 
+    def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
+        return set()  # every broker's config is a znode, whether the broker is up or not
+
     def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
         """Every throttle key set anywhere: {(entity_type, name): {key: value}}."""
         out: dict[tuple[str, str], dict[str, str]] = {}
@@ -140,36 +146,62 @@ class ZkBackend:
                     out[(entity_type, name)] = found
         return out
 
-    # -- lock ----------------------------------------------------------------------------------------------
-    def acquire_lock(self, owner: str) -> None:
-        from kazoo.exceptions import NodeExistsError, NoNodeError
-
-        body = json.dumps({"run_dir": owner, "host": socket.gethostname()}).encode()
-        for _ in range(10):
-            try:
-                self.zk.create(LOCK_PATH, body, ephemeral=True, makepath=True)
-                return
-            except NodeExistsError:
-                pass
-            try:
-                data, stat = self.zk.get(LOCK_PATH)
-            except NoNodeError:
-                continue  # the holder's session just expired: try again
-            holder = json.loads(data).get("run_dir", "?")
-            if holder != owner:
-                raise SourceError(f"another execution holds the cluster lock ({holder}); one execution per cluster")
-            # Left by this run's previous process (killed before its session expired): take it over with our
-            # session, so it cannot vanish under us when the old session expires.
-            try:
-                self.zk.delete(LOCK_PATH, version=stat.version)
-            except NoNodeError:
-                pass
-        raise SourceError("could not take the cluster lock (it keeps changing hands)")
-
-    def release_lock(self) -> None:
+    # -- the cluster lock (rebalancer.lock): the marker topic, created as Kafka's admin code creates topics --------
+    def lock_marker(self) -> Marker | None:
         from kazoo.exceptions import NoNodeError
 
         try:
-            self.zk.delete(LOCK_PATH)
+            data, _ = self.zk.get(kz.topic_path(LOCK_TOPIC))
+        except NoNodeError:
+            return None
+        topic_id = str(kz.decode(data, kz.topic_path(LOCK_TOPIC)).get("topic_id") or "")
+        deleting = self.zk.exists(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}") is not None
+        owner = None
+        if topic_id:
+            try:
+                owner = json.loads(self.zk.get(f"{LOCK_OWNERS}/{topic_id}")[0])
+            except (NoNodeError, ValueError):
+                owner = None
+        return Marker(topic_id or "(no id)", deleting, owner)
+
+    def create_lock_marker(self, owner: Mapping[str, Any]) -> str:
+        """Config znode, then the topic znode with a fresh topic id (atomic: exactly one creator wins)."""
+        from kazoo.exceptions import NodeExistsError
+
+        topic = kz.topic_path(LOCK_TOPIC)
+        if self.zk.exists(topic):
+            raise MarkerExists(self.zk.exists(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}") is not None)
+        live = sorted(self.live_brokers())
+        if not live:
+            raise SourceError(f"{self.display}: no live broker to hold the cluster lock topic {LOCK_TOPIC}")
+        topic_id = new_topic_id()
+        self.zk.create(f"{LOCK_OWNERS}/{topic_id}", owner_json(dict(owner)), makepath=True)
+        try:
+            self.zk.create(kz.config_path("topics", LOCK_TOPIC), kz.encode({"version": 1, "config": {}}), makepath=True)
+        except NodeExistsError:
+            pass
+        try:
+            self.zk.create(topic, kz.encode({"version": 3, "topic_id": topic_id, "partitions": {"0": [live[0]]},
+                                             "adding_replicas": {}, "removing_replicas": {}}), makepath=True)
+        except NodeExistsError:
+            self.zk.delete(f"{LOCK_OWNERS}/{topic_id}")
+            raise MarkerExists(self.zk.exists(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}") is not None) from None
+        return topic_id
+
+    def delete_lock_marker(self, topic_id: str) -> bool:
+        """Mark the marker topic for deletion if its id is ``topic_id`` (Kafka's controller deletes it)."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        marker = self.lock_marker()
+        try:
+            self.zk.delete(f"{LOCK_OWNERS}/{topic_id}")
         except NoNodeError:
             pass
+        if marker is None or marker.topic_id != topic_id:
+            return False
+        if not marker.deleting:
+            try:
+                self.zk.create(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}", b"", makepath=True)
+            except NodeExistsError:
+                pass
+        return True

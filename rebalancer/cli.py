@@ -10,6 +10,7 @@ import argparse
 import logging
 import math
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -229,12 +230,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _writable_file(path: str, option: str) -> None:
-    """Fail before the work, not after it: the directory a file will be written to must exist."""
-    parent = Path(path).expanduser().parent
-    if not parent.is_dir():
-        raise InputError(f"{option} {path}: directory {parent} does not exist")
-    if Path(path).is_dir():
-        raise InputError(f"{option} {path}: is a directory")
+    """Fail before the work, not after it: the directory a file will be written to must exist, and the file, if it
+    exists, must be a regular file (never a device such as /dev/full)."""
+    target = Path(path).expanduser()
+    if not target.parent.is_dir():
+        raise InputError(f"{option} {path}: directory {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{option} {path}: not a regular file")
 
 
 def _broker_list(text: str) -> list[int]:
@@ -565,6 +567,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _configure_logging(debug: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not debug:
+        # A client library's background thread (kazoo's connection loop, say) must not print a traceback beside
+        # the one-line error the command reports; --debug shows it.
+        threading.excepthook = lambda args: log.debug("thread %s: %s", args.thread, args.exc_value)
+    if not debug:
+        # Great Expectations logs a whole traceback at ERROR when it cannot write its Data Docs (and sets its own
+        # loggers' levels); the error we raise says it in one line.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(lambda record: not record.name.startswith("great_expectations"))
     # kazoo reports every failed connection attempt; the error we raise says it in one line.
     logging.getLogger("kazoo").setLevel(logging.INFO if debug else logging.CRITICAL)
     # kafka-python likewise logs each refused connection and retried request.
@@ -587,6 +598,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine, not a bug: a full disk, a read-only or missing directory, a long name
+        if args.debug:
+            raise
+        where = f"{str(exc.filename)[:200]}: " if getattr(exc, "filename", None) else ""
+        print(f"rebalancer: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug: still one line unless --debug
         if args.debug:
             raise

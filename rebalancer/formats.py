@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,6 +32,8 @@ from .model import Broker, Cluster, Partition, TopicPartition, topic_name_proble
 __all__ = [
     "SNAPSHOT_FORMAT",
     "read_json",
+    "read_text",
+    "loads_json",
     "atomic_write_text",
     "atomic_write_json",
     "StagedFiles",
@@ -48,9 +51,48 @@ SNAPSHOT_VERSION = 1
 
 
 # -- generic helpers ------------------------------------------------------------------------------------------
+def _regular_file(p: Path) -> None:
+    """Only regular files are read: a device or a FIFO (``/dev/zero``, a named pipe) would never end."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{p}: is a directory, expected a JSON file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{p}: not a regular file")
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A small UTF-8 text file (a client config, say); every failure is a one-line ``InputError`` naming it."""
+    p = Path(path)
+    _regular_file(p)
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+
+
+def loads_json(text: str, where: str) -> Any:
+    """Parse JSON text; malformed, too deeply nested or absurd numbers are a one-line ``InputError``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal of thousands of digits
+        raise InputError(f"{where}: malformed JSON: {exc}") from None
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file; a missing, unreadable or malformed file is a one-line ``InputError``."""
     p = Path(path)
+    _regular_file(p)
     try:
         with p.open("rb") as fh:
             return json.load(fh)
@@ -68,6 +110,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{p}: JSON nested too deeply to be a Kafka or rebalancer document") from None
     except ValueError as exc:  # e.g. an integer literal of thousands of digits
         raise InputError(f"{p}: malformed JSON: {exc}") from None
+    except MemoryError:
+        raise InputError(f"{p}: too large to read into memory") from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
 
@@ -120,14 +164,14 @@ class StagedFiles:
         self._staged: list[tuple[Path, Path]] = []
 
     def __enter__(self) -> StagedFiles:
-        if self.dir.exists() and not self.dir.is_dir():
-            raise InputError(f"{self.dir} exists and is not a directory")
-        if not self.dir.exists():
-            try:
+        try:
+            if self.dir.exists() and not self.dir.is_dir():
+                raise InputError(f"{self.dir} exists and is not a directory")
+            if not self.dir.exists():
                 self.dir.mkdir(parents=True)
-            except OSError as exc:
-                raise InputError(f"cannot create {self.dir}: {exc.strerror or exc}") from None
-            self.created_dir = True
+                self.created_dir = True
+        except OSError as exc:  # a parent that is a file, a name too long, a read-only parent
+            raise InputError(f"cannot create {_short(self.dir)}: {exc.strerror or exc}") from None
         if not os.access(self.dir, os.W_OK | os.X_OK):
             raise InputError(f"cannot write to {self.dir}: permission denied")
         return self
@@ -174,6 +218,11 @@ class StagedFiles:
         if isinstance(exc, OSError):
             where = getattr(exc, "filename", None) or self.dir
             raise InputError(f"cannot write {where}: {exc.strerror or exc}") from None
+
+
+def _short(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 200 else text[:100] + "..." + text[-60:]
 
 
 def _remove(path: Path) -> None:

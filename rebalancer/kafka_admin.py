@@ -225,16 +225,12 @@ def _properties(text: str, where: str) -> dict[str, Any]:
 
 def load_client_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a client config file (JSON of kafka-python arguments, or Java/librdkafka properties)."""
+    from .formats import loads_json, read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read Kafka client config {p}: {exc.strerror or exc}") from None
+    text = read_text(p)
     if text.lstrip().startswith("{"):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        doc = loads_json(text, str(p))
         if not isinstance(doc, dict):
             raise InputError(f"{p}: expected a JSON object of client settings")
         return dict(doc)
@@ -266,18 +262,37 @@ def _checked(config: Mapping[str, Any]) -> dict[str, Any]:
     if out.get("sasl_mechanism") in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
             out.get("sasl_plain_username") and "sasl_plain_password" in out):
         raise InputError(f"SASL {out['sasl_mechanism']} needs a username and password")
-    for key in ("request_timeout_ms",):
-        if key in out:
-            try:
-                out[key] = int(out[key])
-            except (TypeError, ValueError):
-                raise InputError(f"{key} must be an integer, got {out[key]!r}") from None
+    for key, value in out.items():
+        if key not in ("request_timeout_ms", "api_version", "ssl_check_hostname") and not isinstance(value, str):
+            raise InputError(f"Kafka client setting {key} must be a string, not {type(value).__name__}")
+    if "request_timeout_ms" in out:
+        value = out["request_timeout_ms"]
+        try:
+            out["request_timeout_ms"] = int(value) if not isinstance(value, bool) else -1
+        except (TypeError, ValueError):
+            out["request_timeout_ms"] = -1
+        if not 1 <= out["request_timeout_ms"] <= 3_600_000:
+            raise InputError("request_timeout_ms must be an integer of milliseconds from 1 to 3600000")
+    if "api_version" in out:
+        out["api_version"] = _api_version(out["api_version"])
     if "ssl_check_hostname" in out and isinstance(out["ssl_check_hostname"], str):
         out["ssl_check_hostname"] = out["ssl_check_hostname"].lower() not in ("false", "0", "no", "")
     for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile"):
         if key in out and not Path(out[key]).is_file():
             raise InputError(f"{key}: no such file {out[key]}")
     return out
+
+
+def _api_version(value: Any) -> tuple[int, ...]:
+    """A broker version pin, as kafka-python takes it: "3.9" or [3, 9] -> (3, 9)."""
+    parts = value.split(".") if isinstance(value, str) else value
+    try:
+        version = tuple(int(v) for v in parts) if isinstance(parts, (list, tuple)) else ()
+    except (TypeError, ValueError):
+        version = ()
+    if not 2 <= len(version) <= 3 or any(v < 0 or v > 1000 for v in version):
+        raise InputError("api_version must be a broker version such as \"3.9\" or [3, 9]")
+    return version
 
 
 def parse_kafka_url(url: str, *, config_file: str | None = None,

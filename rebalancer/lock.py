@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import ClusterBusy, RebalancerError, SourceError
+from .errors import ClusterBusy, InputError, RebalancerError, SourceError
 
 __all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "LockBackend", "ClusterLock", "LockLost", "kafka_uuid",
            "uuid_of", "new_topic_id", "owner_json", "process_start", "unlock"]
@@ -173,8 +173,6 @@ class ClusterLock:
 
     def acquire(self) -> str:
         """Create the marker; refuse (``ClusterBusy``) while anyone else holds it. Returns the lock id."""
-        from .formats import atomic_write_json
-
         owner = self._owner()
         deadline = time.monotonic() + self.deleting_grace
         while True:
@@ -199,12 +197,24 @@ class ClusterLock:
                     deadline = time.monotonic() + self.deleting_grace
                     continue
                 raise self._held(marker) from None
-        self._local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._record(owner)
+        except BaseException:
+            self.release()  # a lock nobody could prove stale must not outlive a failed start
+            raise
+        return self.topic_id
+
+    def _record(self, owner: dict[str, Any]) -> None:
+        from .formats import atomic_write_json
+
+        try:
+            self._local.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot write {self._local}: {exc.strerror or exc}") from None
         atomic_write_json(self._local, {"id": self.topic_id, "run_dir": owner["run_dir"], "host": owner["host"],
                                         "pid": owner["pid"],
                                         "pid_start": owner["pid_start"], "command": self.command,
                                         "source": self.source, "taken_at": owner["started_at"]})
-        return self.topic_id
 
     def check(self) -> None:
         """Raise ``LockLost`` unless the cluster's lock is still this execution's."""
@@ -219,7 +229,11 @@ class ClusterLock:
             return
         self.backend.delete_lock_marker(self.topic_id)
         self.topic_id = None
-        self._local.unlink(missing_ok=True)
+        try:
+            self._local.unlink(missing_ok=True)
+            self._local.parent.rmdir()  # only when empty: an execution that never got further leaves nothing
+        except OSError:
+            pass
 
 
 def unlock(backend: LockBackend, topic_id: str) -> Marker:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, SourceError
+from .errors import InputError, ModelError, SourceError
 from .formats import StagedFiles, load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
 from .urls import redact_url
@@ -167,6 +167,8 @@ def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | 
     started = time.monotonic()
     cluster = read_source(source, sizes=sizes, timeout=timeout, kafka_config=kafka_config,
                           kafka_config_file=kafka_config_file)
+    if not cluster.brokers:
+        raise ModelError(f"{redact_url(source)} describes no broker: not a Kafka cluster to rebalance")
     meta = dict(cluster.meta)
     meta.setdefault("source", redact_url(source))
     meta.setdefault("taken_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

@@ -76,7 +76,15 @@ def _split_host_port(entry: str) -> tuple[str, str | None]:
 
 
 def _valid_host(host: str) -> bool:
-    return bool(_IPV6.fullmatch(host) or _HOSTNAME.fullmatch(host))
+    if _IPV6.fullmatch(host):
+        return True
+    if not _HOSTNAME.fullmatch(host) or len(host) > 253:
+        return False
+    try:  # what the resolver will be asked: DNS labels of 1-63 characters, IDNA-encodable
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 def _valid_port(port: str | None) -> bool:

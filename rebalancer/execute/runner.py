@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -125,7 +126,34 @@ def preflight(run_dir: str | Path, approval: str | None = None, kind: str | None
     _check_approval(run, plan, approval)
     if kind is not None:
         _resumable_state(run, plan, kind)
+        thr.Ledger(_state_path(run, LEDGER_FILE))  # a ledger that cannot be read would leak throttles: refuse now
+        _check_writable(run / "execution")
     return plan
+
+
+def _check_writable(directory: Path) -> None:
+    """The execution files can be written (a read-only or full run directory is refused before connecting)."""
+    created = False
+    probe = directory / f".write-check-{os.getpid()}"
+    try:
+        if not directory.is_dir():
+            directory.mkdir(parents=True)
+            created = True
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"x" * 65536)  # about what a state file and the ledger need
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"cannot write to {directory}: {exc.strerror or exc}") from None
+    finally:
+        for undo in (probe.unlink, directory.rmdir if created else None):
+            try:
+                if undo is not None:
+                    undo()
+            except OSError:
+                pass
 
 
 def _checked_plan(run: Path) -> Plan:
@@ -454,8 +482,9 @@ def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
     _retrying(lock.refuse_if_held, "reading the cluster lock")
     _retrying(lambda: _refuse_foreign(backend, state), "listing reassignments")
     _retrying(lock.acquire, "taking the cluster lock")
-    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    ledger = None
     try:
+        ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
         if state is None:
             steps = make_steps()
             unknown = [st for st in steps if (st.topic, st.partition, st.before, st.after) not in allowed]
@@ -498,7 +527,8 @@ def _run(run: Path, backend: Any, plan: Plan, opts: ExecOptions, kind: str,
     finally:
         # Whatever happened: exactly this run's throttles go (retried through a reconnect), then the lock.
         try:
-            _release(run, backend, ledger, opts)
+            if ledger is not None:
+                _release(run, backend, ledger, opts)
         finally:
             _retrying(lock.release, "releasing the cluster lock")
 

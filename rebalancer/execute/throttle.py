@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
+from ..model import topic_name_problem
 
 __all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
@@ -91,6 +92,30 @@ def _join(items: Iterable[str]) -> str:
     return ",".join(sorted(set(items), key=key))
 
 
+def _ledger_problem(doc: Any) -> str | None:
+    """What is wrong with a ledger document, or None."""
+    if not isinstance(doc, dict):
+        return "not an object"
+    brokers, topics = doc.get("brokers") or {}, doc.get("topics") or {}
+    if not isinstance(brokers, dict) or not isinstance(topics, dict):
+        return "brokers and topics must be objects"
+    for b, keys in brokers.items():
+        if not (isinstance(b, str) and b.isascii() and b.isdigit() and int(b) <= 2**31 - 1) or not isinstance(keys, dict):
+            return f"broker entry {b!r:.40}"
+        for key, entry in keys.items():
+            if key not in THROTTLE_BROKER_KEYS or not isinstance(entry, dict) or not isinstance(entry.get("set"), str) \
+                    or not isinstance(entry.get("previous"), (str, type(None))):
+                return f"broker {b}: entry {key!r:.60}"
+    for t, keys in topics.items():
+        if topic_name_problem(t) or not isinstance(keys, dict):
+            return f"topic entry {t!r:.60}"
+        for key, entries in keys.items():
+            if key not in THROTTLE_TOPIC_KEYS or not isinstance(entries, list) or not all(
+                    isinstance(x, str) and re.fullmatch(r"[0-9]{1,10}:[0-9]{1,10}", x) for x in entries):
+                return f"topic {t}: entry {key!r:.60}"
+    return None
+
+
 class Ledger:
     """What this run set, persisted before it is set (write-ahead), so a crash never leaves an unknown throttle.
 
@@ -100,9 +125,11 @@ class Ledger:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        doc = read_json(self.path) if self.path.exists() else {}
-        if not isinstance(doc, dict):
-            raise InputError(f"{self.path}: not a throttle ledger")
+        doc = read_json(self.path) if self.path.exists() or self.path.is_symlink() else {}
+        problem = _ledger_problem(doc)
+        if problem:
+            raise InputError(f"{self.path}: not a throttle ledger ({problem}); it records which throttles this run "
+                             "set: restore it, or remove it and clear them with kafka-configs")
         self.brokers: dict[str, dict[str, dict[str, str | None]]] = doc.get("brokers") or {}
         self.topics: dict[str, dict[str, list[str]]] = doc.get("topics") or {}
 

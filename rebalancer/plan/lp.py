@@ -34,12 +34,15 @@ computed with those, so the whole stays valid) and the stats say ``cut_short`` w
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .budget import Deadline
+from .targets import PlanError
 
 __all__ = ["LpInput", "LpOutput", "solve_lp", "lp_balance"]
 
@@ -87,6 +90,17 @@ class LpOutput:
     constraints: int
     count_slack: int
 
+
+
+def _write_lp(prob: Any, target: Path) -> None:
+    """The program as a debugging artifact, written whole or not at all (temporary name, then rename)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        prob.writeLP(str(tmp))
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
 
 def _solver(time_limit: float, warm: bool) -> Any:
     import pulp
@@ -217,7 +231,7 @@ def solve_lp(inp: LpInput) -> LpOutput:
                 x[(k, b)].setInitialValue(1 if b in reps else 0)
                 lv[(k, b)].setInitialValue(1 if reps and b == reps[0] else 0)
     if inp.write_lp:
-        prob.writeLP(inp.write_lp)
+        _write_lp(prob, Path(inp.write_lp))
     solver = _solver(inp.time_limit, warm)
     prob.solve(solver)
     status = pulp.LpStatus[prob.status]

@@ -43,6 +43,22 @@ class ScenarioParams:
     mean_partition_mib: float = 256.0
 
 
+# A simulated cluster lives in one process on one machine: beyond these it would not finish building.
+LIMITS = {"brokers": 10_000, "racks": 1_000, "partitions": 5_000_000, "topics": 1_000_000, "rf": 16,
+          "new_brokers": 10_000}
+
+
+def _check(p: ScenarioParams, brokers: int) -> None:
+    """Refuse what cannot be built (in one line, before building anything)."""
+    for name, limit in LIMITS.items():
+        value = getattr(p, name)
+        if value is not None and not 1 <= value <= limit and not (name == "new_brokers" and value == 0):
+            raise InputError(f"scenario --{name.replace('_', '-')} {value}: must be from 1 to {limit:,}")
+    rf = p.rf or 3
+    if rf > brokers:
+        raise InputError(f"scenario --rf {rf} is more than its {brokers} brokers")
+
+
 def _rack_names(n: int) -> list[str]:
     return [chr(ord("a") + i) if n <= 26 else f"rack{i}" for i in range(n)]
 
@@ -90,6 +106,7 @@ def wix(p: ScenarioParams) -> Cluster:
     With the defaults scaled up (40 brokers, 87,845 partitions at RF 3) the counts are the article's own.
     """
     n = p.brokers or 40
+    _check(p, n)
     n_racks = p.racks or 4
     rf = p.rf or 3
     total_partitions = p.partitions or 4000
@@ -114,6 +131,7 @@ def pinterest(p: ScenarioParams) -> Cluster:
     """Two topics with skewed leaders; replica counts stay near even."""
     rng = random.Random(p.seed)
     n = p.brokers or 135
+    _check(p, min(122, n))
     n_racks = p.racks or 3
     racks = _rack_names(n_racks)
     brokers = [Broker(id=i, rack=racks[i % n_racks]) for i in range(n)]
@@ -138,6 +156,7 @@ def new_brokers(p: ScenarioParams) -> Cluster:
     """A balanced rack-aware cluster plus empty new brokers in a new rack."""
     rng = random.Random(p.seed)
     n_old = p.brokers or 12
+    _check(p, n_old)
     n_racks = p.racks or 3
     n_new = p.new_brokers if p.new_brokers is not None else 4
     rf = p.rf or 3

@@ -352,7 +352,8 @@ def _add_scenario_options(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--partitions", type=_count, help="total partitions")
     p.add_argument("--topics", type=_count, help="number of topics")
     p.add_argument("--rf", type=_count, help="replication factor")
-    p.add_argument("--new-brokers", type=_count, help="new-brokers scenario: how many empty brokers")
+    p.add_argument("--new-brokers", type=_number(int, minimum=0, maximum=10_000),
+                   help="new-brokers scenario: how many empty brokers")
     p.add_argument("--seed", type=_number(int, minimum=0, maximum=2**32 - 1), default=42, help="random seed (default 42)")
 
 

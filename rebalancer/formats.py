@@ -87,6 +87,8 @@ def loads_json(text: str, where: str) -> Any:
         raise InputError(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # e.g. an integer literal of thousands of digits
         raise InputError(f"{where}: malformed JSON: {exc}") from None
+    except MemoryError:
+        raise InputError(f"{where}: too large to read into memory") from None
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -94,26 +96,18 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     p = Path(path)
     _regular_file(p)
     try:
-        with p.open("rb") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, expected a JSON file") from None
+        data = p.read_bytes()
     except PermissionError:
         raise InputError(f"{p}: permission denied") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise InputError(f"{p}: JSON nested too deeply to be a Kafka or rebalancer document") from None
-    except ValueError as exc:  # e.g. an integer literal of thousands of digits
-        raise InputError(f"{p}: malformed JSON: {exc}") from None
     except MemoryError:
         raise InputError(f"{p}: too large to read into memory") from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return loads_json(text, str(p))
 
 
 def _write_error(path: Path, exc: OSError) -> InputError:

@@ -31,7 +31,6 @@ replica sizes; ListPartitionReassignments gives what is in flight.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import ClusterBusy, InputError, RebalancerError, SourceError
+from .procs import process_identity
 
 __all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "LockBackend", "ClusterLock", "LockLost", "kafka_uuid",
            "uuid_of", "new_topic_id", "owner_json", "process_start", "unlock"]
@@ -66,14 +67,11 @@ def uuid_of(topic_id: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 
-def process_start(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or None if there is no such process: with
-    the pid this names one process, so a recycled pid is not mistaken for the owner."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rpartition(")")[2].split()[19]
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (``procs.process_identity``), or None if there is no such process: with the pid
+    this names one process, so a recycled pid is not mistaken for a lock's owner."""
+    ident = process_identity(pid)
+    return None if ident is None else int(ident["start_time"])
 
 
 @dataclass(frozen=True)

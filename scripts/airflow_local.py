@@ -141,7 +141,7 @@ def start(home: Path, env: Mapping[str, str], components: Sequence[str] = COMPON
 
 
 def _alive(pid: int) -> bool:
-    from rebalancer.sim.service import process_alive
+    from rebalancer.procs import process_alive
 
     return process_alive(pid)
 

@@ -192,3 +192,36 @@ def wait_for(predicate: Any, timeout: float, what: str, poll: float = 0.2) -> An
             return value
         time.sleep(poll)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def signed_in_browser(stack: Stack, tmp: Path, user: str = APPROVER) -> tuple[Any, Any]:
+    """Headless Debian Chromium, signed in to the stack's Airflow UI as ``user``: (driver, a 60 s WebDriverWait)."""
+    import pytest
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    if not Path(CHROMEDRIVER).exists():
+        pytest.fail(f"{CHROMEDRIVER} is missing: install Debian's chromium-driver (with chromium)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1300", f"--user-data-dir={tmp / 'chromium-profile'}"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    wait = WebDriverWait(driver, 60)
+    try:
+        driver.get(f"{stack.base_url}/")
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(user)
+        driver.find_element(By.NAME, "password").send_keys(airflow_local.passwords(stack.home)[user])
+        driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
+        wait.until(lambda d: "/auth/login" not in d.current_url)
+    except BaseException:
+        driver.quit()
+        raise
+    return driver, wait

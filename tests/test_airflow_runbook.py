@@ -18,7 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from airflow_support import (APPROVER, ARTIFACTS, OTHER_USER, Cluster, Stack, airflow_local, leader_skewed_description,
-                             planned_assignment, start_cluster, start_stack, wait_for)
+                             planned_assignment, signed_in_browser, start_cluster, start_stack, wait_for)
 from rebalancer import kafka_zk as kz
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -263,27 +263,9 @@ def test_nothing_to_change_ends_early_without_asking(stack: Stack, cluster: Clus
     assert not (run / "approval.json").exists()
 
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-def _browser(tmp: Path) -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not Path(CHROMEDRIVER).exists():
-        pytest.fail(f"{CHROMEDRIVER} is missing: install Debian's chromium-driver (with chromium)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1300", f"--user-data-dir={tmp / 'chromium-profile'}"):
-        opts.add_argument(arg)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-
-
 def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cluster: Cluster, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
     # The full path through the Admin API (backend kafka): snapshot, execution, verification, cleanup.
     before = cluster.assignment()
@@ -293,15 +275,8 @@ def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cl
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
     plan = json.loads((stack.run_dir(DAG, run_id) / "plan.json").read_text())
-    driver = _browser(tmp_path)
-    wait = WebDriverWait(driver, 60)
+    driver, wait = signed_in_browser(stack, tmp_path)  # as the approver
     try:
-        # Log in as the approver.
-        driver.get(f"{stack.base_url}/")
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(APPROVER)
-        driver.find_element(By.NAME, "password").send_keys(airflow_local.passwords(stack.home)[APPROVER])
-        driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
-        wait.until(lambda d: "/auth/login" not in d.current_url)
         # The run's Required Actions: the approval request with the plan and the report link.
         driver.get(f"{stack.base_url}/dags/{DAG}/runs/{quote(run_id, safe='')}/required_actions")
         link = wait.until(ec.element_to_be_clickable((By.PARTIAL_LINK_TEXT, "Open the approver's report")))

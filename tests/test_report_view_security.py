@@ -19,10 +19,9 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_support import APPROVER, Stack, airflow_local, start_stack
+from airflow_support import APPROVER, Stack, airflow_local, signed_in_browser, start_stack
 from rebalancer import runbook
 from rebalancer.report import render_report
-from test_airflow_runbook import _browser
 from test_report import _make_run, _read_dom
 
 pytestmark = pytest.mark.timeout(600)  # the first Airflow test also starts Airflow and renders a report
@@ -187,16 +186,9 @@ def test_in_chromium_the_report_renders_and_no_planted_script_runs(stack: Stack,
                                                                    tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    driver = _browser(tmp_path)
-    wait = WebDriverWait(driver, 60)
+    driver, wait = signed_in_browser(stack, tmp_path)
     try:
-        driver.get(f"{stack.base_url}/")
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(APPROVER)
-        driver.find_element(By.NAME, "password").send_keys(airflow_local.passwords(stack.home)[APPROVER])
-        driver.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
-        wait.until(lambda d: "/auth/login" not in d.current_url)
 
         # The run page and the index show the edited values as text.
         for path, shown in ((url(DAG, "manual__edited"), "<script>alert(1)</script> replica moves"),

@@ -936,7 +936,7 @@ def test_sim_down_never_kills_a_process_that_merely_has_a_recorded_pid(tmp_path)
 def test_sim_down_stops_the_very_process_up_recorded(tmp_path):  # type: ignore[no-untyped-def]
     import subprocess
 
-    from rebalancer.sim.service import process_identity
+    from rebalancer.procs import process_identity
 
     ours = subprocess.Popen(["sleep", "300"])
     try:

@@ -32,14 +32,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..procs import process_alive, process_identity
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, read_json
 from ..zkclient import ZkTarget, parse_zk_url, zk_session
 from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
 from .scenarios import ScenarioParams, build_scenario
 
-__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "process_alive",
-           "process_identity", "DEFAULT_CHROOT"]
+__all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "DEFAULT_CHROOT"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHROOT = "/kafka"
@@ -71,41 +71,6 @@ def run_foreground(zk_url: str, *, scenario: str | None, params: ScenarioParams,
                 raise SimulationError(f"simulated controller failed: {sim.error!r}")
         sim.stop()
     return 0
-
-
-def process_alive(pid: int | None) -> bool:
-    """Whether a process runs (a zombie child counts as dead); shared with scripts/airflow_local.py."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours counts as dead.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def process_identity(pid: int | None) -> dict[str, Any] | None:
-    """What tells a process from a later one given the same pid: ``{"pid", "start_time", "cmdline"}``, the start time
-    in clock ticks after boot (field 22 of ``/proc/<pid>/stat``). None when there is no such process or no ``/proc``."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as fb:
-            raw = fb.read()
-        start_time = int(stat.rsplit(")", 1)[1].split()[19])  # the command name in parentheses may hold spaces
-    except (OSError, IndexError, ValueError):
-        return None
-    cmdline = [arg.decode(errors="replace") for arg in raw.split(b"\0")[:-1]]
-    return {"pid": pid, "start_time": start_time, "cmdline": cmdline}
 
 
 def _not_the_recorded(record: dict[str, Any]) -> str | None:

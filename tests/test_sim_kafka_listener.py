@@ -765,15 +765,21 @@ def test_a_topic_marked_for_deletion_cannot_be_created_until_it_is_gone(zk, make
     assert created["error_code"] == 0
 
 
-def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk, make_sim, connect):  # type: ignore[no-untyped-def]
-    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 20 * MB), Partition("u", 0, (0, 1), 0, (0, 1), 1)),
-                   acceleration=10)
-    admin = topic_admin(connect, sim)
-    throttle(admin, MB, [0, 2], "t", "*", "*")
+def start_throttled_move(sim: Any, admin: KafkaAdminClient, rate: int) -> TopicPartition:
+    """Move t-0 from [0, 1] to [0, 2] at ``rate`` bytes/s; returns once broker 2 has started copying."""
+    throttle(admin, rate, [0, 2], "t", "*", "*")
     wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
     tp = TopicPartition("t", 0)
     admin.alter_partition_reassignments({tp: [0, 2]})
     wait_for(lambda: sim.disk[("t", 0)].get(2, 0) > 0, what="copying to start")
+    return tp
+
+
+def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 20 * MB), Partition("u", 0, (0, 1), 0, (0, 1), 1)),
+                   acceleration=10)
+    admin = topic_admin(connect, sim)
+    tp = start_throttled_move(sim, admin, MB)
     started = time.monotonic()
     (late,) = admin.delete_topics(["t"], timeout_ms=300, raise_errors=False)["topics"]
     assert (late["name"], late["error_code"]) == ("t", 7)  # REQUEST_TIMED_OUT, as Kafka's delayed delete
@@ -872,11 +878,7 @@ def test_a_reassignment_is_unaffected_by_topics_coming_and_going(zk, make_sim, c
     size, rate = 60 * MB, 2 * MB  # 30 simulated seconds: 3 s of wall clock for the topics to come and go
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)
     admin = topic_admin(connect, sim)
-    throttle(admin, rate, [0, 2], "t", "*", "*")
-    wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
-    tp = TopicPartition("t", 0)
-    admin.alter_partition_reassignments({tp: [0, 2]})
-    wait_for(lambda: sim.disk[("t", 0)].get(2, 0) > 0, what="copying to start")
+    tp = start_throttled_move(sim, admin, rate)
     for _ in range(2):
         (made,) = admin.create_topics({LOCK: {"assignments": {0: [2]}}})["topics"]
         assert admin.delete_topics([uuid.UUID(str(made["topic_id"]))])["topics"][0]["error_code"] == 0

@@ -69,7 +69,8 @@ class ZooKeeperHook(BaseHook):
 
             cred = f"{quote(auth[0], safe='')}:{quote(auth[1], safe='')}@"
             mask_secret(quote(auth[1], safe=""))  # Airflow masks the password as stored, not URL-quoted
-        return f"zk://{cred}{hosts}{'/' + chroot if chroot else ''}", extra.get("sizes")
+        # The chroot is percent-encoded: rebalancer.urls reads an '@' or '%' in it as URL syntax otherwise.
+        return f"zk://{cred}{hosts}{'/' + quote(chroot, safe='/') if chroot else ''}", extra.get("sizes")
 
     def describe(self) -> str:
         hosts, chroot, _auth, _extra = self._parts()

@@ -22,9 +22,10 @@ t = parse_zk_url(source)
 out["zk"] = {"sizes": sizes, "hosts": t.hosts, "chroot": t.chroot, "auth": list(t.auth), "describe": zk.describe()}
 out["zk_plain"] = cluster_source({"backend": "zookeeper", "zookeeper_conn_id": "zk_plain"})
 out["kafka"] = cluster_source({"backend": "kafka", "kafka_conn_id": "kafka_sasl"})
+from rebalancer.errors import InputError
 try:
     KafkaClusterHook("kafka_bad").get_source()
-except ValueError as exc:
+except InputError as exc:
     out["bad"] = str(exc)
 print(json.dumps(out))
 """
@@ -61,3 +62,62 @@ def test_hooks_build_sources_without_leaking_secrets(tmp_path: Path) -> None:
     # Nothing printed the secrets.
     for secret in ("s3cr@t/pw", "s3cr%40t%2Fpw", "kafka-pw"):
         assert secret not in proc.stderr
+
+
+BAD_PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from rebalancer_airflow.hooks import cluster_source
+from rebalancer_airflow.runbook_dag import one_line_errors
+from rebalancer.errors import InputError
+out = {}
+for name, params in json.loads(sys.argv[2]).items():
+    try:
+        cluster_source(params)
+        out[name] = "accepted"
+    except InputError as exc:
+        out[name] = str(exc)
+    except Exception as exc:
+        out[name] = f"RAW {type(exc).__name__}: {exc}"
+try:
+    one_line_errors(lambda: cluster_source({"backend": "kafka", "kafka_conn_id": "nowhere"}))()
+except Exception as exc:
+    out["task"] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def test_bad_connections_are_one_line_input_errors(tmp_path: Path) -> None:
+    """A missing or unusable connection is a named one-line error (InputError, a failed task), never a ValueError
+    or an Airflow traceback from the hook."""
+    env = {
+        "PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_ZK_NOHOST": json.dumps({"conn_type": "zookeeper", "schema": "kafka"}),
+        "AIRFLOW_CONN_ZK_EXTRA": json.dumps({"conn_type": "zookeeper", "host": "zk1:2181", "extra": {"size": "x"}}),
+        "AIRFLOW_CONN_KAFKA_LIST": json.dumps({"conn_type": "kafka", "host": "b1:9092", "extra": "[1, 2]"}),
+        "AIRFLOW_CONN_KAFKA_BROKEN": json.dumps({"conn_type": "kafka", "host": "b1:9092", "extra": "{not json"}),
+        "AIRFLOW_CONN_KAFKA_BAD": json.dumps({"conn_type": "kafka", "host": "b1:9092", "extra": {"sasl_passwd": "x"}}),
+    }
+    cases = {
+        "missing": {"backend": "zookeeper", "zookeeper_conn_id": "no_such_conn"},
+        "no_host": {"backend": "zookeeper", "zookeeper_conn_id": "zk_nohost"},
+        "zk_extra": {"backend": "zookeeper", "zookeeper_conn_id": "zk_extra"},
+        "extra_list": {"backend": "kafka", "kafka_conn_id": "kafka_list"},
+        "extra_broken": {"backend": "kafka", "kafka_conn_id": "kafka_broken"},
+        "unknown_key": {"backend": "kafka", "kafka_conn_id": "kafka_bad"},
+        "backend": {"backend": "pulsar"},
+    }
+    proc = subprocess.run([sys.executable, "-c", BAD_PROBE, str(REPO / "plugins"), json.dumps(cases)],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "Airflow connection 'no_such_conn' is not defined" in out["missing"]
+    assert "'zk_nohost' names no ZooKeeper host" in out["no_host"]
+    assert "'zk_extra': unknown extra key(s) size" in out["zk_extra"]
+    assert "'kafka_list': extra must be a JSON object" in out["extra_list"]
+    assert "'kafka_broken': extra is not valid JSON" in out["extra_broken"]
+    assert "unknown extra key(s) sasl_passwd" in out["unknown_key"]
+    assert "backend must be zookeeper or kafka, got 'pulsar'" in out["backend"]
+    for name, message in out.items():
+        assert not message.startswith("RAW") and "\n" not in message, (name, message)
+    assert out["task"].startswith("AirflowFailException: InputError: Airflow connection 'nowhere' is not defined")

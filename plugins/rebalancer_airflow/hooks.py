@@ -11,15 +11,18 @@
     ``ssl_cafile``, ...). ``KafkaClusterHook.get_source()`` -> ``("kafka://bootstrap", kafka_config)``.
 
 Secrets never reach a log line: the connection's password is masked by Airflow in task logs, and ``describe()``
-gives the source without credentials.
+gives the source without credentials. A connection that is missing or unusable is one ``InputError`` line naming the
+connection and the field (the tasks turn library errors into a failed task with that line, not a traceback).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk.bases.hook import BaseHook
+from rebalancer.errors import InputError
 
 __all__ = ["ZooKeeperHook", "KafkaClusterHook", "cluster_source"]
 
@@ -32,10 +35,35 @@ KAFKA_SECURITY_KEYS = frozenset({
 })
 
 
+def _connection(hook: BaseHook, conn_id: str) -> Any:
+    """The Airflow connection, or one line saying it is not defined."""
+    from airflow.exceptions import AirflowNotFoundException
+
+    try:
+        return hook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        raise InputError(f"Airflow connection {conn_id!r} is not defined (Admin > Connections, or AIRFLOW_CONN_"
+                         f"{conn_id.upper()})") from None
+
+
+def _extra(conn: Any, conn_id: str) -> dict[str, Any]:
+    """The connection's extra as a JSON object (Airflow gives {} for a broken one after logging: refuse it)."""
+    raw = conn.extra
+    if raw in (None, ""):
+        return {}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        raise InputError(f"connection {conn_id!r}: extra is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise InputError(f"connection {conn_id!r}: extra must be a JSON object, got {type(value).__name__}")
+    return value
+
+
 def _hosts(host: str | None, port: int | None, what: str, conn_id: str) -> str:
     text = (host or "").strip()
     if not text:
-        raise ValueError(f"connection {conn_id!r} names no {what} host (host: host:port[,host:port])")
+        raise InputError(f"connection {conn_id!r} names no {what} host (host: host:port[,host:port])")
     if port and "," not in text and ":" not in text:
         text = f"{text}:{port}"
     return text
@@ -54,11 +82,16 @@ class ZooKeeperHook(BaseHook):
         self.zookeeper_conn_id = zookeeper_conn_id
 
     def _parts(self) -> tuple[str, str, tuple[str, str] | None, dict[str, Any]]:
-        conn = self.get_connection(self.zookeeper_conn_id)
+        conn = _connection(self, self.zookeeper_conn_id)
         hosts = _hosts(conn.host, conn.port, "ZooKeeper", self.zookeeper_conn_id)
         chroot = (conn.schema or "").strip("/")
         auth = (conn.login, conn.password or "") if conn.login else None
-        return hosts, chroot, auth, dict(conn.extra_dejson or {})
+        extra = _extra(conn, self.zookeeper_conn_id)
+        unknown = sorted(set(extra) - {"sizes"})
+        if unknown:
+            raise InputError(f"connection {self.zookeeper_conn_id!r}: unknown extra key(s) {', '.join(unknown)} "
+                             "(only 'sizes': file:///path/log-dirs.json)")
+        return hosts, chroot, auth, extra
 
     def get_source(self) -> tuple[str, str | None]:
         """``(zk URL with credentials, sizes URL or None)``: pass both to the library, never log the URL."""
@@ -91,12 +124,12 @@ class KafkaClusterHook(BaseHook):
 
     def get_source(self) -> tuple[str, dict[str, Any]]:
         """``("kafka://bootstrap", kafka_config)``; login/password become the SASL username/password."""
-        conn = self.get_connection(self.kafka_conn_id)
+        conn = _connection(self, self.kafka_conn_id)
         bootstrap = _hosts(conn.host, conn.port, "bootstrap", self.kafka_conn_id)
-        extra = dict(conn.extra_dejson or {})
+        extra = _extra(conn, self.kafka_conn_id)
         unknown = sorted(set(extra) - KAFKA_SECURITY_KEYS - {"bootstrap_servers"})
         if unknown:
-            raise ValueError(f"connection {self.kafka_conn_id!r}: unknown extra key(s) {', '.join(unknown)} "
+            raise InputError(f"connection {self.kafka_conn_id!r}: unknown extra key(s) {', '.join(unknown)} "
                              f"(kafka-python KafkaAdminClient settings: {', '.join(sorted(KAFKA_SECURITY_KEYS))})")
         config = {k: v for k, v in extra.items() if k in KAFKA_SECURITY_KEYS}
         if conn.login:
@@ -106,7 +139,7 @@ class KafkaClusterHook(BaseHook):
         return f"kafka://{extra.get('bootstrap_servers') or bootstrap}", config
 
     def describe(self) -> str:
-        conn = self.get_connection(self.kafka_conn_id)
+        conn = _connection(self, self.kafka_conn_id)
         return f"kafka://{_hosts(conn.host, conn.port, 'bootstrap', self.kafka_conn_id)}"
 
 
@@ -122,4 +155,4 @@ def cluster_source(params: dict[str, Any]) -> dict[str, Any]:
         k_hook = KafkaClusterHook(params.get("kafka_conn_id") or KafkaClusterHook.default_conn_name)
         source, config = k_hook.get_source()
         return {"source": source, "sizes": None, "kafka_config": config or None, "display": k_hook.describe()}
-    raise ValueError(f"backend must be zookeeper or kafka, got {backend!r}")
+    raise InputError(f"DAG param backend must be zookeeper or kafka, got {backend!r}")

@@ -172,9 +172,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .execute import open_backend, verify
 
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
-        result = verify(args.run_dir, backend)
+        result = verify(args.run_dir, backend, settle=args.settle)
+    differ = len(result["balance_differences"])
     print(f"verified: {result['partitions_checked']} partitions at their planned replicas with full ISR and preferred"
-          " leaders; no throttle left; broker counts as predicted")
+          " leaders; none of this run's throttles left; "
+          + (f"{differ} broker(s) differ from the predicted replica count (changes made elsewhere: see "
+             "verification.json)" if differ else "broker counts as predicted"))
     return 0
 
 
@@ -487,6 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", required=True, help=SOURCE_HELP)
     _kafka_config_option(p)
     p.add_argument("--timeout", type=_timeout, default=10.0)
+    p.add_argument("--settle", type=_timeout, default=30.0, metavar="SECONDS",
+                   help="how long a partition may look wrong (an ISR shrinking for a moment, metadata catching up) "
+                        "before it fails verification (default 30)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("rollback", help="revert the plan's completed moves to rollback.json, throttled")

@@ -4,6 +4,8 @@
     ├── InputError                  exit 2   a file, URL or option the user gave is unusable
     │   └── ModelError              exit 3   the cluster description breaks an invariant
     ├── SourceError                 exit 4   a cluster source (ZooKeeper, Kafka) cannot be read
+    │   ├── TransientError          exit 4   ... for a moment (connection lost, session expired, controller moving):
+    │   │                                    backends raise it, the executor retries it, nothing else
     │   └── ClusterBusy             exit 9   another execution holds the cluster lock, or a reassignment this run
     │                                        did not start is in flight: nothing was done, try again later
     └── SimulationError             exit 5   the simulated cluster or its ZooKeeper cannot run
@@ -20,6 +22,7 @@ __all__ = [
     "ModelError",
     "SourceError",
     "ClusterBusy",
+    "TransientError",
     "SimulationError",
 ]
 
@@ -46,6 +49,10 @@ class SourceError(RebalancerError):
     """A cluster source could not be reached or read (timeout, auth, missing metadata)."""
 
     exit_code = 4
+
+
+class TransientError(SourceError):
+    """The cluster could not be reached for a moment: worth retrying (the one transient type every backend raises)."""
 
 
 class ClusterBusy(SourceError):

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from .errors import InputError, SourceError
+from .errors import InputError, SourceError, TransientError
 from .lock import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
 from .urls import split_url
@@ -84,7 +84,7 @@ _KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a key that may be named in an e
 SASL_AUTHENTICATE_API_KEY = 36  # the Kafka protocol's SaslAuthenticate request: our credentials, awaiting an answer
 
 
-class TransientKafkaError(SourceError):
+class TransientKafkaError(TransientError):
     """The cluster could not be reached for a moment (connection lost, controller moving): worth retrying."""
 
 
@@ -431,10 +431,13 @@ def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapp
     return out
 
 
-def log_dir_sizes(admin: Any, brokers: list[int]) -> dict[TopicPartition, dict[int, int]]:
-    """Bytes per replica from DescribeLogDirs on every live broker (future replicas of a log-dir move excluded)."""
+def log_dir_sizes(admin: Any, brokers: list[int], topic_partitions: Mapping[str, list[int]] | None = None
+                  ) -> dict[TopicPartition, dict[int, int]]:
+    """Bytes per replica from DescribeLogDirs on every live broker (future replicas of a log-dir move excluded);
+    of ``topic_partitions`` ({topic: [partition]}) only, when given."""
     sizes: dict[TopicPartition, dict[int, int]] = {}
-    for entry in admin.describe_log_dirs(brokers=brokers):
+    for entry in admin.describe_log_dirs(topic_partitions=dict(topic_partitions) if topic_partitions else None,
+                                         brokers=brokers):
         for d in entry["log_dirs"]:
             if d.get("error_code"):
                 continue

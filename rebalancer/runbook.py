@@ -380,8 +380,6 @@ def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
                             f"{first['problem']})")
             if ver.get("throttles_left"):
                 what.append(f"throttles left on {', '.join(sorted(ver['throttles_left']))}")
-            if ver.get("balance_differences"):
-                what.append(f"{len(ver['balance_differences'])} broker(s) differ from the predicted replica count")
             parts.append("verification failed: " + ("; ".join(what) or "see verification.json"))
         elif "validate" in failed and (result := _read(run / "validation" / "result.json")):
             gates = [g["name"] for g in result.get("gates", []) if not g.get("passed")]

@@ -59,27 +59,12 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0,
         if size_map:
             cluster = _apply_sizes(cluster, size_map)
         return cluster
-    if scheme == "zk":
-        from .kafka_zk import read_cluster
-        from .zkclient import parse_zk_url, zk_session
+    from .execute.backend import open_backend  # zk:// and kafka://: the one registry of backends
 
-        from kazoo.exceptions import NoAuthError
-
-        target = parse_zk_url(source)
-        with zk_session(target, timeout=timeout, expect_kafka=True) as zk:
-            try:
-                return read_cluster(zk, display=target.display, sizes=size_map)
-            except NoAuthError:
-                how = "the given credentials" if target.auth else "no credentials (use zk://user:password@... or REBALANCER_ZK_AUTH)"
-                raise SourceError(f"ZooKeeper at {target.display} denied access to the Kafka metadata with {how}") from None
-    if scheme == "kafka":
-        from .kafka_admin import admin_session, parse_kafka_url, read_cluster as read_admin
-
-        target = parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
-        with admin_session(target, timeout=timeout) as admin:
-            cluster = read_admin(admin, display=target.display)
-        return _apply_sizes(cluster, size_map) if size_map else cluster
-    raise AssertionError(scheme)  # source_scheme admits only the three above
+    with open_backend(source, timeout=timeout, kafka_config=kafka_config,
+                      kafka_config_file=kafka_config_file) as backend:
+        cluster = backend.read_cluster()
+    return _apply_sizes(cluster, size_map) if size_map else cluster
 
 
 def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]]) -> Cluster:

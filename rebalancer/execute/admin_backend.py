@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from .. import kafka_admin as ka
@@ -41,10 +42,20 @@ class AdminBackend:
         self.source = source or display  # one bootstrap broker is enough to reach the cluster again
         self.patience = patience
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    @classmethod
+    @contextmanager
+    def open(cls, source: str, *, timeout: float = 10.0, kafka_config: Mapping[str, Any] | None = None,
+             kafka_config_file: str | None = None) -> Iterator[AdminBackend]:
+        """Connected to the cluster of a ``kafka://`` URL (client config from the URL, a file or a mapping)."""
+        target = ka.parse_kafka_url(source, config_file=kafka_config_file, config=kafka_config)
+        with ka.admin_session(target, timeout=timeout) as admin:
+            yield cls(admin, target.display, source=f"kafka://{target.bootstrap[0]}")
+
+    def _call(self, what: str, fn: Callable[[], T], broker: int | None = None) -> T:
         """Run one Admin call, retrying while the cluster cannot be reached for a moment (a broker or the controller
         restarting): every request this backend sends is idempotent (a reassignment to the same target, a config
-        SET/DELETE, an election, reads). Past ``patience`` seconds it raises ``TransientKafkaError``."""
+        SET/DELETE, an election, reads). Past ``patience`` seconds it raises ``TransientKafkaError``; at once when
+        the call addresses one ``broker`` (its own config) and that broker is no longer registered."""
         import kafka.errors as ke
 
         deadline = time.monotonic() + self.patience
@@ -56,6 +67,9 @@ class AdminBackend:
                 # brokers from cached metadata: forget both, so a retry finds the new controller and a returned broker.
                 self.admin._controller_id = None  # noqa: SLF001
                 self.admin._manager.cluster.request_update()  # noqa: SLF001
+                if broker is not None and broker not in (self._registered() or {broker}):
+                    raise ka.TransientKafkaError(f"Kafka at {self.display}: broker {broker} is down "
+                                                 f"({type(exc).__name__} while {what})") from None
                 if time.monotonic() > deadline:
                     raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc).__name__} while {what}") from None
                 log.warning("Kafka %s while %s; retrying", type(exc).__name__, what)
@@ -64,6 +78,13 @@ class AdminBackend:
                 raise SourceError(f"Kafka at {self.display} denied {what} ({type(exc).__name__})") from None
             except ke.KafkaError as exc:
                 raise SourceError(f"Kafka at {self.display}: {what} failed: {type(exc).__name__} {exc}") from None
+
+    def _registered(self) -> set[int] | None:
+        """The brokers the cluster lists now (None when even that cannot be read)."""
+        try:
+            return {b["node_id"] for b in ka.metadata(self.admin, [])["brokers"]}
+        except ka.kafka_errors():
+            return None
 
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
@@ -78,10 +99,29 @@ class AdminBackend:
     def in_flight_detail(self) -> dict[TopicPartition, dict[str, list[int]]]:
         return self._call("listing reassignments", lambda: ka.in_flight(self.admin))
 
-    def in_flight(self) -> dict[TopicPartition, list[int]]:
-        """Partition -> target replicas of every reassignment in flight (target = full list minus removing)."""
+    def in_flight(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, list[int]]:
+        """Partition -> target replicas of every reassignment in flight (of ``tps`` only, when given); target =
+        full list minus removing. Reassignments started through ZooKeeper are listed too (the controller keeps
+        both in the same partition state)."""
+        wanted = None if tps is None else set(tps)
         return {tp: [b for b in v["replicas"] if b not in v["removing_replicas"]]
-                for tp, v in self.in_flight_detail().items()}
+                for tp, v in self.in_flight_detail().items() if wanted is None or tp in wanted}
+
+    def replica_sizes(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]]:
+        """Bytes each replica of these partitions holds now (DescribeLogDirs on the live brokers, these partitions
+        only): how a copy progresses."""
+        wanted = set(tps)
+        if not wanted:
+            return {}
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(wanted):
+            by_topic.setdefault(t, []).append(p)
+
+        def read() -> dict[TopicPartition, dict[int, int]]:
+            live = sorted(b["node_id"] for b in ka.metadata(self.admin, [])["brokers"])
+            return ka.log_dir_sizes(self.admin, live, by_topic)
+
+        return {tp: v for tp, v in self._call("reading replica sizes", read).items() if tp in wanted}
 
     def live_brokers(self) -> set[int]:
         meta = self._call("reading brokers", lambda: ka.metadata(self.admin, []))
@@ -136,7 +176,9 @@ class AdminBackend:
         return ConfigResource(rtype, name, configs=None if configs is None else dict(configs))
 
     def _configs(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
-        return self._call("describing configs", lambda: self._describe(entities))
+        brokers = [int(n) for t, n in entities if t == "brokers"]
+        return self._call("describing configs", lambda: self._describe(entities),
+                          broker=brokers[0] if len(entities) == 1 and brokers else None)
 
     def _describe(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         """Dynamic (modified) configs of many entities in one DescribeConfigs per broker plus one for all topics
@@ -165,7 +207,8 @@ class AdminBackend:
         if not ops:
             return False
         res = self._call(f"altering {entity_type}/{name}", lambda: self.admin.alter_configs(
-            [self._resource(entity_type, name, ops)], raise_on_unknown=False))
+            [self._resource(entity_type, name, ops)], raise_on_unknown=False),
+            broker=int(name) if entity_type == "brokers" else None)
         for by_name in res.values():
             for outcome in by_name.values():
                 if outcome != "OK":

@@ -3,7 +3,8 @@
 Per batch (as ``kafka-reassign-partitions --throttle`` does, limited to what moves):
 
 - ``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate`` (bytes/s) on every live broker
-  that sends (the partition's current leader) or receives (a new replica) in the batch;
+  of a moving partition, old replicas and new (as Kafka's own tool does): the copy is served by whichever replica
+  leads when it runs, which need not be the preferred one;
 - on each moving topic, ``leader.replication.throttled.replicas`` listing ``partition:broker`` for the partition's
   existing replicas (any of them may serve the copy) and ``follower.replication.throttled.replicas`` listing the new
   replicas.
@@ -70,8 +71,7 @@ def batch_throttles(steps: Iterable[Any], live: set[int]) -> Throttles:
         for b in s.before:
             if b in live:
                 leader_side.add(f"{s.partition}:{b}")
-        if s.before[0] in live:
-            brokers.add(s.before[0])
+                brokers.add(b)
         for b in s.added:
             follower_side.add(f"{s.partition}:{b}")
             if b in live:

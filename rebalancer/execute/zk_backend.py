@@ -8,16 +8,30 @@
 - one execution per cluster: the marker topic of ``rebalancer.lock``, created as Kafka's admin code creates a
   topic (``/config/topics/<t>``, then ``/brokers/topics/<t>`` with a fresh topic id), deleted through
   ``/admin/delete_topics/<t>``; its owner is recorded under ``/rebalancer/locks/<topic id>``.
+
+What is in flight: the reassignment znode (what ``--zookeeper`` tools start) and, in the topic znodes, the
+``adding_replicas``/``removing_replicas`` of every partition the controller is moving: a reassignment started
+through the Admin API (the Kafka tool since 2.4, Cruise Control) shows only there.
+
+Refused: a cluster migrating to KRaft (``/migration``, or a KRaft controller in ``/controller``), whose KRaft
+controller ignores the admin znodes. With ``zookeeper.set.acl=true`` every node this backend creates carries the
+ACL Kafka gave the cluster's own nodes (read from ``/brokers/ids``), so the controller may delete the reassignment
+and election znodes; a NoAuth is one line naming the node.
+
+Errors: kazoo's connection loss and session expiry become ``TransientError`` (the executor retries them), anything
+else from ZooKeeper one-line ``SourceError`` naming the operation.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from .. import kafka_zk as kz
-from ..errors import SourceError
+from ..errors import SourceError, TransientError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
 from ..model import Cluster, Partition, TopicPartition
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
@@ -25,8 +39,70 @@ from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 __all__ = ["ZkBackend", "LOCK_OWNERS"]
 
 LOCK_OWNERS = "/rebalancer/locks"
+MIGRATION = "/migration"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _translated(fn: F) -> F:
+    """kazoo's exceptions out of a public method become the project's: transient (retried) or one line."""
+    what = fn.__name__.strip("_").replace("_", " ")
+
+    @functools.wraps(fn)
+    def wrapper(self: ZkBackend, *args: Any, **kwargs: Any) -> Any:
+        from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError,
+                                      OperationTimeoutError, SessionExpiredError)
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        try:
+            return fn(self, *args, **kwargs)
+        except (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
+                KazooTimeoutError) as exc:
+            raise TransientError(f"ZooKeeper at {self.display}: {type(exc).__name__} while {what}") from None
+        except NoAuthError:
+            raise SourceError(f"ZooKeeper at {self.display} denied {what} (NoAuth): the ZooKeeper user of this URL "
+                              "lacks the ACL of Kafka's nodes (zookeeper.set.acl); use the brokers' ZooKeeper "
+                              "identity") from None
+        except KazooException as exc:
+            raise SourceError(f"ZooKeeper at {self.display}: {type(exc).__name__} while {what}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _public_translated(cls: type) -> type:
+    for name, member in list(vars(cls).items()):
+        if callable(member) and not name.startswith("_") and name != "open":
+            setattr(cls, name, _translated(member))
+    return cls
+
+
+def migration_problem(zk: Any) -> str | None:
+    """Why the ZooKeeper backend must not act on this cluster (it is migrating to KRaft), or None."""
+    from kazoo.exceptions import NoNodeError
+
+    if zk.exists(MIGRATION) is not None:
+        return f"it is migrating to KRaft ({MIGRATION} exists)"
+    try:
+        data, _ = zk.get(kz.CONTROLLER)
+    except NoNodeError:
+        return None
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and "kraftControllerEpoch" in doc:
+        return f"a KRaft controller (node {doc.get('brokerid')}) is its controller ({kz.CONTROLLER})"
+    return None
+
+
+def cluster_acl(zk: Any) -> list[Any] | None:
+    """The ACL Kafka gave its own nodes when it is not open to all (``zookeeper.set.acl=true``), else None."""
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    acl, _ = zk.get_acls(kz.BROKER_IDS)
+    return None if list(acl) == list(OPEN_ACL_UNSAFE) else list(acl)
+
+
+@_public_translated
 class ZkBackend:
     name = "zookeeper"
     can_cancel = False  # a reassignment znode cannot be edited or cancelled while in flight
@@ -35,6 +111,30 @@ class ZkBackend:
         self.zk = zk
         self.display = display
         self.source = display  # zk://HOSTS/chroot, without credentials
+
+    @classmethod
+    @contextmanager
+    def open(cls, source: str, *, timeout: float = 10.0) -> Iterator[ZkBackend]:
+        """Connected to the Kafka cluster of a ``zk://`` URL; refused (one line) if it is migrating to KRaft."""
+        from kazoo.exceptions import KazooException, NoAuthError
+
+        from ..zkclient import parse_zk_url, zk_session
+
+        target = parse_zk_url(source)
+        with zk_session(target, timeout=timeout, expect_kafka=True) as zk:
+            try:
+                problem = migration_problem(zk)
+                acl = cluster_acl(zk)
+            except NoAuthError:
+                raise SourceError(f"ZooKeeper at {target.display} denied reading Kafka's metadata (NoAuth)") from None
+            except KazooException as exc:
+                raise SourceError(f"ZooKeeper at {target.display}: {type(exc).__name__} while opening") from None
+            if problem:
+                raise SourceError(f"{target.display}: {problem}, so its controller ignores the ZooKeeper admin "
+                                  "znodes; use kafka://BOOTSTRAP for this cluster")
+            if acl:
+                zk.default_acl = acl  # every create() below carries the cluster's ACL
+            yield cls(zk, target.display)
 
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
@@ -69,14 +169,36 @@ class ZkBackend:
                                 adding=tuple(a.adding.get(tp[1], ())), removing=tuple(a.removing.get(tp[1], ())))
         return out
 
-    def in_flight(self) -> dict[TopicPartition, list[int]]:
+    def in_flight(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, list[int]]:
+        """Partition -> target replicas of every reassignment in flight (of ``tps`` only, when given): the
+        reassignment znode's, and every partition whose topic znode lists adding or removing replicas (the
+        Admin API's, which never appear in the znode); target = replicas minus removing, in Kafka's order."""
         from kazoo.exceptions import NoNodeError
 
+        wanted = None if tps is None else set(tps)
+        out: dict[TopicPartition, list[int]] = {}
+        topics = (sorted({t for t, _ in wanted}) if wanted is not None
+                  else self.zk.get_children(kz.TOPICS) if self.zk.exists(kz.TOPICS) else [])
+        futures = {t: self.zk.get_async(kz.topic_path(t)) for t in topics}
+        for t, fut in futures.items():
+            try:
+                a = kz.parse_topic_znode(fut.get()[0], t)
+            except NoNodeError:
+                continue
+            for p in sorted(set(a.adding) | set(a.removing)):
+                if (a.adding.get(p) or a.removing.get(p)) and p in a.partitions:
+                    removing = set(a.removing.get(p, ()))
+                    out[(t, p)] = [b for b in a.partitions[p] if b not in removing]
         try:
             data, _ = self.zk.get(kz.REASSIGN)
         except NoNodeError:
-            return {}
-        return kz.parse_reassignment(data)
+            data = None
+        if data is not None:
+            out.update(kz.parse_reassignment(data))  # the znode names the target exactly
+        return out if wanted is None else {tp: r for tp, r in out.items() if tp in wanted}
+
+    def replica_sizes(self, tps: Iterable[TopicPartition]) -> None:
+        return None  # ZooKeeper holds no sizes: a copy's progress is not visible through this backend
 
     def live_brokers(self) -> set[int]:
         return {int(b) for b in self.zk.get_children(kz.BROKER_IDS) if b.isdigit()}
@@ -91,6 +213,10 @@ class ZkBackend:
             self.zk.create(kz.REASSIGN, kz.encode(body), makepath=True)
         except NodeExistsError:
             raise SourceError("a reassignment appeared while submitting (another tool is running one)") from None
+
+    def cancel(self, tps: Iterable[TopicPartition]) -> None:
+        raise SourceError(f"{self.display}: ZooKeeper mode cannot cancel a reassignment in flight; wait for it, or "
+                          "cancel it through kafka://BOOTSTRAP")
 
     def elect_preferred(self, tps: Iterable[TopicPartition]) -> None:
         from kazoo.exceptions import NodeExistsError

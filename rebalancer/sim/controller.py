@@ -1010,7 +1010,8 @@ class SimulatedCluster:
         """Cancel a reassignment (AlterPartitionReassignments with null replicas); raises ``ApiError`` when there is
         none (NO_REASSIGNMENT_IN_PROGRESS, also for an unknown partition, as Kafka answers).
 
-        As Kafka reassigns back to the original replicas: the adding replicas leave the ISR and lose their partial
+        As Kafka (ZooKeeper mode) reassigns back to the original replicas, as the full list minus the adding
+        replicas (the original set, not always the original order): the adding replicas leave the ISR and lose their partial
         copy, a leader among them hands over to the first live original replica in the ISR, the leader epoch is
         bumped. A move started through ZooKeeper also leaves ``/admin/reassign_partitions``."""
         with self._lock:
@@ -1021,7 +1022,9 @@ class SimulatedCluster:
             if not move.via_api:
                 self._remove_from_admin([tp])
             del self.moves[tp]
-            original = move.original
+            # As Kafka's controller reverts: the full list without the adding replicas, so in the order of
+            # (target ++ original), not the original order (a rollback reorders it back).
+            original = [b for b in move.full if b not in move.adding]
             for b in move.full:
                 if b not in original:
                     self.disk[tp].pop(b, None)

@@ -1,0 +1,94 @@
+"""The execution backend: the contract every way of reaching a cluster fulfils, and the one registry of them.
+
+A backend is chosen by the source URL's scheme (``rebalancer.urls.source_scheme``), through ``BACKENDS`` only;
+callers never branch on the scheme. Two implement the contract:
+
+    zk://     ``ZkBackend``     what ``kafka-reassign-partitions --zookeeper`` does (ZooKeeper-mode clusters)
+    kafka://  ``AdminBackend``  the Admin API (KIP-455), any cluster since Kafka 2.4, the only way into KRaft
+
+Errors: a backend raises ``TransientError`` (from ``rebalancer.errors``) when the cluster could not be reached for
+a moment (a connection lost, a session expired, the controller moving): the executor retries those and nothing
+else, without knowing any client library's exceptions. Everything else is a one-line ``SourceError`` (denied, the
+cluster refused a request) or ``InputError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import InputError
+from ..lock import Marker
+from ..model import Cluster, Partition, TopicPartition
+
+__all__ = ["Backend", "BACKENDS", "open_backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the executor, the lock, the throttle ledger and verification use of a cluster."""
+
+    name: str          # "zookeeper" or "admin": recorded with the lock
+    display: str       # the cluster, for messages (never a secret)
+    source: str        # a source URL that reaches the cluster again (no credentials), for hints
+    can_cancel: bool   # whether a reassignment in flight can be cancelled (the Admin API can, ZooKeeper cannot;
+                       # its cancel raises a one-line SourceError)
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def read_cluster(self) -> Cluster: ...
+    def read_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition]: ...
+    def in_flight(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, list[int]]: ...
+    def live_brokers(self) -> set[int]: ...
+    def replica_sizes(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]] | None:
+        """Bytes per replica of these partitions now, or None if this backend cannot see sizes."""
+
+    # -- reassignment and election ---------------------------------------------------------------------------
+    def submit(self, targets: Mapping[TopicPartition, Iterable[int]]) -> None: ...
+    def cancel(self, tps: Iterable[TopicPartition]) -> None: ...
+    def elect_preferred(self, tps: Iterable[TopicPartition]) -> None: ...
+    def election_running(self) -> bool: ...
+
+    # -- configs (replication throttles) ---------------------------------------------------------------------
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool: ...
+    def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]: ...
+    def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]: ...
+
+    # -- the cluster lock (rebalancer.lock) ------------------------------------------------------------------
+    def lock_marker(self) -> Marker | None: ...
+    def create_lock_marker(self, owner: Mapping[str, Any]) -> str: ...
+    def delete_lock_marker(self, topic_id: str) -> bool: ...
+
+
+Opener = Callable[..., AbstractContextManager[Backend]]
+
+
+def _zookeeper(source: str, *, timeout: float, **_kafka: Any) -> AbstractContextManager[Backend]:
+    from .zk_backend import ZkBackend
+
+    return ZkBackend.open(source, timeout=timeout)
+
+
+def _kafka(source: str, *, timeout: float, kafka_config: Mapping[str, Any] | None = None,
+           kafka_config_file: str | None = None) -> AbstractContextManager[Backend]:
+    from .admin_backend import AdminBackend
+
+    return AdminBackend.open(source, timeout=timeout, kafka_config=kafka_config, kafka_config_file=kafka_config_file)
+
+
+# URL scheme -> a context manager opening that backend (the one place a scheme picks an implementation).
+BACKENDS: dict[str, Opener] = {"zk": _zookeeper, "kafka": _kafka}
+
+
+@contextmanager
+def open_backend(source: str, timeout: float = 10.0, *, kafka_config: Mapping[str, Any] | None = None,
+                 kafka_config_file: str | None = None) -> Iterator[Backend]:
+    """The backend for a source URL (``zk://`` or ``kafka://``), connected; closed on exit."""
+    from ..urls import source_scheme
+
+    scheme = source_scheme(source, tuple(BACKENDS))  # one line saying what is wrong, never echoing a password
+    opener = BACKENDS.get(scheme)
+    if opener is None:  # pragma: no cover - source_scheme admits only registered schemes
+        raise InputError(f"no execution backend for {scheme}://")
+    with opener(source, timeout=timeout, kafka_config=kafka_config, kafka_config_file=kafka_config_file) as backend:
+        yield backend

@@ -97,6 +97,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     """On a failure in a test that used ZooKeeper, append the server log's tail to the report."""
     outcome = yield
     report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)  # fixtures read it to keep logs of a failed test
     if report.failed and "zk_server" in getattr(item, "fixturenames", ()):
         server = item.funcargs.get("zk_server") if hasattr(item, "funcargs") else None
         if server is not None and server.log_path.exists():

@@ -132,6 +132,12 @@ class ZkBackend:
             if problem:
                 raise SourceError(f"{target.display}: {problem}, so its controller ignores the ZooKeeper admin "
                                   "znodes; use kafka://BOOTSTRAP for this cluster")
+            if acl and any(a.id.scheme == "digest" and a.id.id.endswith(":x") for a in acl):
+                # ZooKeeper masks a digest it does not authenticate this session as: not the brokers' identity,
+                # so every write would be refused (and a copied, masked ACL would lock everyone out). Nothing written.
+                raise SourceError(f"ZooKeeper at {target.display}: Kafka's nodes carry an ACL (zookeeper.set.acl) "
+                                  "that this URL's user is not in (NoAuth for every write); use the brokers' ZooKeeper "
+                                  "identity, zk://USER:PASSWORD@HOST/chroot")
             if acl:
                 zk.default_acl = acl  # every create() below carries the cluster's ACL
             yield cls(zk, target.display)

@@ -521,6 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_report)
 
+    from .localkafka.cli import add_kafka_parser
+
+    add_kafka_parser(sub, _Parser)  # real Apache Kafka on this machine (rebalancer kafka up|down|status|...)
+
     sim = sub.add_parser("sim", help="the simulated Kafka cluster (ZooKeeper mode) for demos and tests")
     simsub = sim.add_subparsers(dest="sim_command", required=True, parser_class=_Parser)
 

@@ -35,13 +35,16 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
-if [ -f "$stamp" ]; then
-    exit 0
+if [ ! -f "$stamp" ]; then
+    log "installing dependencies into .venv (first run takes a few minutes)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.9"
+    # uv ignores the machine's pip.conf; every version comes from constraints.txt.
+    .venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt -e '.[dev]'
+    rm -f .venv/.installed-*
+    touch "$stamp"
+    log "done: .venv/bin/rebalancer"
 fi
-log "installing dependencies into .venv (first run takes a few minutes)"
-.venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.9"
-# uv ignores the machine's pip.conf; every version comes from constraints.txt.
-.venv/bin/uv pip install -q --python .venv/bin/python -c constraints.txt -e '.[dev]'
-rm -f .venv/.installed-*
-touch "$stamp"
-log "done: .venv/bin/rebalancer"
+
+# Real Apache Kafka's jars (3.9 and 4.x) from Maven Central into .kafka/, for 'rebalancer kafka up' and
+# tests/test_local_kafka.py; every run, as it does nothing when kafka/*/pom.xml are unchanged since the last fetch.
+bash scripts/fetch_kafka.sh

@@ -352,6 +352,7 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
         current = _retrying(lambda: _current(backend, tps), "reading partitions")
         finished = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None and current[s.tp].replicas == s.after]
         if len(finished) == len(todo):
+            batch["copied_at"] = time.time()  # every move at its target (elections and throttle changes follow)
             return
         now = time.time()
         for s in todo:

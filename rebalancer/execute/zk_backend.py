@@ -89,7 +89,9 @@ def migration_problem(zk: Any) -> str | None:
         doc = json.loads(data or b"{}")
     except ValueError:
         return None
-    if isinstance(doc, dict) and "kraftControllerEpoch" in doc:
+    # Kafka 3.9's own ZooKeeper-mode controller writes kraftControllerEpoch -1: only an epoch >= 0 is a KRaft one.
+    epoch = doc.get("kraftControllerEpoch", -1) if isinstance(doc, dict) else -1
+    if isinstance(epoch, int) and epoch >= 0:
         return f"a KRaft controller (node {doc.get('brokerid')}) is its controller ({kz.CONTROLLER})"
     return None
 

@@ -10,11 +10,23 @@ finish), their ratio, and the batches and wall seconds. Target (issue 6): within
 
 ZooKeeper mode runs one reassignment at a time, so each batch boundary idles the brokers for the settle time and
 the polling; the acceleration multiplies that idle time in simulated seconds, hence a moderate default.
+
+``--real`` runs real Apache Kafka instead (``rebalancer.localkafka``, docs/real-kafka.md): for each engine and
+source (3.9 through zk:// and kafka://, 4.x through kafka://) a fresh local cluster of the new-brokers scenario
+(3 brokers in 3 racks + 2 new ones in a 4th, 24 partitions at RF 2, ``--data-mib`` MiB of leader data), a snapshot,
+an add-brokers plan, execution at ``--throttle`` (default 5MB/s) and verification. Per batch, the copy time is
+the runner's ``copied_at - submitting_at`` (wall seconds; every move at its target, polled every ``--poll`` s) and
+the bound is the bytes into or out of the batch's busiest broker (out: from the partition's first replica) divided
+by the throttle; the table sums both over the batches. ``--per-batch`` adds one line per batch.
+
+    .venv/bin/python bench/bench_execute.py --real [--engines 3.9-zk,3.9-kafka,4.x-kafka] [--throttle 5MB/s]
+        [--data-mib 300] [--partitions 24] [--max-moves-per-broker 5] [--per-batch] [--work-dir DIR] [--verbose]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -75,16 +87,141 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:  # type: ignor
             "bound": bound, "took": took, "batches": len(state["batches"]), "wall": wall}
 
 
+REAL_ENGINES = {"3.9-zk": ("3.9", "zk"), "3.9-kafka": ("3.9", "kafka"), "4.x-kafka": ("4.x", "kafka")}
+
+
+def batch_load(batch: dict) -> dict:  # type: ignore[type-arg]
+    """Bytes a batch moved (what it submitted: its ``todo``), per broker in (destinations) and out (the source: the
+    partition's first replica before the move), and the busiest broker of the two directions."""
+    into: dict[int, int] = {}
+    out: dict[int, int] = {}
+    moved = 0
+    for step in batch.get("todo", []):
+        added = [b for b in step["to"] if b not in step["from"]]
+        for b in added:
+            into[b] = into.get(b, 0) + step["size_bytes"]
+            out[step["from"][0]] = out.get(step["from"][0], 0) + step["size_bytes"]
+            moved += step["size_bytes"]
+    busiest = max([(v, f"{b} in") for b, v in into.items()] + [(v, f"{b} out") for b, v in out.items()],
+                  default=(0, "-"))
+    return {"moved": moved, "partitions": len({(s["topic"], s["partition"]) for s in batch.get("todo", [])}),
+            "busiest_bytes": busiest[0], "busiest": busiest[1]}
+
+
+def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:  # type: ignore[type-arg]
+    """One add-brokers execution on a fresh local Apache Kafka cluster (``engine``: 3.9-zk, 3.9-kafka, 4.x-kafka)."""
+    from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
+    from rebalancer.localkafka import local_cluster, status
+    from rebalancer.plan import plan_run_dir
+    from rebalancer.snapshot import take_snapshot
+
+    version, source = REAL_ENGINES[engine]
+    rate = parse_rate(args.throttle)
+    directory = work / engine
+    lines: list[str] = []
+
+    def progress(line: str) -> None:
+        lines.append(f"{time.time():.2f} {line}")
+        if args.verbose:
+            print(f"  [{engine}] {line}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    with local_cluster(directory, version, scenario="new-brokers", brokers=args.brokers, racks=args.racks,
+                       new_brokers=args.new_brokers, partitions=args.partitions, topics=args.topics, rf=args.rf,
+                       data_mib=args.data_mib) as cluster:
+        up_s = time.perf_counter() - started
+        url = cluster["zk_url"] if source == "zk" else cluster["kafka_url"]
+        run = directory / "run"
+        take_snapshot(url, run, sizes=cluster["sizes"] if source == "zk" else None)
+        plan = plan_run_dir(run, "add-brokers", brokers=list(cluster["new_brokers"]))
+        approve(run, by="bench")
+        with open_backend(url) as backend:
+            wall = time.perf_counter()
+            state = execute(run, backend, ExecOptions(
+                throttle=rate, per_broker=args.max_moves_per_broker, total=args.max_moves, poll=args.poll,
+                progress=progress))
+            wall = time.perf_counter() - wall
+            verify(run, backend)
+        rss_kib = status(directory)["rss_kib"]
+    (directory / "bench-progress.log").write_text("".join(f"{x}\n" for x in lines))
+    batches = []
+    for b in state["batches"]:
+        load = batch_load(b)
+        if not load["moved"] or "copied_at" not in b:
+            continue  # leader-only or nothing left to do: no copy to time
+        copy = b["copied_at"] - b.get("submitting_at", b["submitted_at"])
+        bound = load["busiest_bytes"] / rate
+        batches.append({**load, "index": b["index"], "copy": copy, "bound": bound})
+    return {"engine": version, "source": f"{source}://", "partitions": sum(b["partitions"] for b in batches),
+            "bytes": sum(b["moved"] for b in batches), "batches": len(batches),
+            "copy": sum(b["copy"] for b in batches), "bound": sum(b["bound"] for b in batches), "wall": wall,
+            "up": up_s, "load": cluster.get("load", {}).get("seconds"), "rss_gib": rss_kib / 2**20,
+            "per_batch": batches, "moves": plan.summary["replica_moves"], "directory": str(directory)}
+
+
+def main_real(args: argparse.Namespace) -> None:
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = [e for e in engines if e not in REAL_ENGINES]
+    if unknown:
+        raise SystemExit(f"--engines: unknown {', '.join(unknown)} (choose from {', '.join(REAL_ENGINES)})")
+    head = (f"{'engine':>6} {'source':>8} {'parts':>6} {'MB moved':>9} {'throttle':>9} {'batches':>7} {'copy s':>7}"
+            f" {'bound s':>8} {'copy/bound':>10} {'execute s':>9} {'up s':>10} {'RSS GiB':>7}")
+    print(head, flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-execute-") as tmp:
+        work = Path(args.work_dir) if args.work_dir else Path(tmp)
+        for engine in engines:
+            r = run_real(engine, args, work)
+            results.append(r)
+            up = f"{r['up']:.1f}" + (f" ({r['load']:.0f})" if r["load"] is not None else "")
+            print(f"{r['engine']:>6} {r['source']:>8} {r['partitions']:>6} {r['bytes'] / 1e6:>9.1f}"
+                  f" {args.throttle:>9} {r['batches']:>7} {r['copy']:>7.1f} {r['bound']:>8.1f}"
+                  f" {r['copy'] / r['bound']:>10.3f} {r['wall']:>9.1f} {up:>10} {r['rss_gib']:>7.2f}", flush=True)
+    print("parts: partitions moved (add-brokers: one replica each); up s: cluster start and load (load alone in"
+          " parentheses); copy s: sum over batches of copied_at - submitting_at (just before the submit); bound s: sum over batches of the"
+          " busiest broker's bytes in or out / throttle")
+    if args.per_batch:
+        print(f"\n{'engine':>6} {'source':>8} {'batch':>5} {'parts':>5} {'MB moved':>9} {'busiest':>8} {'MB':>7}"
+              f" {'copy s':>7} {'bound s':>8} {'copy/bound':>10}")
+        for r in results:
+            for b in r["per_batch"]:
+                print(f"{r['engine']:>6} {r['source']:>8} {b['index'] + 1:>5} {b['partitions']:>5}"
+                      f" {b['moved'] / 1e6:>9.1f} {b['busiest']:>8} {b['busiest_bytes'] / 1e6:>7.1f}"
+                      f" {b['copy']:>7.1f} {b['bound']:>8.1f} {b['copy'] / b['bound'] if b['bound'] else 0:>10.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--throttle", default="50MB/s")
+    ap.add_argument("--throttle", help="default 50MB/s (simulated), 5MB/s (--real)")
     ap.add_argument("--acceleration", type=float, default=10.0,
                     help="simulated seconds per wall second; wall-clock overheads (settle, polling) scale with it")
-    ap.add_argument("--partitions", type=int, default=480)
-    ap.add_argument("--max-moves-per-broker", type=int, default=25)
-    ap.add_argument("--max-moves", type=int, default=100)
+    ap.add_argument("--partitions", type=int, help="default 480 (simulated), 24 (--real)")
+    ap.add_argument("--max-moves-per-broker", type=int, help="default 25 (simulated), 5 (--real)")
+    ap.add_argument("--max-moves", type=int, help="moves per batch; default 100 (simulated), 50 (--real)")
     ap.add_argument("--backend", choices=["zookeeper", "kafka", "both"], default="both")
+    real = ap.add_argument_group("real Apache Kafka (--real; docs/real-kafka.md)")
+    real.add_argument("--real", action="store_true",
+                      help="run the real-Kafka rows (local 3.9 and 4.x clusters) instead of the simulated ones")
+    real.add_argument("--engines", default=",".join(REAL_ENGINES), help=f"comma-separated: {', '.join(REAL_ENGINES)}")
+    real.add_argument("--data-mib", type=float, default=300.0, help="leader data loaded (MiB, before replication)")
+    real.add_argument("--brokers", type=int, default=3, help="brokers holding the data")
+    real.add_argument("--racks", type=int, default=3)
+    real.add_argument("--new-brokers", type=int, default=2, help="empty brokers in a new rack, the plan's targets")
+    real.add_argument("--topics", type=int, default=2)
+    real.add_argument("--rf", type=int, default=2)
+    real.add_argument("--poll", type=float, default=0.2, help="seconds between the executor's polls")
+    real.add_argument("--per-batch", action="store_true", help="also print one line per batch")
+    real.add_argument("--work-dir", help="keep the clusters' directories (logs, data, run dirs) here")
+    real.add_argument("--verbose", action="store_true", help="the executor's progress lines on stderr")
     args = ap.parse_args()
+    defaults = ({"throttle": "5MB/s", "partitions": 24, "max_moves_per_broker": 5, "max_moves": 50} if args.real else
+                {"throttle": "50MB/s", "partitions": 480, "max_moves_per_broker": 25, "max_moves": 100})
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.real:
+        main_real(args)
+        return
     backends = ["zookeeper", "kafka"] if args.backend == "both" else [args.backend]
     print(f"{'backend':>9} {'moves':>6} {'GiB':>7} {'throttle':>10} {'bound s':>9} {'simulated s':>12} {'ratio':>6}"
           f" {'batches':>8} {'wall s':>7}  target")

@@ -262,6 +262,7 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
         if changed:  # set just now: give the brokers time to see them (pre-set ones have been in force already)
             time.sleep(opts.throttle_settle)
         batch["status"] = "submitting"
+        batch["submitting_at"] = time.time()  # a controller may start copying before submit() returns
         _save(run, state, state_file)
         backend.submit({s.tp: s.after for s in todo})
         batch["status"] = "submitted"

@@ -22,8 +22,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -281,23 +280,41 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
             upcoming = (set(), {})
     _wait(run, backend, state, batch, todo, opts, state_file, total_batches)
     # Leadership: a preferred election where the preferred leader changed.
-    current = _current(backend, {s.tp for s in todo})
-    elect = [s.tp for s in todo if current.get(s.tp) is not None and current[s.tp].leader != s.after[0]]
-    if elect:
-        deadline = time.monotonic() + max(opts.min_timeout, 30.0)
-        while backend.election_running():
-            if time.monotonic() > deadline:
-                raise ExecutionFailed("a preferred leader election by someone else did not finish")
-            time.sleep(opts.poll)
-        backend.elect_preferred(elect)
-        while backend.election_running():
-            if time.monotonic() > deadline:
-                raise ExecutionFailed(f"the preferred leader election of batch {batch['index'] + 1} did not finish")
-            time.sleep(opts.poll)
+    _elect(backend, todo, batch, opts, total_batches)
     thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
     batch["status"] = "done"
     batch["finished_at"] = time.time()
     _save(run, state, state_file)
+
+
+def _elect(backend: Backend, todo: list[Step], batch: dict[str, Any], opts: ExecOptions, total_batches: int) -> None:
+    """Make each moved partition's preferred replica its leader. An election cannot move leadership to a replica
+    that is down or out of the ISR (a broker restarting, a controller failing over): those are elected again until
+    they lead or ``max(min_timeout, 30)`` s pass; then the batch is still done (its data moved), the leaders left
+    are reported, and ``verify`` names them."""
+    deadline = time.monotonic() + max(opts.min_timeout, 30.0)
+    pending = {s.tp: s.after[0] for s in todo}
+    first = True
+    while True:
+        current = _retrying(lambda: _current(backend, set(pending)), "reading partitions")
+        pending = {tp: want for tp, want in pending.items() if current.get(tp) is not None and current[tp].leader != want}
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            (t, p), want = sorted(pending.items())[0]
+            batch["leaders_not_preferred"] = sorted(f"{t}-{p}" for t, p in pending)
+            _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(pending)} partition(s) still not led by "
+                       f"their preferred replica (e.g. {t}-{p}, broker {want}); a leaders plan or Kafka's auto leader "
+                       "rebalancing will restore them")
+            return
+        while _retrying(backend.election_running, "reading the election"):
+            if time.monotonic() > deadline:
+                raise ExecutionFailed("a preferred leader election by someone else did not finish")
+            time.sleep(opts.poll)
+        if not first:
+            time.sleep(2.0)  # a replica coming back needs a moment to rejoin the ISR
+        _retrying(lambda: backend.elect_preferred(sorted(pending)), "electing preferred leaders")
+        first = False
 
 
 def _next_throttles(backend: Backend, state: dict[str, Any], batch: dict[str, Any]) -> tuple[set[int], dict[str, Any]]:

@@ -470,10 +470,13 @@ def start_cluster(directory: str | os.PathLike[str], *, version: str, brokers: M
 
 def _cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (what ``kafka-storage random-uuid``
-    prints)."""
+    prints). Like Kafka's ``Uuid.randomUuid()``, never one starting with '-' (the storage tool reads it as an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def stop_cluster(directory: str | os.PathLike[str], *, wait: float = 5.0) -> dict[str, Any] | None:

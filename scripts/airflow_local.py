@@ -4,7 +4,7 @@
 
 Used by ``scripts/demo.sh`` and by the Airflow tests (``tests/airflow_support.py``). Commands::
 
-    airflow_local.py up       --home H --port P [--sim-dir D] [--approver NAME] [--no-triggerer]
+    airflow_local.py up       --home H --port P [--sim-dir D | --kafka-dir D] [--approver NAME] [--no-triggerer]
     airflow_local.py down     --home H
     airflow_local.py trigger  --home H DAG_ID [--conf JSON]           # prints the run id
     airflow_local.py approve  --home H DAG_ID RUN_ID --as NAME [--reject]
@@ -14,7 +14,8 @@ Used by ``scripts/demo.sh`` and by the Airflow tests (``tests/airflow_support.py
 until the api-server answers, the scheduler and the dag-processor are healthy and the DAGs are parsed, then
 creates the pool ``kafka_cluster`` (1 slot) and the connections through the REST API (``spark_default`` ->
 local[*]; with ``--sim-dir``, ``zookeeper_default`` from the simulated cluster's sim.json, and ``kafka_default``
-when it publishes a bootstrap address).
+when it publishes a bootstrap address; with ``--kafka-dir``, ``kafka_default`` from the real local cluster's
+localkafka.json (``rebalancer kafka up --dir D``), and ``zookeeper_default`` too for a 3.9 (ZooKeeper-mode) cluster).
 Users come from the simple auth manager: ``admin`` (role admin) and ``--approver NAME`` (role user); their
 generated passwords are in H/simple_auth_manager_passwords.json.generated.
 """
@@ -106,19 +107,43 @@ def sim_connections(sim_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def local_kafka_connections(kafka_dir: Path) -> dict[str, dict[str, Any]]:
+    """Connection fields for the real local Kafka cluster described by ``kafka_dir/localkafka.json``
+    (``rebalancer kafka up --dir``): ``kafka_default`` (its bootstrap servers, PLAINTEXT), and on 3.9 (ZooKeeper
+    mode) ``zookeeper_default`` with the chroot and the ``log-dirs.json`` sizes as well."""
+    path = kafka_dir / "localkafka.json"
+    if not path.exists():
+        raise AirflowError(f"no local Kafka cluster in {kafka_dir} (no localkafka.json; start one with "
+                           f"'rebalancer kafka up --dir {kafka_dir}')")
+    state = json.loads(path.read_text())
+    bootstrap = state.get("kafka_url")
+    if not bootstrap:
+        raise AirflowError(f"{path} has no kafka_url: the cluster never finished starting")
+    out: dict[str, dict[str, Any]] = {}
+    if state.get("zk_url"):
+        hosts, _, chroot = str(state["zk_url"])[len("zk://"):].partition("/")
+        out["zookeeper_default"] = {"conn_type": "zookeeper", "host": hosts, "schema": chroot.strip("/"),
+                                    "extra": {"sizes": state["sizes"]} if state.get("sizes") else {}}
+    out["kafka_default"] = {"conn_type": "kafka", "host": str(bootstrap).removeprefix("kafka://"),
+                            "extra": {"security_protocol": "PLAINTEXT"}}
+    return out
+
+
 def init(home: Path, env: Mapping[str, str]) -> None:
     """The metadata database (idempotent)."""
     home.mkdir(parents=True, exist_ok=True)
     _airflow(env, "db", "migrate")
 
 
-def configure(client: "Client", *, sim_dir: Path | None = None) -> None:
+def configure(client: "Client", *, sim_dir: Path | None = None, kafka_dir: Path | None = None) -> None:
     """Pool ``kafka_cluster`` (1 slot) and the connections, through the REST API (idempotent)."""
     client.upsert("/pools", "pool_name", POOL, {"name": POOL, "slots": 1, "include_deferred": False,
                                                 "description": "one mutating Kafka runbook task at a time"})
     conns = {"spark_default": {"conn_type": "spark", "host": "local[*]"}}
     if sim_dir is not None:
         conns.update(sim_connections(sim_dir))
+    if kafka_dir is not None:
+        conns.update(local_kafka_connections(kafka_dir))
     for conn_id, fields in conns.items():
         body = {"connection_id": conn_id, **fields}
         if isinstance(body.get("extra"), dict):
@@ -334,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="address the api-server listens on")
     p.add_argument("--public-host", default="localhost", help="host name in the links Airflow prints")
     p.add_argument("--sim-dir", help="create zookeeper_default (and kafka_default) for this simulated cluster")
+    p.add_argument("--kafka-dir", help="create kafka_default (and zookeeper_default on 3.9) for the real local Kafka "
+                                       "cluster of this directory (DIR/localkafka.json, 'rebalancer kafka up --dir')")
     p.add_argument("--approver", action="append", default=[], help="an extra user with role 'user'")
     p.add_argument("--no-triggerer", action="store_true")
     p = sub.add_parser("down")
@@ -357,6 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "up":
+            if args.sim_dir and args.kafka_dir:
+                raise AirflowError("--sim-dir and --kafka-dir both define the default connections: give one")
+            kafka_dir = Path(args.kafka_dir).resolve() if args.kafka_dir else None
+            if kafka_dir is not None:
+                local_kafka_connections(kafka_dir)  # refuse a directory without a cluster before starting anything
             home = Path(args.home).resolve()
             home.mkdir(parents=True, exist_ok=True)
             users = [["admin", "admin"]] + [[u, "user"] for u in args.approver if u != "admin"]
@@ -369,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             start(home, env, comps)
             try:
                 wait_ready(base, home)
-                configure(_client(home, base, "admin"), sim_dir=Path(args.sim_dir).resolve() if args.sim_dir else None)
+                configure(_client(home, base, "admin"), sim_dir=Path(args.sim_dir).resolve() if args.sim_dir else None,
+                          kafka_dir=kafka_dir)
             except BaseException:
                 stop(home)
                 raise

@@ -98,6 +98,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)  # fixtures read it to keep logs of a failed test
+    if report.failed and os.environ.get("REBALANCER_TEST_FAILURES"):
+        # Written as it happens (a long run cut short still tells what failed, and why).
+        with open(os.environ["REBALANCER_TEST_FAILURES"], "a") as out:
+            out.write(f"== {item.nodeid} ({report.when})\n{report.longreprtext[-4000:]}\n")
     if report.failed and "zk_server" in getattr(item, "fixturenames", ()):
         server = item.funcargs.get("zk_server") if hasattr(item, "funcargs") else None
         if server is not None and server.log_path.exists():

@@ -1,0 +1,365 @@
+"""The execution contract, one test code on every engine (tests/engines.py): the simulator through zk:// and
+kafka://, real Kafka 3.9 (ZooKeeper mode) through zk:// and kafka://, real Kafka 4.x (KRaft) through kafka://.
+
+What an operator relies on: an approved add-brokers plan executes to the exact assignment under a real throttle
+(seen on brokers and topics while copying, gone afterwards, an operator's own throttle untouched), the copy takes
+about bytes / throttle of the busiest broker, a killed executor resumes without moving anything twice, a dead
+destination fails the batch and rollback restores the original replicas in their original order, a controller
+failover is ridden out, and someone else's reassignment (Kafka's own tool) is refused with nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+from engines import ENGINES, Engine, RealCluster, keep_logs, real_cluster, real_engine, sim_engine
+from rebalancer.errors import ClusterBusy
+from rebalancer.execute import (ExecOptions, ExecutionFailed, approve, execute, open_backend, release_throttles,
+                                rollback, verify)
+from rebalancer.plan.result import build_plan, load_plan, write_plan
+from rebalancer.snapshot import load_snapshot
+
+MB = 1_000_000
+
+
+@pytest.fixture(scope="session")
+def real_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Real clusters by version, started on first use and stopped at the end of the session."""
+    from contextlib import ExitStack
+
+    base = tmp_path_factory.mktemp("real-kafka")
+    with ExitStack() as stack:
+        clusters: dict[str, Any] = {}
+
+        def get(version: str) -> RealCluster:
+            if version not in clusters:
+                clusters[version] = stack.enter_context(real_cluster(version, base))
+            return clusters[version]
+
+        yield {"get": get, "clusters": clusters}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path, real_clusters: dict[str, Any]) -> Iterator[Engine]:
+    name = request.param
+    cluster = None
+    if name.startswith("sim-"):
+        make_sim = request.getfixturevalue("make_sim")
+        zk_url = request.getfixturevalue("zk_url")
+        eng = sim_engine(name, make_sim, zk_url, tmp_path)
+    else:
+        cluster = real_clusters["get"]("3.9" if name.startswith("kafka-3.9") else "4.x")
+        eng = real_engine(name, cluster, tmp_path)
+    yield eng
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and cluster is not None:
+        keep_logs(cluster, REPO / "tests" / "artifacts" / request.node.name)
+
+
+def opts(engine: Engine, **kw: Any) -> ExecOptions:
+    base: dict[str, Any] = dict(throttle=50 * MB, poll=0.1, min_timeout=60.0, stall_grace=3.0, settle_grace=15.0,
+                                throttle_settle=1.0 if engine.real else 0.2, progress=lambda _t: None)
+    base.update(kw)
+    return ExecOptions(**base)
+
+
+def assignment(engine: Engine) -> dict[tuple[str, int], tuple[int, ...]]:
+    with open_backend(engine.source) as backend:
+        return {p.tp: p.replicas for p in backend.read_cluster().partitions}
+
+
+def leaders(engine: Engine) -> dict[tuple[str, int], int | None]:
+    with open_backend(engine.source) as backend:
+        return {p.tp: p.leader for p in backend.read_cluster().partitions}
+
+
+def throttles(engine: Engine) -> dict[tuple[str, str], dict[str, str]]:
+    with open_backend(engine.source) as backend:
+        return backend.throttle_configs()
+
+
+def busiest_seconds(engine: Engine, rate: int) -> float:
+    """Bytes in or out of the busiest broker, at the throttle: the physical floor of the copy time."""
+    moved_in: dict[int, int] = {}
+    moved_out: dict[int, int] = {}
+    for c in load_plan(engine.run).changes:
+        for b in c.added:
+            moved_in[b] = moved_in.get(b, 0) + c.size_bytes
+            moved_out[c.replicas_before[0]] = moved_out.get(c.replicas_before[0], 0) + c.size_bytes
+    return max([*moved_in.values(), *moved_out.values()]) / rate
+
+
+def cli(engine: Engine, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rebalancer", *args, "--source", engine.source], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+
+
+def record(engine: Engine, what: str, **values: Any) -> None:
+    """Measurements for the notes and docs (tests/artifacts/conformance.jsonl), one line per test and engine."""
+    out = REPO / "tests" / "artifacts" / "conformance.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as f:
+        f.write(json.dumps({"engine": engine.name, "what": what, **values}) + "\n")
+
+
+def state_of(engine: Engine) -> dict[str, Any]:
+    return json.loads((engine.run / "execution" / "state.json").read_text())
+
+
+# -- the contract ---------------------------------------------------------------------------------------------------
+def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    assert plan.changes and all(set(c.added) <= {3, 4} for c in plan.changes)
+    # An operator's own throttles, set before the run: a rate on a broker the run throttles too, and a replica
+    # list entry on a moving topic. Both must be exactly as they were afterwards.
+    topic = plan.changes[0].topic
+    with open_backend(engine.source) as backend:
+        backend.alter_configs("brokers", "0", {"leader.replication.throttled.rate": "987654321"})
+        backend.alter_configs("topics", topic, {"leader.replication.throttled.replicas": "999:0"})
+        operator = backend.throttle_configs()
+    # A copy of ~10 s on a real cluster: Kafka's quota works in 1 s samples and a controller takes a moment to start
+    # and finish a move, which a copy of a few seconds would measure instead of the throttle.
+    rate = 2 * MB if engine.real else 20 * MB
+    seen: list[dict[tuple[str, str], dict[str, str]]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen.append(throttles(engine))
+            except Exception:  # noqa: BLE001 - a poll that races the run's own connection churn
+                pass
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with open_backend(engine.source) as backend:
+        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+        done.set()
+        watcher.join()
+        assert state["finished"] and [b["status"] for b in state["batches"]] == ["done"]
+        now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        result = verify(engine.run, backend)
+        assert result["passed"] and result["throttles_left"] == {}
+        # This run's throttles were on the brokers and topics during the copy ...
+        during = [s for s in seen if any(k == ("brokers", "3") for k in s)]
+        assert during, f"no throttle seen on broker 3 in {len(seen)} polls"
+        assert during[0][("brokers", "3")]["follower.replication.throttled.rate"] == str(rate)
+        moving_topics = {c.topic for c in plan.changes}
+        assert any(("topics", t) in during[-1] for t in moving_topics)
+        # ... and afterwards only the operator's are left, exactly as they were.
+        assert backend.throttle_configs() == operator
+        backend.alter_configs("brokers", "0", {}, delete=["leader.replication.throttled.rate"])
+        backend.alter_configs("topics", topic, {}, delete=["leader.replication.throttled.replicas"])
+    batch = state["batches"][0]
+    took = engine.copy_seconds(batch)
+    bound = busiest_seconds(engine, rate)
+    record(engine, "copy", seconds=round(took, 2), bound_seconds=round(bound, 2), ratio=round(took / bound, 3),
+           bytes=sum(c.size_bytes * len(c.added) for c in load_plan(engine.run).changes), throttle=rate)
+    # The copy is throttled (not faster than the busiest broker's bytes at the rate) and not much slower.
+    assert 0.85 * bound <= took <= 1.3 * bound, (took, bound)
+
+
+def test_executor_killed_mid_batch_then_rerun_moves_each_partition_once(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    rate = "3MB/s" if engine.real else "20MB/s"
+    args = ["execute", str(engine.run), "--throttle", rate, "--poll", "0.2", "--max-moves", "4",
+            "--throttle-settle", "1" if engine.real else "0.2"]
+    proc = subprocess.Popen([sys.executable, "-m", "rebalancer", *args, "--source", engine.source], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    state_file = engine.run / "execution" / "state.json"
+    deadline = time.time() + 120
+    submitted = None
+    while time.time() < deadline and proc.poll() is None:
+        if state_file.exists():
+            try:
+                st = json.loads(state_file.read_text())
+            except ValueError:
+                st = {}
+            flying = [b for b in st.get("batches", []) if b["status"] == "submitted"]
+            if flying:
+                submitted = {b["index"]: b["submitted_at"] for b in st["batches"] if b.get("submitted_at")}
+                break
+        time.sleep(0.05)
+    assert submitted, "no batch was submitted within 2 minutes"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    result = cli(engine, *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    after = state_of(engine)
+    # The batch in flight at the kill was waited for, never submitted again.
+    for index, at in submitted.items():
+        assert after["batches"][index]["submitted_at"] == at
+    now = assignment(engine)
+    assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+    moved = engine.completed_moves()
+    if moved is not None:  # the simulator logs every completed move: none twice
+        assert len(moved) == len(set(moved))
+    assert cli(engine, "verify", str(engine.run)).returncode == 0
+    assert throttles(engine) == {}
+
+
+def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_order(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    original = assignment(engine)
+    original_leaders = leaders(engine)
+    victim = 3
+    state_file = engine.run / "execution" / "state.json"
+
+    def kill_when_copying() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        time.sleep(0.2)
+        engine.kill_broker(victim)
+
+    killer = threading.Thread(target=kill_when_copying)
+    killer.start()
+    rate = 2 * MB if engine.real else 1 * MB
+    with open_backend(engine.source) as backend:
+        with pytest.raises(ExecutionFailed, match=f"stalled: destination broker {victim} of .* is down"):
+            execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+    killer.join()
+    # The moves still copying keep this run's throttles (ZooKeeper mode cannot cancel them: unthrottled, they would
+    # flood the cluster once the broker is back); every other throttle of the run is gone.
+    with open_backend(engine.source) as backend:
+        flight = backend.in_flight()
+        kept = backend.throttle_configs()
+    before = {(c.topic, c.partition): c.replicas_before for c in plan.changes}
+    assert flight and any(victim in target for target in flight.values())
+    followers = {(t, e) for (kind, t), keys in kept.items() if kind == "topics"
+                 for e in keys.get("follower.replication.throttled.replicas", "").split(",")}
+    assert {(t, f"{p}:{b}") for (t, p), target in flight.items() for b in target if b not in before[(t, p)]} <= followers
+    assert {t for (kind, t) in kept if kind == "topics"} <= {t for t, _ in flight}
+    if not engine.source.startswith("kafka://"):
+        engine.restart_broker(victim)  # ZooKeeper mode cannot cancel: the moves must finish before they revert
+    with open_backend(engine.source) as backend:
+        rollback(engine.run, backend, opts(engine, throttle=100 * MB))
+    if engine.source.startswith("kafka://"):
+        # The Admin API reaches a broker's config through the broker: the dead one's rate waits in the ledger
+        # until it is back, and the operator clears it as the executor said.
+        engine.restart_broker(victim)
+        cleared = cli(engine, "throttle", str(engine.run), "--clear")
+        assert cleared.returncode == 0 and f"brokers/{victim}" in cleared.stdout, cleared.stdout + cleared.stderr
+    now = assignment(engine)
+    changed = {(c.topic, c.partition) for c in plan.changes}
+    # The original replicas, in their original order (the preferred leader first), for every partition of the plan.
+    assert {tp: now[tp] for tp in changed} == {tp: original[tp] for tp in changed}
+    assert json.loads((engine.run / "verification_rollback.json").read_text())["passed"] is True
+    back = leaders(engine)
+    assert all(back[tp] == original[tp][0] for tp in changed if original_leaders[tp] == original[tp][0])
+    assert throttles(engine) == {}
+
+
+def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    state_file = engine.run / "execution" / "state.json"
+    killed: list[int] = []
+
+    def kill_when_copying() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        killed.append(engine.kill_controller())
+
+    killer = threading.Thread(target=kill_when_copying)
+    killer.start()
+    rate = 4 * MB if engine.real else 10 * MB
+    with open_backend(engine.source) as backend:
+        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+        killer.join()
+        assert killed and state["finished"]
+        now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        # A throttle on the killed node could not be removed while it was down (the executor said so): the
+        # operator's 'throttle --clear' removes it now that the node is back.
+        release_throttles(engine.run, backend, opts(engine))
+        assert verify(engine.run, backend, settle=60.0)["passed"]
+
+
+def test_someone_elses_reassignment_is_refused_with_nothing_changed(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    before = assignment(engine)
+    # Someone else (Kafka's own kafka-reassign-partitions on a real cluster, through the Admin API) moves a partition
+    # the plan does not touch, throttled to a crawl so that it is still in flight.
+    planned = {(c.topic, c.partition) for c in plan.changes}
+    tp = next(tp for tp, r in sorted(before.items()) if tp not in planned and 4 not in r)
+    target = {tp: [4, *before[tp][1:]]}
+    engine.foreign_reassign(target, 1000)
+    try:
+        deadline = time.time() + 30
+        with open_backend(engine.source) as backend:
+            while tp not in backend.in_flight() and time.time() < deadline:
+                time.sleep(0.2)
+            assert tp in backend.in_flight()
+            theirs = backend.throttle_configs()
+        result = cli(engine, "execute", str(engine.run), "--throttle", "50MB/s")
+        assert result.returncode == 9, result.stderr
+        assert "a reassignment this run did not start is in flight" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        with open_backend(engine.source) as backend:
+            assert backend.throttle_configs() == theirs  # their throttles stay
+            assert set(backend.in_flight()) == {tp}
+        now = assignment(engine)
+        assert {k: v for k, v in now.items() if k != tp} == {k: v for k, v in before.items() if k != tp}
+        with pytest.raises(ClusterBusy):
+            with open_backend(engine.source) as backend:
+                execute(engine.run, backend, opts(engine))
+    finally:
+        engine.foreign_cancel(target)
+
+
+def test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one(engine: Engine) -> None:
+    """The copy is served by whichever replica leads, which after a broker restart is often not the preferred one:
+    Kafka's own tool rates every broker of a moving partition. Here every moving partition is preferred-led by
+    broker 0 but led by broker 1, and copies to 3 and 4: broker 1's outbound bytes are the bound."""
+    cluster = load_snapshot(engine.run)
+    pairs = [p for p in cluster.partitions if p.replicas == (0, 1)]
+    assert len(pairs) >= 2
+    engine.kill_broker(0)
+    deadline = time.time() + 60
+    while time.time() < deadline and any(v != 1 for tp, v in leaders(engine).items() if tp in {p.tp for p in pairs}):
+        time.sleep(0.3)
+    engine.restart_broker(0)  # back as a follower; leadership stays on 1 (auto leader rebalancing waits 300 s)
+    targets = {p.tp: ((3, 1) if i % 2 == 0 else (4, 1)) for i, p in enumerate(pairs)}
+    plan = build_plan(cluster, targets, mode="rebalance", strategy="manual", eligible=frozenset(b.id for b in cluster.brokers),
+                      params={}, solver={}, bounds={})
+    write_plan(plan, engine.run)
+    approve(engine.run, by="conformance")
+    now = leaders(engine)
+    assert all(now[tp] == 1 for tp in targets), {tp: now[tp] for tp in targets}
+    rate = 1 * MB
+    out_of_leader = sum(p.size_bytes for p in pairs)
+    into = {b: sum(p.size_bytes for p in pairs if b in targets[p.tp]) for b in (3, 4)}
+    bound = out_of_leader / rate
+    assert bound >= 1.5 * max(into.values()) / rate  # unthrottled at the leader, the copy would take half as long
+    with open_backend(engine.source) as backend:
+        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+        assert backend.throttle_configs() == {}
+    took = engine.copy_seconds(state["batches"][0])
+    record(engine, "copy-at-current-leader", seconds=round(took, 2), bound_seconds=round(bound, 2),
+           ratio=round(took / bound, 3))
+    assert took >= 0.85 * bound, (took, bound)

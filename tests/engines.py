@@ -120,7 +120,7 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
     return Engine(name, source, run, False, acceleration, sim.kill_broker, sim.restart_broker, kill_controller,
                   foreign_reassign, foreign_cancel,
                   completed_moves=lambda: [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed],
-                  copy_seconds=lambda _batch: _sim_copy_seconds(sim), extra={"sim": sim})
+                  copy_seconds=lambda _batch: _sim_copy_seconds(sim), extra={"sim": sim, "bootstrap": sim.bootstrap})
 
 
 def _sim_copy_seconds(sim: Any) -> float:
@@ -237,7 +237,7 @@ def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
         kill_controller=lambda: int(lk.kill_controller(cluster.dir)["controller"]),
         foreign_reassign=lambda targets, rate: reassign_tool("--execute", targets, "--throttle", str(rate)),
         foreign_cancel=lambda targets: reassign_tool("--cancel", targets),
-        extra={"cluster": cluster},
+        extra={"cluster": cluster, "bootstrap": cluster.bootstrap},
     )
 
 
@@ -262,3 +262,16 @@ def keep_logs(cluster: RealCluster | None, dest: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(log, target)
     os.sync()
+
+
+def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3) -> None:
+    """Someone else creates a topic (Kafka's Admin API, as any application would): the cluster changes beside the run."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=str(engine.extra["bootstrap"]).removeprefix("kafka://").split(","),
+                             client_id="someone-else")
+    try:
+        admin.create_topics([NewTopic(name, partitions, 2)], timeout_ms=30_000)
+    finally:
+        admin.close()

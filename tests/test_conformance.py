@@ -17,14 +17,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import REPO
-from engines import ENGINES, Engine, RealCluster, keep_logs, real_cluster, real_engine, sim_engine
+from engines import (ENGINES, Engine, RealCluster, create_topic_elsewhere, keep_logs, real_cluster, real_engine,
+                     sim_engine)
 from rebalancer.errors import ClusterBusy
 from rebalancer.execute import (ExecOptions, ExecutionFailed, approve, execute, open_backend, release_throttles,
                                 rollback, verify)
@@ -114,6 +115,27 @@ def record(engine: Engine, what: str, **values: Any) -> None:
         f.write(json.dumps({"engine": engine.name, "what": what, **values}) + "\n")
 
 
+def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) -> threading.Thread:
+    """A started thread that runs ``action`` once a batch of this run is submitted (``delay`` s later)."""
+    state_file = engine.run / "execution" / "state.json"
+
+    def run() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        time.sleep(delay)
+        action()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def state_of(engine: Engine) -> dict[str, Any]:
     return json.loads((engine.run / "execution" / "state.json").read_text())
 
@@ -131,7 +153,7 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
         operator = backend.throttle_configs()
     # A copy of ~10 s on a real cluster: Kafka's quota works in 1 s samples and a controller takes a moment to start
     # and finish a move, which a copy of a few seconds would measure instead of the throttle.
-    rate = 2 * MB if engine.real else 20 * MB
+    rate = 2 * MB if engine.real else 5 * MB
     seen: list[dict[tuple[str, str], dict[str, str]]] = []
     done = threading.Event()
 
@@ -152,8 +174,12 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
         assert state["finished"] and [b["status"] for b in state["batches"]] == ["done"]
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
         assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        # Someone else creates a topic meanwhile: the brokers' counts no longer match the plan's prediction, which
+        # verify reports but does not fail on (it checks what this plan changed).
+        create_topic_elsewhere(engine, f"{topic}-elsewhere")
         result = verify(engine.run, backend)
         assert result["passed"] and result["throttles_left"] == {}
+        assert result["balance_differences"]
         # This run's throttles were on the brokers and topics during the copy ...
         during = [s for s in seen if any(k == ("brokers", "3") for k in s)]
         assert during, f"no throttle seen on broker 3 in {len(seen)} polls"
@@ -217,22 +243,7 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
     original = assignment(engine)
     original_leaders = leaders(engine)
     victim = 3
-    state_file = engine.run / "execution" / "state.json"
-
-    def kill_when_copying() -> None:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.02)
-        time.sleep(0.2)
-        engine.kill_broker(victim)
-
-    killer = threading.Thread(target=kill_when_copying)
-    killer.start()
+    killer = when_copying(engine, lambda: engine.kill_broker(victim), delay=0.2)
     rate = 2 * MB if engine.real else 1 * MB
     with open_backend(engine.source) as backend:
         with pytest.raises(ExecutionFailed, match=f"stalled: destination broker {victim} of .* is down"):
@@ -271,22 +282,8 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
 
 def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None:
     plan = load_plan(engine.run)
-    state_file = engine.run / "execution" / "state.json"
     killed: list[int] = []
-
-    def kill_when_copying() -> None:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.02)
-        killed.append(engine.kill_controller())
-
-    killer = threading.Thread(target=kill_when_copying)
-    killer.start()
+    killer = when_copying(engine, lambda: killed.append(engine.kill_controller()))
     rate = 4 * MB if engine.real else 10 * MB
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from ..errors import InputError, RebalancerError
+from ..errors import InputError
 
 __all__ = ["add_kafka_parser", "main", "cmd_up", "cmd_down", "cmd_status", "cmd_kill_broker", "cmd_restart_broker",
            "cmd_kill_controller"]
@@ -229,51 +228,13 @@ def add_kafka_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> a
     return kafka
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage dump), like ``rebalancer``'s."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m rebalancer.localkafka",
-                     description="Real Apache Kafka on this machine (the 'rebalancer kafka' commands).")
-    parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
-    _add_commands(parser.add_subparsers(dest="command", required=True, parser_class=_Parser), _Parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for name in ("kafka", "kazoo"):  # client libraries log every refused connection; our errors say it in one line
-        logging.getLogger(name).setLevel(logging.INFO if args.debug else logging.CRITICAL)
-    try:
-        return int(args.func(args))
-    except RebalancerError as exc:
-        if args.debug:
-            raise
-        print(f"rebalancer: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("rebalancer: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader went away (``| head``): what was asked for is done
-        return 0
-    except OSError as exc:
-        if args.debug:
-            raise
-        where = f"{str(exc.filename)[:200]}: " if getattr(exc, "filename", None) else ""
-        print(f"rebalancer: error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # a bug: still one line unless --debug
-        if args.debug:
-            raise
-        print(f"rebalancer: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 70
+    """``python -m rebalancer.localkafka ARGS`` is ``rebalancer kafka ARGS`` (the same parser and one-line errors)."""
+    from ..cli import main as rebalancer_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = ["--debug"] if "--debug" in args else []
+    return rebalancer_main([*debug, "kafka", *(a for a in args if a != "--debug")])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -141,7 +141,7 @@ def jvm(libs: Path, main: str, *args: str, heap_mib: int | None = None, props: M
 def read_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(directory) / STATE_FILE
     if not path.exists():
-        raise InputError(f"no local Kafka cluster in {directory} (start one with 'kafka up --dir {directory}')")
+        raise InputError(f"no local Kafka cluster in {directory} (start one with 'rebalancer kafka up --dir {directory}')")
     state = read_json(path)
     if not isinstance(state, dict) or "nodes" not in state or "version" not in state:
         raise InputError(f"{path} is not a local Kafka state file")

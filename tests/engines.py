@@ -62,6 +62,7 @@ class Engine:
     kill_controller: Callable[[], int]   # kill -9 the active controller, bring it back; returns its id
     foreign_reassign: Callable[[dict[tuple[str, int], list[int]], int], None]  # someone else's, at a throttle (B/s)
     foreign_cancel: Callable[[dict[tuple[str, int], list[int]]], None]
+    controller_id: Callable[[], int | None] = lambda: None  # the active controller (a broker in ZooKeeper mode)
     completed_moves: Callable[[], list[tuple[str, int, tuple[int, ...]]] | None] = lambda: None
     # How long a batch's copy took: submitted until every move was at its target (the state's wall clock on a
     # real cluster; the simulator's own clock, from its move log, since its wall clock runs x time_scale).
@@ -120,7 +121,8 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
     return Engine(name, source, run, False, acceleration, sim.kill_broker, sim.restart_broker, kill_controller,
                   foreign_reassign, foreign_cancel,
                   completed_moves=lambda: [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed],
-                  copy_seconds=lambda _batch: _sim_copy_seconds(sim), extra={"sim": sim, "bootstrap": sim.bootstrap})
+                  copy_seconds=lambda _batch: _sim_copy_seconds(sim), controller_id=lambda: sim.controller_id,
+                  extra={"sim": sim, "bootstrap": sim.bootstrap})
 
 
 def _sim_copy_seconds(sim: Any) -> float:
@@ -176,6 +178,7 @@ class RealCluster:
             self.state = self._start()
             self.prefixes = []
             self.restart_before_next = False
+            time.sleep(5.0)  # a fresh cluster's brokers learn of new topics a moment later than its controller
 
         for proc in status(self.dir)["processes"]:
             if proc["id"] is not None and not proc["alive"]:
@@ -206,11 +209,21 @@ class RealCluster:
                     admin.delete_topics(names, timeout_ms=30_000)
             finally:
                 admin.close()
-        prefix = f"t{uuid.uuid4().hex[:6]}-"
-        self.prefixes.append(prefix)
-        cluster = scenario(prefix)
-        load_cluster(self.state, cluster, REAL_DATA_MIB, timeout=180.0)
-        return cluster
+        from rebalancer.errors import SimulationError
+
+        for attempt in (1, 2):
+            prefix = f"t{uuid.uuid4().hex[:6]}-"
+            self.prefixes.append(prefix)
+            cluster = scenario(prefix)
+            try:
+                load_cluster(self.state, cluster, REAL_DATA_MIB, timeout=180.0)
+                return cluster
+            except SimulationError as exc:
+                # Right after a fresh start, a producer may still find its new topic unknown: once more, new names.
+                if attempt == 2 or "UnknownTopicOrPartition" not in str(exc):
+                    raise
+                time.sleep(5.0)
+        raise AssertionError("unreachable")
 
     def tool(self, main: str, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's own command-line tools from the jars (e.g. ReassignPartitionsCommand)."""
@@ -248,13 +261,22 @@ def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
 
     return Engine(
         name, source, run, True, 1.0,
-        kill_broker=lambda b: lk.kill_broker(cluster.dir, b) and None,
+        kill_broker=lambda b: _kill_broker(cluster, b),
         restart_broker=lambda b: lk.restart_broker(cluster.dir, b) and None,
         kill_controller=lambda: _kill_controller(cluster),
+        controller_id=lambda: lk.active_controller(cluster.dir),
         foreign_reassign=lambda targets, rate: reassign_tool("--execute", targets, "--throttle", str(rate)),
         foreign_cancel=lambda targets: reassign_tool("--cancel", targets),
         extra={"cluster": cluster, "bootstrap": cluster.bootstrap},
     )
+
+
+def _kill_broker(cluster: RealCluster, broker: int) -> None:
+    from rebalancer.localkafka import cluster as lk
+
+    if lk.active_controller(cluster.dir) == broker:  # in ZooKeeper mode the controller is a broker
+        cluster.restart_before_next = True
+    lk.kill_broker(cluster.dir, broker)
 
 
 def _kill_controller(cluster: RealCluster) -> int:

@@ -285,8 +285,10 @@ def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None
     killed: list[int] = []
     killer = when_copying(engine, lambda: killed.append(engine.kill_controller()))
     rate = 4 * MB if engine.real else 10 * MB
+    # In ZooKeeper mode the controller is a broker, perhaps a destination: the batch waits for it to come back
+    # (kill_controller restarts it) rather than failing as for a broker that stays down.
     with open_backend(engine.source) as backend:
-        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500, stall_grace=60.0))
         killer.join()
         assert killed and state["finished"]
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
@@ -332,31 +334,56 @@ def test_someone_elses_reassignment_is_refused_with_nothing_changed(engine: Engi
 def test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one(engine: Engine) -> None:
     """The copy is served by whichever replica leads, which after a broker restart is often not the preferred one:
     Kafka's own tool rates every broker of a moving partition. Here every moving partition is preferred-led by
-    broker 0 but led by broker 1, and copies to 3 and 4: broker 1's outbound bytes are the bound."""
+    broker x but led by broker y, and copies to 3 and 4: broker y's outbound bytes are the bound."""
     cluster = load_snapshot(engine.run)
-    pairs = [p for p in cluster.partitions if p.replicas == (0, 1)]
+    # Not the controller's broker: a new controller checks the preferred leaders 5 s after taking over (Kafka's
+    # auto leader rebalancing), which would hand leadership back mid-copy.
+    x = next(b for b in (0, 1, 2) if b != engine.controller_id())
+    y = next(b for b in (0, 1, 2) if b != x)
+    pairs = [p for p in cluster.partitions if p.replicas == (x, y)]
     assert len(pairs) >= 2
-    engine.kill_broker(0)
+    engine.kill_broker(x)
     deadline = time.time() + 60
-    while time.time() < deadline and any(v != 1 for tp, v in leaders(engine).items() if tp in {p.tp for p in pairs}):
+    while time.time() < deadline and any(v != y for tp, v in leaders(engine).items() if tp in {p.tp for p in pairs}):
         time.sleep(0.3)
-    engine.restart_broker(0)  # back as a follower; leadership stays on 1 (auto leader rebalancing waits 300 s)
-    targets = {p.tp: ((3, 1) if i % 2 == 0 else (4, 1)) for i, p in enumerate(pairs)}
+    engine.restart_broker(x)  # back as a follower; leadership stays on y (auto leader rebalancing waits 300 s)
+    targets = {p.tp: ((3, y) if i % 2 == 0 else (4, y)) for i, p in enumerate(pairs)}
     plan = build_plan(cluster, targets, mode="rebalance", strategy="manual", eligible=frozenset(b.id for b in cluster.brokers),
                       params={}, solver={}, bounds={})
     write_plan(plan, engine.run)
     approve(engine.run, by="conformance")
     now = leaders(engine)
-    assert all(now[tp] == 1 for tp in targets), {tp: now[tp] for tp in targets}
+    assert all(now[tp] == y for tp in targets), {tp: now[tp] for tp in targets}
     rate = 1 * MB
     out_of_leader = sum(p.size_bytes for p in pairs)
     into = {b: sum(p.size_bytes for p in pairs if b in targets[p.tp]) for b in (3, 4)}
     bound = out_of_leader / rate
     assert bound >= 1.5 * max(into.values()) / rate  # unthrottled at the leader, the copy would take half as long
+    seen: list[dict[str, str]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen.append(throttles(engine).get(("brokers", str(y)), {}))
+            except Exception:  # noqa: BLE001 - a poll racing the run's own connections
+                pass
+            time.sleep(0.3)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
+        done.set()
+        watcher.join()
         assert backend.throttle_configs() == {}
+    # The current leader (not the preferred replica) carried the leader-side rate while it served the copy.
+    assert any(c.get("leader.replication.throttled.rate") == str(rate) for c in seen), seen[-3:]
     took = engine.copy_seconds(state["batches"][0])
     record(engine, "copy-at-current-leader", seconds=round(took, 2), bound_seconds=round(bound, 2),
            ratio=round(took / bound, 3))
-    assert took >= 0.85 * bound, (took, bound)
+    if not engine.real:
+        # The simulator's quota is exact. Real Kafka's leader-side quota lets two followers' concurrent fetches of
+        # up to 1 MiB each overshoot it (measured 0.64-0.69x of this bound, with or without the leader's rate), so
+        # there the rate on the leader is what is checked (above), not the time.
+        assert took >= 0.85 * bound, (took, bound)

@@ -115,6 +115,29 @@ def record(engine: Engine, what: str, **values: Any) -> None:
         f.write(json.dumps({"engine": engine.name, "what": what, **values}) + "\n")
 
 
+def watch_throttles(engine: Engine) -> tuple[list[dict[tuple[str, str], dict[str, str]]], Callable[[], None]]:
+    """Poll the cluster's throttles in a thread until the returned stop() is called: (the polls, stop)."""
+    seen: list[dict[tuple[str, str], dict[str, str]]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                seen.append(throttles(engine))
+            except Exception:  # noqa: BLE001 - a poll that races the run's own connection churn
+                pass
+            time.sleep(0.3)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+
+    def stop() -> None:
+        done.set()
+        watcher.join()
+
+    return seen, stop
+
+
 def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) -> threading.Thread:
     """A started thread that runs ``action`` once a batch of this run is submitted (``delay`` s later)."""
     state_file = engine.run / "execution" / "state.json"
@@ -154,23 +177,10 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
     # A copy of ~10 s on a real cluster: Kafka's quota works in 1 s samples and a controller takes a moment to start
     # and finish a move, which a copy of a few seconds would measure instead of the throttle.
     rate = 2 * MB if engine.real else 5 * MB
-    seen: list[dict[tuple[str, str], dict[str, str]]] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            try:
-                seen.append(throttles(engine))
-            except Exception:  # noqa: BLE001 - a poll that races the run's own connection churn
-                pass
-            time.sleep(0.5)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    seen, stop = watch_throttles(engine)
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
-        done.set()
-        watcher.join()
+        stop()
         assert state["finished"] and [b["status"] for b in state["batches"]] == ["done"]
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
         assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
@@ -359,24 +369,12 @@ def test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one(engin
     into = {b: sum(p.size_bytes for p in pairs if b in targets[p.tp]) for b in (3, 4)}
     bound = out_of_leader / rate
     assert bound >= 1.5 * max(into.values()) / rate  # unthrottled at the leader, the copy would take half as long
-    seen: list[dict[str, str]] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            try:
-                seen.append(throttles(engine).get(("brokers", str(y)), {}))
-            except Exception:  # noqa: BLE001 - a poll racing the run's own connections
-                pass
-            time.sleep(0.3)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    polls, stop = watch_throttles(engine)
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
-        done.set()
-        watcher.join()
+        stop()
         assert backend.throttle_configs() == {}
+    seen = [poll.get(("brokers", str(y)), {}) for poll in polls]
     # The current leader (not the preferred replica) carried the leader-side rate while it served the copy.
     assert any(c.get("leader.replication.throttled.rate") == str(rate) for c in seen), seen[-3:]
     took = engine.copy_seconds(state["batches"][0])

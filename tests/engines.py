@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rebalancer.execute import approve
+from rebalancer.execute import approve, open_backend
 from rebalancer.model import Cluster
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -62,6 +62,8 @@ class Engine:
     kill_controller: Callable[[], int]   # kill -9 the active controller, bring it back; returns its id
     foreign_reassign: Callable[[dict[tuple[str, int], list[int]], int], None]  # someone else's, at a throttle (B/s)
     foreign_cancel: Callable[[dict[tuple[str, int], list[int]]], None]
+    # Producers writing into a partition at a rate (B/s of the engine's clock) from now on; returns stop().
+    ingest: Callable[[tuple[str, int], float], Callable[[], Any]] = lambda tp, rate: lambda: None
     controller_id: Callable[[], int | None] = lambda: None  # the active controller (a broker in ZooKeeper mode)
     completed_moves: Callable[[], list[tuple[str, int, tuple[int, ...]]] | None] = lambda: None
     # How long a batch's copy took: submitted until every move was at its target (the state's wall clock on a
@@ -83,8 +85,6 @@ def prepare_run(source: str, run: Path, *, sizes: str | None = None) -> Path:
 
 # -- the simulator ------------------------------------------------------------------------------------------------
 def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, *, acceleration: float = 10.0) -> Engine:
-    from rebalancer.execute import open_backend
-
     sim = make_sim(scenario(), acceleration=acceleration)
     source = zk_url if name == "sim-zk" else f"kafka://{sim.bootstrap}"
     sizes = f"file://{tmp / 'sim' / 'log-dirs.json'}" if name == "sim-zk" else None
@@ -118,8 +118,12 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
         sim.restart_broker(cid)
         return cid
 
+    def ingest(tp: tuple[str, int], rate: float) -> Callable[[], None]:
+        sim.set_ingest(tp, rate)
+        return lambda: sim.set_ingest(tp, 0)
+
     return Engine(name, source, run, False, acceleration, sim.kill_broker, sim.restart_broker, kill_controller,
-                  foreign_reassign, foreign_cancel,
+                  foreign_reassign, foreign_cancel, ingest=ingest,
                   completed_moves=lambda: [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed],
                   copy_seconds=lambda _batch: _sim_copy_seconds(sim), controller_id=lambda: sim.controller_id,
                   extra={"sim": sim, "bootstrap": sim.bootstrap})
@@ -138,17 +142,25 @@ class RealCluster:
         self.version = version
         self.dir = directory
         started = time.monotonic()
-        self.state = self._start()
+        self._start()
         self.startup_s = time.monotonic() - started
         self.prefixes: list[str] = []
         self.restart_before_next = False
 
-    def _start(self) -> dict[str, Any]:
+    def _start(self) -> None:
         from rebalancer.localkafka import nodes
 
         # Kafka's defaults, except a short ZooKeeper session (a killed broker leaves /brokers/ids in 6 s, not 18).
         config = {} if self.version.startswith("4") else {"zookeeper.session.timeout.ms": "6000"}
-        return nodes.start_cluster(self.dir, version=self.version, brokers=RACKS, broker_config=config)
+        nodes.start_cluster(self.dir, version=self.version, brokers=RACKS, broker_config=config)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The cluster's state file as it is now: a restarted broker has a new process (a stale copy would count it
+        as down, and loading would wait for its replicas in vain)."""
+        from rebalancer.localkafka.nodes import read_state
+
+        return read_state(self.dir)
 
     @property
     def bootstrap(self) -> str:
@@ -175,7 +187,7 @@ class RealCluster:
         if self.restart_before_next:
             nodes.stop_cluster(self.dir)
             shutil.rmtree(self.dir, ignore_errors=True)
-            self.state = self._start()
+            self._start()
             self.prefixes = []
             self.restart_before_next = False
             time.sleep(5.0)  # a fresh cluster's brokers learn of new topics a moment later than its controller
@@ -184,8 +196,6 @@ class RealCluster:
             if proc["id"] is not None and not proc["alive"]:
                 lk.restart_broker(self.dir, proc["id"], in_sync=False)
         # A failed test may leave a move in flight or a throttle behind, which would slow every later one to a crawl.
-        from rebalancer.execute import open_backend
-
         with open_backend(f"kafka://{self.bootstrap}") as backend:
             flight = backend.in_flight()
             if flight:
@@ -240,6 +250,7 @@ class RealCluster:
 
 def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
     from rebalancer.localkafka import cluster as lk
+    from rebalancer.localkafka.load import SteadyProducer
 
     cluster.fresh_topics()
     kafka_url = f"kafka://{cluster.bootstrap}"
@@ -267,6 +278,7 @@ def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
         controller_id=lambda: lk.active_controller(cluster.dir),
         foreign_reassign=lambda targets, rate: reassign_tool("--execute", targets, "--throttle", str(rate)),
         foreign_cancel=lambda targets: reassign_tool("--cancel", targets),
+        ingest=lambda tp, rate: SteadyProducer(cluster.state, tp, rate).stop,
         extra={"cluster": cluster, "bootstrap": cluster.bootstrap},
     )
 
@@ -320,3 +332,13 @@ def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3) -> No
         admin.create_topics([NewTopic(name, partitions, 2)], timeout_ms=30_000)
     finally:
         admin.close()
+    # Created means known to the controller; the broker the run's connection asks may learn of it a moment later.
+    deadline = time.monotonic() + 30
+    while True:
+        with open_backend(engine.source) as backend:
+            known = sum(1 for p in backend.read_cluster().partitions if p.topic == name)
+        if known == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{engine.source} does not show topic {name} 30 s after it was created")
+        time.sleep(0.3)

@@ -28,7 +28,8 @@ from ..model import Cluster, TopicPartition
 from .nodes import LOG_DIRS_FILE, admin_client, jvm
 
 __all__ = ["partition_targets", "create_topics", "producer_method", "produce", "key_for", "wait_in_sync",
-           "replica_sizes", "check_sizes", "write_log_dirs", "load_cluster", "bootstrap_of", "RECORD_BYTES"]
+           "replica_sizes", "check_sizes", "write_log_dirs", "load_cluster", "bootstrap_of", "RECORD_BYTES",
+           "SteadyProducer"]
 
 MiB = 1024 * 1024
 RECORD_OVERHEAD = 12  # bytes of record framing beside the value (lengths, deltas, attributes), about
@@ -192,6 +193,59 @@ def _produce_python(state: Mapping[str, Any], left: dict[TopicPartition, int], r
         raise SimulationError(f"producing the scenario's data failed ({len(failures)} records): {type(exc).__name__} {exc}")
     if time.monotonic() - started > timeout:
         raise SimulationError(f"producing the scenario's data took more than {timeout:g} s")
+
+
+class SteadyProducer:
+    """Producers' traffic: random bytes written into one partition at ``bytes_per_s`` from a thread, until ``stop``
+    (which returns the bytes written and raises ``SimulationError`` if a write failed). Paced in 100 ms slices."""
+
+    def __init__(self, state: Mapping[str, Any], tp: TopicPartition, bytes_per_s: float) -> None:
+        import threading
+
+        if not bytes_per_s > 0:
+            raise InputError(f"a producer's rate must be positive, got {bytes_per_s}")
+        self.tp, self.rate, self.written = tp, float(bytes_per_s), 0
+        self._bootstrap = bootstrap_of(state)
+        self._failures: list[BaseException] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"produce-{tp[0]}-{tp[1]}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kafka import KafkaProducer
+
+        import kafka.errors as ke
+
+        pool = os.urandom(_POOL_BYTES)
+        rng = random.Random(0)
+        try:
+            producer = KafkaProducer(bootstrap_servers=self._bootstrap, acks=1, compression_type=None, linger_ms=5,
+                                     max_request_size=2 * MiB, retries=5, client_id="localkafka-steady-producer")
+        except ke.KafkaError as exc:
+            self._failures.append(exc)
+            return
+        started = time.monotonic()
+        try:
+            while not self._done.is_set() and not self._failures:
+                due = int(self.rate * (time.monotonic() - started + 0.1))  # bytes owed by the end of this slice
+                while self.written < due:
+                    size = min(RECORD_BYTES, due - self.written)
+                    off = rng.randrange(0, _POOL_BYTES - size + 1)
+                    producer.send(self.tp[0], value=pool[off:off + size], partition=self.tp[1]).add_errback(
+                        self._failures.append)
+                    self.written += size
+                self._done.wait(0.1)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=10)
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join(60)
+        if self._failures:
+            exc = self._failures[0]
+            raise SimulationError(f"producing into {self.tp[0]}-{self.tp[1]} failed: {type(exc).__name__} {exc}")
+        return self.written
 
 
 def key_for(partition: int, partitions: int) -> bytes:

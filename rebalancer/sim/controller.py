@@ -44,7 +44,14 @@ It keeps real Kafka metadata in a real ZooKeeper and reacts to it as Kafka 3.x's
   brokers' metadata lists and ``wait_until`` is the purgatory of the delayed topic requests. The controller is the
   lowest live broker id. Listener threads and the controller loop share one lock (``lock``).
 
-Not simulated: producer traffic (partition sizes are static), log retention, auto leader rebalancing
+- Producer traffic: ``set_ingest`` makes a partition grow at a rate (bytes per simulated second) while its leader
+  lives. In-sync replicas grow with it, unthrottled (Kafka throttles only replicas out of the ISR, on both sides); a
+  replica being added copies toward a log end that keeps moving. As in Kafka (KIP-73), the in-sync followers'
+  fetches of a throttled partition count against the leader's and the follower's rates, so the copy gets only what
+  they leave: nothing once ingest x in-sync followers reaches the throttle. A restarted broker's replicas that are
+  not being added catch up at once.
+
+Not simulated: log retention, auto leader rebalancing
 (``auto.leader.rebalance.enable`` behaves as false), the ``/controller`` znode and its election, partitions added to
 an existing topic (``/brokers/topics/<t>`` edits), ``delete.topic.enable=false``.
 
@@ -248,6 +255,8 @@ class SimulatedCluster:
         self.size: dict[TopicPartition, int] = {}
         self.disk: dict[TopicPartition, dict[int, float]] = {}  # bytes each replica holds
         self.moves: dict[TopicPartition, Move] = {}
+        self.ingest: dict[TopicPartition, float] = {}  # producer bytes per simulated second
+        self._ingest_carry: dict[TopicPartition, float] = {}
         self.completed: list[dict[str, Any]] = []
         self.broker_config: dict[str, dict[str, str]] = {}
         self.topic_config: dict[str, dict[str, str]] = {}
@@ -422,6 +431,7 @@ class SimulatedCluster:
             self._process_config_changes()
             self._process_topic_changes()
             self._process_reassignment()
+            self._produce(dt)
             self._copy(dt)
             self.sim_time += dt
             self._process_election()
@@ -508,6 +518,9 @@ class SimulatedCluster:
                 replicas = self.topics[tp[0]].partitions[tp[1]]
                 if bid not in replicas or tp[0] in self.deletion_started:  # deletion resumes instead (next tick)
                     continue
+                move = self.moves.get(tp)
+                if (move is None or bid not in move.adding) and self.disk[tp].get(bid, 0.0) < self.size[tp]:
+                    self.disk[tp][bid] = float(self.size[tp])  # behind by ingest while down: it catches up
                 complete = self.disk[tp].get(bid, 0.0) >= self.size[tp]
                 if leader is None and bid in isr:
                     self._set_state(tp, bid, isr, epoch + 1)
@@ -842,6 +855,42 @@ class SimulatedCluster:
         topic.removing[move.tp[1]] = list(move.removing)
         self._write_topic(move.tp[0])
 
+    def set_ingest(self, tp: TopicPartition, bytes_per_s: float) -> None:
+        """Producers write ``bytes_per_s`` (simulated seconds) into ``tp`` from now on; 0 stops them."""
+        import math
+
+        if not math.isfinite(bytes_per_s) or bytes_per_s < 0:
+            raise SimulationError(f"ingest rate must be a finite number >= 0, got {bytes_per_s}")
+        with self._lock:
+            if tp not in self.state:
+                raise SimulationError(f"unknown partition {tp[0]}-{tp[1]}")
+            if bytes_per_s:
+                self.ingest[tp] = float(bytes_per_s)
+            else:
+                self.ingest.pop(tp, None)
+                self._ingest_carry.pop(tp, None)
+
+    def _produce(self, dt: float) -> None:
+        """Grow every partition with ingest by ``dt`` simulated seconds of it: the leader and the in-sync replicas."""
+        for tp, rate in list(self.ingest.items()):
+            if tp not in self.state:  # deleted meanwhile
+                self.ingest.pop(tp, None)
+                continue
+            leader, isr, _ = self.state[tp]
+            if leader is None or leader not in self.alive:
+                continue  # no leader: producers get NOT_LEADER and retry
+            grow = rate * dt + self._ingest_carry.get(tp, 0.0)
+            whole = int(grow)
+            self._ingest_carry[tp] = grow - whole
+            if not whole:
+                continue
+            before = self.size[tp]
+            self.size[tp] = before + whole
+            for b in isr:
+                if b in self.alive and self.disk[tp].get(b, 0.0) >= before:
+                    self.disk[tp][b] = float(self.size[tp])
+            self._dirty_sizes = True
+
     def _copy(self, dt: float) -> None:
         """Advance every copying replica by ``dt`` simulated seconds; caught-up replicas join the ISR."""
         flows: list[_Flow] = []
@@ -858,9 +907,22 @@ class SimulatedCluster:
                                    self._throttled(tp[0], FOLLOWER_REPLICAS, tp[1], b)))
         if flows:
             nic_out = {b: float(self.brokers[b].network_capacity_bytes_per_s or self.nic) for b in self.brokers}
-            allocate_rates(flows, nic_out, dict(nic_out),
-                           {b: self._broker_rate(b, LEADER_RATE) for b in self.brokers},
-                           {b: self._broker_rate(b, FOLLOWER_RATE) for b in self.brokers})
+            leader_cap = {b: self._broker_rate(b, LEADER_RATE) for b in self.brokers}
+            follower_cap = {b: self._broker_rate(b, FOLLOWER_RATE) for b in self.brokers}
+            # Kafka counts the in-sync followers' fetches of a throttled partition against the rate without
+            # throttling them (KIP-73): producer traffic into it leaves the copies only what remains.
+            for tp, rate in self.ingest.items():
+                leader, isr, _ = self.state[tp]
+                if leader is None or leader not in self.alive:
+                    continue
+                for b in isr:
+                    if b == leader or b not in self.alive:
+                        continue
+                    if self._throttled(tp[0], LEADER_REPLICAS, tp[1], leader):
+                        leader_cap[leader] = max(0.0, leader_cap[leader] - rate)
+                    if self._throttled(tp[0], FOLLOWER_REPLICAS, tp[1], b):
+                        follower_cap[b] = max(0.0, follower_cap[b] - rate)
+            allocate_rates(flows, nic_out, dict(nic_out), leader_cap, follower_cap)
         for f in flows:
             step = f.rate * dt
             move = self.moves[f.tp]

@@ -34,6 +34,7 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
+from .progress import CopyProgress
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
            "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
@@ -326,10 +327,10 @@ def _next_throttles(backend: Backend, state: dict[str, Any], batch: dict[str, An
     return thr.batch_throttles(steps, _retrying(backend.live_brokers, "reading brokers"))
 
 
-def _progress(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int], Any]
-              ) -> dict[tuple[str, int], tuple[int, int]] | None:
-    """Per moving partition: (bytes on its new replicas, bytes its leader holds), or None when the backend cannot
-    see replica sizes (ZooKeeper holds none)."""
+def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int], Any]
+           ) -> dict[tuple[str, int], tuple[int, int, int]] | None:
+    """Per moving partition: (bytes on its new replicas, bytes its leader holds, number of new replicas), or None
+    when the backend cannot see replica sizes (ZooKeeper holds none)."""
     sizes = _retrying(lambda: backend.replica_sizes({s.tp for s in todo}), "reading replica sizes")
     if sizes is None:
         return None
@@ -338,7 +339,7 @@ def _progress(backend: Backend, todo: list[Step], current: Mapping[tuple[str, in
         per = sizes.get(s.tp, {})
         p = current.get(s.tp)
         leader = p.leader if p is not None and p.leader is not None else s.before[0]
-        out[s.tp] = (sum(per.get(b, 0) for b in s.added), per.get(leader, 0) * len(s.added))
+        out[s.tp] = (sum(per.get(b, 0) for b in s.added), per.get(leader, 0), len(s.added))
     return out
 
 
@@ -349,8 +350,9 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
     Fails the batch when a destination broker is down past ``stall_grace``, when a move is no longer in flight and
     still not at its target past ``settle_grace`` (on a real cluster the controller finishes a move before every
     broker's metadata shows it: a poll in that gap is not a failure), or when the batch is past its time limit
-    and, where the backend sees replica sizes, no byte has reached a new replica for ``min_timeout`` seconds: a
-    move that copies but never catches up (producers writing faster than the throttle) is reported, not killed."""
+    and, where the backend sees replica sizes, no byte has reached a new replica for ``min_timeout`` seconds and
+    no producer traffic explains it (``progress.CopyProgress``): a move that producers outpace is reported, not
+    killed."""
     rate = state["throttle_bytes_per_s"]
     expected = _expected_seconds(todo, rate)
     timeout = opts.min_timeout + opts.timeout_factor * expected
@@ -361,9 +363,7 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
     gone_since: dict[tuple[str, int], float] = {}
     last_report = 0.0
     last_sizes = 0.0
-    copied: dict[tuple[str, int], int] = {}
-    lags: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    last_progress = time.time()
+    watch = CopyProgress(float(rate), time.time())
     warned_ingest = False
     while True:
         flight = _retrying(lambda: backend.in_flight(tps), "reading the reassignment")
@@ -401,34 +401,33 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
                     dead_since.pop(b, None)
         elapsed = now - started
         moving = [s for s in todo if s not in finished]
-        if now - last_sizes >= opts.report_every or elapsed > timeout:
+        if now - last_sizes >= opts.report_every:
             last_sizes = now
-            progress = _progress(backend, moving, current)
-            for s in moving if progress is not None else ():
-                got, leader_bytes = progress[s.tp]
-                if got > copied.get(s.tp, -1):
-                    if s.tp in copied:
-                        last_progress = now
-                    copied[s.tp] = got
-                history = lags.setdefault(s.tp, [])
-                history.append((now, max(0, leader_bytes - got)))
-                del history[:-12]
-            if progress is not None and not warned_ingest and elapsed > expected + 2 * opts.report_every:
-                stuck = [s for s in moving if len(h := lags.get(s.tp, [])) >= 3 and h[-1][1] >= h[0][1] > 0]
-                if stuck:
-                    s = stuck[0]
-                    warned_ingest = True
-                    batch["ingest_outpaces_throttle"] = sorted(f"{x.topic}-{x.partition}" for x in stuck)
-                    _save(run, state, state_file)
-                    _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(stuck)} move(s) copy but do not "
-                               f"catch up (e.g. {s.topic}-{s.partition}: {lags[s.tp][-1][1]} bytes behind its leader, "
-                               f"not shrinking): producers write faster than the throttle of {rate} B/s; raise "
-                               "--throttle, or wait for traffic to drop")
-            if elapsed > timeout and (progress is None or now - last_progress > opts.min_timeout):
-                why = "" if progress is None else f", no byte copied for {now - last_progress:.0f} s"
+            sizes = _sizes(backend, moving, current)
+            outpaced = []
+            if sizes is not None:
+                watch.add(now, sizes)
+                outpaced = watch.outpaced(s.tp for s in moving)
+            if outpaced and not warned_ingest:
+                tp = outpaced[0]
+                warned_ingest = True
+                batch["ingest_outpaces_throttle"] = [f"{t}-{p}" for t, p in outpaced]
+                _save(run, state, state_file)
+                _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(outpaced)} move(s) do not catch up "
+                           f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
+                           f"producers write into it): Kafka counts in-sync replication of a throttled partition "
+                           f"against the throttle of {rate} B/s; raise --throttle, or wait for traffic to drop")
+            # Stalled: no byte reached a new replica for min_timeout, and producers did not explain it meanwhile
+            # (Kafka's quota still counts their traffic for a few seconds after it stops).
+            stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > opts.min_timeout
+            if elapsed > timeout and stalled:
+                why = "" if sizes is None else f", no byte copied for {now - watch.last_advance:.0f} s"
+                blind = ("" if sizes is not None else
+                         "; ZooKeeper shows no replica sizes, so a move that producers outpace looks like a stuck "
+                         "one: raise --throttle or --min-timeout, or execute through kafka://")
                 raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
                                       f"(limit {timeout:.0f} s: {expected:.0f} s at the throttle x{opts.timeout_factor:g} + "
-                                      f"{opts.min_timeout:.0f} s{why}); {len(finished)}/{len(todo)} moves done")
+                                      f"{opts.min_timeout:.0f} s{why}); {len(finished)}/{len(todo)} moves done{blind}")
         done_bytes = sum(s.bytes for s in finished)
         # ETA from the observed rate once something finished, from bytes / throttle before that.
         if done_bytes and total_bytes:

@@ -91,7 +91,7 @@ MUTATIONS = [
     Mutation(
         "timeout-ignores-progress", "a move that producers outpace is timed out as dead",
         "rebalancer/execute/runner.py",
-        "            if elapsed > timeout and (progress is None or now - last_progress > opts.min_timeout):\n",
+        "            if elapsed > timeout and stalled:\n",
         "            if elapsed > timeout:\n",
         (C + "test_a_move_that_producers_outpace_is_reported_not_timed_out[kafka-3.9-kafka]",
          C + "test_a_move_that_producers_outpace_is_reported_not_timed_out[kafka-4-kafka]")),

@@ -63,6 +63,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path, real_clusters: dict[s
     else:
         cluster = real_clusters["get"]("3.9" if name.startswith("kafka-3.9") else "4.x")
         eng = real_engine(name, cluster, tmp_path)
+        record(eng, "setup", test=request.node.originalname, **eng.extra["setup"])
     yield eng
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed and cluster is not None:

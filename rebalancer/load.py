@@ -1,0 +1,293 @@
+"""The load model: what each replica puts on its broker, what each broker can take, and the balance dimensions.
+
+A *dimension* is one thing the plan balances, defined once (``DIMENSIONS``) and read by the bounds, the planners,
+the gates and the report. Each says what a partition's leader and each of its other replicas weigh in it, in
+integer base units (bytes, bytes per second, counts), and which capacity it is measured against:
+
+============  =========================================  ======================  ============================
+dimension     leader replica                             other replica           capacity (Cruise Control key)
+============  =========================================  ======================  ============================
+``disk``      size (bytes)                               size                    ``DISK`` (MiB)
+``nw_in``     bytes in per second                        bytes in per second     ``NW_IN`` (KiB/s)
+``nw_out``    bytes in x (consumer fan-out + RF - 1)     0                       ``NW_OUT`` (KiB/s)
+``replicas``  1                                          1                       none (counts)
+``leaders``   1                                          0                       none (counts)
+============  =========================================  ======================  ============================
+
+The leader takes the producers' bytes and every follower fetches them from it, so each replica has the partition's
+bytes in; only the leader sends: to the RF - 1 followers and to the consumers (fan-out = consumer bytes out / bytes
+in, 1.0 unless given). A partition's bytes in per second is, in this order: the p95 from the Spark stage's load
+history (``Partition.bytes_in_per_s``), else the constraint-based seed's size / retention, with the topic's
+``retention.ms`` or, when the topic sets none, the brokers' (Kafka's default: 168 hours). A topic kept for ever
+(``retention.ms`` -1) has no rate that its size could tell: 0, and ``PartitionLoad.source`` says so.
+
+Brokers may differ, so bands are around the mean *utilisation* (load / capacity over the eligible brokers), not
+the mean load: broker b's target is ``total x capacity_b / sum of capacities``. A dimension without capacities
+(counts, or no capacity given for any broker) balances the load itself (every capacity 1).
+
+Capacities come from a file in Cruise Control's capacity format (``brokerCapacities``, ``brokerId`` -1 as the
+default, ``DISK`` in MiB, possibly one entry per log directory (JBOD), ``NW_IN``/``NW_OUT`` in KiB/s, ``CPU``
+accepted and unused), else from the snapshot (the disk total a broker reports through DescribeLogDirs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .formats import read_json
+from .model import INT32_MAX, Cluster, Partition, TopicPartition
+
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "LoadBand", "DEFAULT_RETENTION_MS", "partition_loads",
+           "dimension_loads", "read_capacity_file", "capacities", "load_bands", "CapacityError"]
+
+MiB = 1024 * 1024
+KiB = 1024
+DEFAULT_RETENTION_MS = 168 * 3600 * 1000  # Kafka's log.retention.hours default
+
+
+class CapacityError(InputError):
+    """A capacity file that cannot be used, or capacity that cannot hold the load."""
+
+
+@dataclass(frozen=True)
+class PartitionLoad:
+    size: int            # bytes of the log: every replica holds it
+    bytes_in: float      # bytes per second written into the partition
+    fanout: float        # consumer bytes out / bytes in
+    rf: int
+    source: str          # where bytes_in came from: history, topic retention, broker retention, none
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    title: str
+    unit: str
+    capacity_key: str | None              # the Cruise Control capacity resource; None: a count
+    capacity_unit: int                    # base units per capacity-file unit
+    band: float                           # default band half-width, relative to the target (0.05 = +-5 %)
+    max_utilisation: float | None         # default hard limit, as a fraction of capacity
+    leader: Callable[[PartitionLoad], float]
+    follower: Callable[[PartitionLoad], float]
+
+    def replica(self, load: PartitionLoad, leads: bool) -> int:
+        """What one replica of the partition weighs here, in whole base units."""
+        return int(round((self.leader if leads else self.follower)(load)))
+
+
+DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
+    Dimension("disk", "disk", "bytes", "DISK", MiB, 0.05, 0.85, lambda p: p.size, lambda p: p.size),
+    Dimension("nw_in", "network in", "bytes/s", "NW_IN", KiB, 0.10, 0.80, lambda p: p.bytes_in, lambda p: p.bytes_in),
+    Dimension("nw_out", "network out", "bytes/s", "NW_OUT", KiB, 0.10, 0.80,
+              lambda p: p.bytes_in * (p.fanout + p.rf - 1), lambda p: 0.0),
+    Dimension("replicas", "replicas", "replicas", None, 1, 0.15, None, lambda p: 1, lambda p: 1),
+    Dimension("leaders", "leaders", "leaders", None, 1, 0.15, None, lambda p: 1, lambda p: 0),
+)}
+
+
+# -- per partition ------------------------------------------------------------------------------------------------
+def _retention_ms(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        ms = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: retention.ms {value!r} is not an integer") from None
+    if ms < -1 or ms == 0:
+        raise InputError(f"{where}: retention.ms {ms} is neither positive nor -1 (kept for ever)")
+    return ms
+
+
+def partition_loads(cluster: Cluster, *, retention_ms: Mapping[str, Any] | None = None,
+                    broker_retention_ms: Any = DEFAULT_RETENTION_MS,
+                    fanout: Mapping[str, float] | None = None, default_fanout: float = 1.0
+                    ) -> dict[TopicPartition, PartitionLoad]:
+    """Every partition's load. ``retention_ms``: topic -> its ``retention.ms`` config (absent: the brokers');
+    ``fanout``: topic -> consumer bytes out / bytes in."""
+    retention_ms = retention_ms or {}
+    fanout = fanout or {}
+    broker_ms = _retention_ms(broker_retention_ms, "the brokers' log retention")
+    for topic, f in [*fanout.items(), ("(default)", default_fanout)]:
+        if not (isinstance(f, (int, float)) and math.isfinite(f) and f >= 0):
+            raise InputError(f"fan-out of topic {topic}: {f!r} is not a number >= 0")
+    topic_ms = {t: _retention_ms(v, f"topic {t}") for t, v in retention_ms.items()}
+    out: dict[TopicPartition, PartitionLoad] = {}
+    for p in cluster.partitions:
+        out[p.tp] = _one(p, topic_ms.get(p.topic), broker_ms, float(fanout.get(p.topic, default_fanout)))
+    return out
+
+
+def _one(p: Partition, topic_ms: int | None, broker_ms: int | None, fanout: float) -> PartitionLoad:
+    rf = len(p.replicas)
+    if p.bytes_in_per_s is not None:
+        return PartitionLoad(p.size_bytes, float(p.bytes_in_per_s), fanout, rf, "history")
+    ms, source = (topic_ms, "topic retention") if topic_ms is not None else (broker_ms, "broker retention")
+    if ms is None or ms == -1:
+        return PartitionLoad(p.size_bytes, 0.0, fanout, rf, "none (kept for ever)")
+    return PartitionLoad(p.size_bytes, p.size_bytes / (ms / 1000.0), fanout, rf, source)
+
+
+# -- per broker ---------------------------------------------------------------------------------------------------
+def dimension_loads(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
+                 assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None,
+                 dimensions: Iterable[str] = DIMENSIONS) -> dict[str, dict[int, int]]:
+    """dimension -> broker -> load, for the cluster as it is or with ``assignment`` (partition -> replicas, the
+    first leading) applied. Every broker of the cluster is present."""
+    dims = [DIMENSIONS[d] for d in dimensions]
+    out = {d.name: {b: 0 for b in cluster.broker_ids} for d in dims}
+    assignment = assignment or {}
+    for p in cluster.partitions:
+        replicas = assignment.get(p.tp, p.replicas)
+        load = loads[p.tp]
+        for d in dims:
+            per = out[d.name]
+            lead, follow = d.replica(load, True), d.replica(load, False)
+            per[replicas[0]] += lead
+            for b in replicas[1:]:
+                per[b] += follow
+    return out
+
+
+# -- capacities ---------------------------------------------------------------------------------------------------
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise CapacityError(f"{where}: {value!r} is not a number")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise CapacityError(f"{where}: {str(value)[:40]!r} is not a number") from None
+    if not math.isfinite(x) or x <= 0:
+        raise CapacityError(f"{where}: {value!r} is not a positive number")
+    return x
+
+
+def read_capacity_file(path: str | Path) -> dict[int, dict[str, int]]:
+    """Broker id (-1: the default) -> dimension -> capacity in base units, from a Cruise Control capacity file."""
+    doc = read_json(path)
+    where = str(path)
+    entries = doc.get("brokerCapacities") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise CapacityError(f"{where}: expected Cruise Control's format, an object with a non-empty "
+                            "'brokerCapacities' list")
+    by_key = {d.capacity_key: d for d in DIMENSIONS.values() if d.capacity_key}
+    out: dict[int, dict[str, int]] = {}
+    for i, entry in enumerate(entries):
+        at = f"{where}: brokerCapacities[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("capacity"), dict):
+            raise CapacityError(f"{at}: expected an object with 'brokerId' and a 'capacity' object")
+        raw_id = entry.get("brokerId")
+        try:
+            broker = int(str(raw_id))
+        except ValueError:
+            raise CapacityError(f"{at}: brokerId {raw_id!r} is not a broker id (or -1 for the default)") from None
+        if not -1 <= broker <= INT32_MAX:
+            raise CapacityError(f"{at}: brokerId {broker} is not a broker id (or -1 for the default)")
+        if broker in out:
+            raise CapacityError(f"{at}: brokerId {broker} appears twice")
+        values: dict[str, int] = {}
+        for key, value in entry["capacity"].items():
+            if key == "CPU":
+                continue  # accepted (Cruise Control files carry it), not a dimension here
+            dim = by_key.get(key)
+            if dim is None:
+                raise CapacityError(f"{at}: unknown resource {key!r} (known: {', '.join(sorted([*by_key, 'CPU']))})")
+            if isinstance(value, dict):  # JBOD: one capacity per log directory
+                if not value:
+                    raise CapacityError(f"{at}.capacity.{key}: no log directory")
+                amount = sum(_number(v, f"{at}.capacity.{key}.{d}") for d, v in value.items())
+            else:
+                amount = _number(value, f"{at}.capacity.{key}")
+            values[dim.name] = int(amount * dim.capacity_unit)
+        out[broker] = values
+    return out
+
+
+def capacities(cluster: Cluster, file: Mapping[int, Mapping[str, int]] | None = None) -> dict[str, dict[int, int]]:
+    """dimension -> broker -> capacity (base units) for the dimensions that have one for every broker: the file's
+    entry for the broker, else its default (-1), else what the snapshot says the broker has (disk: its log
+    directories' total). A dimension known for some brokers only is an error: utilisation needs every one."""
+    file = file or {}
+    default = file.get(-1, {})
+    snapshot = {"disk": {b.id: b.disk_capacity_bytes for b in cluster.brokers},
+                "nw_in": {b.id: b.network_capacity_bytes_per_s for b in cluster.brokers},
+                "nw_out": {b.id: b.network_capacity_bytes_per_s for b in cluster.brokers}}
+    out: dict[str, dict[int, int]] = {}
+    for d in DIMENSIONS.values():
+        if d.capacity_key is None:
+            continue
+        per: dict[int, int | None] = {}
+        for b in cluster.broker_ids:
+            per[b] = file.get(b, {}).get(d.name, default.get(d.name, snapshot[d.name].get(b)))
+        known = {b: c for b, c in per.items() if c}
+        if not known:
+            continue
+        missing = sorted(b for b in per if not per[b])
+        if missing:
+            raise CapacityError(f"{d.title} capacity is known for broker(s) {_ids(known)} but not for {_ids(missing)}: "
+                                f"give every broker one (a brokerId -1 default in the capacity file)")
+        out[d.name] = known
+    return out
+
+
+def _ids(ids: Iterable[int]) -> str:
+    shown = sorted(ids)
+    return ",".join(map(str, shown[:8])) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+
+
+# -- bands --------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadBand:
+    """Broker b's integer band [low, high] around its target (its share of the total by capacity)."""
+
+    low: int
+    high: int
+    target: float
+    limit: int | None        # the hard capacity limit (max utilisation x capacity), if any
+
+    def excess(self, value: int) -> int:
+        return max(0, value - self.high)
+
+    def deficit(self, value: int) -> int:
+        return max(0, self.low - value)
+
+    def contains(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+
+def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Mapping[int, int] | None = None, *,
+               band: float | None = None, max_utilisation: float | None = None) -> dict[int, LoadBand]:
+    """Each eligible broker's band in ``dimension`` for ``total`` load: target = total x capacity_b / sum of the
+    eligible capacities (every capacity 1 when none is known), band = target x (1 -+ band), widened to whole
+    units. With capacities, the hard limit is ``max_utilisation`` x capacity (the dimension's default unless
+    given); raises ``CapacityError`` when the eligible brokers cannot hold ``total`` within it."""
+    d = DIMENSIONS[dimension]
+    brokers = sorted(eligible)
+    if not brokers:
+        raise CapacityError("no eligible brokers")
+    half = d.band if band is None else band
+    if not 0 <= half < 1:
+        raise InputError(f"{d.title} band {half!r} is not a fraction from 0 to 1 (0.05 = +-5 %)")
+    cap = {b: (capacity or {}).get(b, 0) for b in brokers} if capacity else {b: 1 for b in brokers}
+    if capacity and any(c <= 0 for c in cap.values()):
+        raise CapacityError(f"{d.title} capacity is missing for broker(s) {_ids(b for b, c in cap.items() if c <= 0)}")
+    cap_total = sum(cap.values())
+    limit_frac = (d.max_utilisation if max_utilisation is None else max_utilisation) if capacity else None
+    if limit_frac is not None and not 0 < limit_frac <= 1:
+        raise InputError(f"{d.title} capacity threshold {limit_frac!r} is not a fraction from 0 to 1")
+    if limit_frac is not None and total > limit_frac * cap_total:
+        raise CapacityError(f"the eligible brokers cannot hold the {d.title} load: {total} {d.unit} needs "
+                            f"{total / cap_total:.1%} of their {cap_total} {d.unit}, more than the "
+                            f"{limit_frac:.0%} threshold")
+    out = {}
+    for b in brokers:
+        target = total * cap[b] / cap_total
+        limit = int(limit_frac * cap[b]) if limit_frac is not None else None
+        high = math.ceil(target * (1 + half))
+        out[b] = LoadBand(math.floor(target * (1 - half)), high if limit is None else max(min(high, limit), 0),
+                          target, limit)
+    return out

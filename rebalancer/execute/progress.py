@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 
 from ..model import TopicPartition
 
-__all__ = ["CopyProgress"]
+__all__ = ["CopyProgress", "QUOTA_WINDOW_S"]
 
 WINDOW_S = 30.0        # seconds of samples kept per partition (at least the last 3)
+# Kafka's replication quota is a rate over 11 one-second samples (replication.quota.window.num x .size.seconds): a
+# throttled copy that went over it waits until the window's average drops, which after a burst of in-sync traffic
+# (producers that just stopped) can be several seconds. No move is called dead within this window.
+QUOTA_WINDOW_S = 12.0
 OUTPACED_GROWTH = 0.5  # leader growth (x the throttle) that explains a gap that does not shrink
 
 

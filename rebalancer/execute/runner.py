@@ -34,7 +34,7 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
-from .progress import CopyProgress
+from .progress import QUOTA_WINDOW_S, CopyProgress
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
            "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
@@ -417,9 +417,10 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
                            f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
                            f"producers write into it): Kafka counts in-sync replication of a throttled partition "
                            f"against the throttle of {rate} B/s; raise --throttle, or wait for traffic to drop")
-            # Stalled: no byte reached a new replica for min_timeout, and producers did not explain it meanwhile
-            # (Kafka's quota still counts their traffic for a few seconds after it stops).
-            stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > opts.min_timeout
+            # Stalled: no byte reached a new replica for min_timeout (never less than Kafka's quota window), and
+            # producers did not explain it meanwhile (the quota still counts their traffic after it stops).
+            patience = max(opts.min_timeout, QUOTA_WINDOW_S)
+            stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > patience
             if elapsed > timeout and stalled:
                 why = "" if sizes is None else f", no byte copied for {now - watch.last_advance:.0f} s"
                 blind = ("" if sizes is not None else

@@ -431,23 +431,48 @@ def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapp
     return out
 
 
-def log_dir_sizes(admin: Any, brokers: list[int], topic_partitions: Mapping[str, list[int]] | None = None
-                  ) -> dict[TopicPartition, dict[int, int]]:
+def log_dir_sizes(admin: Any, brokers: list[int], topic_partitions: Mapping[str, list[int]] | None = None,
+                  totals: dict[int, int] | None = None) -> dict[TopicPartition, dict[int, int]]:
     """Bytes per replica from DescribeLogDirs on every live broker (future replicas of a log-dir move excluded);
-    of ``topic_partitions`` ({topic: [partition]}) only, when given."""
+    of ``topic_partitions`` ({topic: [partition]}) only, when given. ``totals``, when given, receives each broker's
+    disk size (its log directories' total bytes, which brokers report since Kafka 3.3; absent when unknown)."""
     sizes: dict[TopicPartition, dict[int, int]] = {}
     for entry in admin.describe_log_dirs(topic_partitions=dict(topic_partitions) if topic_partitions else None,
                                          brokers=brokers):
+        disk = 0
         for d in entry["log_dirs"]:
             if d.get("error_code"):
                 continue
+            disk += max(0, int(d.get("total_bytes", -1) or -1))
             for t in d["topics"]:
                 for p in t["partitions"]:
                     if p.get("is_future_key"):
                         continue
                     per = sizes.setdefault((t["name"], p["partition_index"]), {})
                     per[entry["broker"]] = max(per.get(entry["broker"], 0), int(p["partition_size"]))
+        if totals is not None and disk > 0:
+            totals[entry["broker"]] = disk
     return sizes
+
+
+def topic_retention_ms(admin: Any, topics: list[str]) -> dict[str, int]:
+    """Each topic's effective ``retention.ms`` (its own, else the one its brokers give it), from DescribeConfigs;
+    -1 is kept for ever."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    if not topics:
+        return {}
+    res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs={"retention.ms": None})
+                                  for t in topics], config_filter="all")
+    out: dict[str, int] = {}
+    for by_name in res.values():
+        for name, entries in by_name.items():
+            value = (entries.get("retention.ms") or {}).get("value")
+            try:
+                out[name] = int(value)
+            except (TypeError, ValueError):
+                continue  # not described (a topic deleted meanwhile): the load model uses the default
+    return out
 
 
 def in_flight(admin: Any) -> dict[TopicPartition, dict[str, list[int]]]:
@@ -463,8 +488,11 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool
     try:
         meta = metadata(admin)
         live = sorted(b["node_id"] for b in meta["brokers"])
-        sizes = log_dir_sizes(admin, live) if with_sizes else None
+        disks: dict[int, int] = {}
+        sizes = log_dir_sizes(admin, live, totals=disks) if with_sizes else None
         ongoing = in_flight(admin)
+        topics = sorted(t["name"] for t in meta["topics"] if not t.get("error_code") and t["name"] != LOCK_TOPIC)
+        retention = topic_retention_ms(admin, topics) if with_sizes else {}
     except kafka_errors() as exc:
         if raw:
             raise
@@ -478,7 +506,8 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool
             raise
         raise SourceError(f"Kafka at {display}: {type(exc).__name__} while reading the cluster") from None
     brokers = {b["node_id"]: Broker(id=b["node_id"], rack=b.get("rack") or None, alive=True, host=b.get("host") or None,
-                                    port=b.get("port") or None) for b in meta["brokers"]}
+                                    port=b.get("port") or None, disk_capacity_bytes=disks.get(b["node_id"]))
+               for b in meta["brokers"]}
     parts = partitions_of(meta, ongoing, sizes)
     for p in parts:
         for b in p.replicas:
@@ -487,6 +516,8 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool
     meta_out: dict[str, Any] = {"source": display, "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "sizes_known": bool(with_sizes), "cluster_id": meta.get("cluster_id"),
                                 "controller_id": meta.get("controller_id")}
+    if retention:
+        meta_out["topic_retention_ms"] = retention  # effective: Kafka resolves topic, broker and default
     if ongoing:
         meta_out["reassignment_in_progress"] = [
             {"topic": t, "partition": p, "replicas": [b for b in v["replicas"] if b not in v["removing_replicas"]]}

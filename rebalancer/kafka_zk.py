@@ -265,6 +265,20 @@ def read_cluster(
             continue  # deleted while reading
         assignments[t] = parse_topic_znode(data, t)
 
+    # Topic overrides of retention.ms (ZooKeeper holds no broker defaults: the load model assumes Kafka's).
+    config_futs = [(t, zk.get_async(config_path("topics", t))) for t in assignments]
+    retention: dict[str, int] = {}
+    for t, fut in config_futs:
+        try:
+            data, _ = fut.get()
+            value = (json.loads(data).get("config") or {}).get("retention.ms")
+            if value is not None:
+                retention[t] = int(value)
+        except NoNodeError:
+            continue
+        except (ValueError, TypeError, AttributeError):
+            raise SourceError(f"ZooKeeper node {config_path('topics', t)} is not a Kafka topic config") from None
+
     state_futs = []
     for t, a in assignments.items():
         for p in a.partitions:
@@ -311,6 +325,8 @@ def read_cluster(
     if in_flight:
         meta["reassignment_in_progress"] = in_flight
     meta["sizes_known"] = bool(sizes)
+    if retention:
+        meta["topic_retention_ms"] = retention
     return Cluster.build(brokers.values(), partitions, meta)
 
 

@@ -61,6 +61,29 @@ def test_snapshot_through_the_admin_api_equals_zookeeper(tmp_path, zk, zk_url, m
     assert via_kafka.meta["sizes_known"] and sum(p.size_bytes for p in via_kafka.partitions) > 0
 
 
+def test_snapshots_read_retention_and_disk_totals_for_the_load_model(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from rebalancer.model import Cluster
+    from rebalancer.snapshot import read_source
+
+    base = build_scenario("new-brokers", ScenarioParams(brokers=3, racks=3, new_brokers=1, partitions=6, topics=2, rf=2))
+    cluster = Cluster.build([replace(b, disk_capacity_bytes=(b.id + 1) * 10**12) for b in base.brokers],
+                            base.partitions, dict(base.meta))
+    sim = make_sim(cluster)
+    topic = cluster.partitions[0].topic
+    other = next(p.topic for p in cluster.partitions if p.topic != topic)
+    with admin_backend(sim) as backend:
+        backend.alter_configs("topics", topic, {"retention.ms": "86400000"})
+    via_zk = read_source(zk_url)
+    via_kafka = read_source(f"kafka://{sim.bootstrap}")
+    # ZooKeeper holds the topic's own override only; the Admin API gives each topic's effective retention.
+    assert via_zk.meta["topic_retention_ms"] == {topic: 86400000}
+    assert via_kafka.meta["topic_retention_ms"] == {topic: 86400000, other: 7 * 24 * 3600 * 1000}
+    # DescribeLogDirs reports each broker's disk (its log directories' total bytes).
+    assert {b.id: b.disk_capacity_bytes for b in via_kafka.brokers} == {b.id: (b.id + 1) * 10**12 for b in cluster.brokers}
+
+
 def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-untyped-def]
     sim, run, plan = prepared(tmp_path, make_sim, approve_it=False)
     with admin_backend(sim) as backend:

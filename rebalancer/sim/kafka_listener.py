@@ -180,6 +180,16 @@ def _check_rate(value: str) -> str | None:
     return "Value must be at least 0" if rate < 0 else None
 
 
+def _check_retention(value: str) -> str | None:
+    try:
+        ms = int(value.strip())
+    except ValueError:
+        return "Not a number of type LONG"
+    if ms > 2**63 - 1:
+        return "Not a number of type LONG"
+    return "Value must be at least -1" if ms < -1 else None
+
+
 _REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
@@ -216,6 +226,11 @@ KNOWN_KEYS: dict[ConfigResourceType, dict[str, _Key]] = {
     ConfigResourceType.TOPIC: {
         LEADER_REPLICAS: _Key("", ConfigType.LIST, _REPLICAS_DOC.format(side="leader"), _check_replicas),
         FOLLOWER_REPLICAS: _Key("", ConfigType.LIST, _REPLICAS_DOC.format(side="follower"), _check_replicas),
+        # What the load model reads (size / retention = bytes in per second); Kafka's defaults.
+        "retention.ms": _Key("604800000", ConfigType.LONG, "The longest time a log is retained before old segments "
+                             "are discarded (ms); -1: no time limit.", _check_retention),
+        "retention.bytes": _Key("-1", ConfigType.LONG, "The largest size a partition's log may grow to before old "
+                                "segments are discarded; -1: no size limit.", _check_retention),
     },
 }
 DEFAULT_BROKER = "<default>"  # the znode of the cluster-wide broker default, named "" in the protocol

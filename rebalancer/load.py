@@ -42,8 +42,9 @@ from .errors import InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
-__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "LoadBand", "DEFAULT_RETENTION_MS", "partition_loads",
-           "dimension_loads", "read_capacity_file", "capacities", "load_bands", "CapacityError"]
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "LoadBand", "LoadModel", "DEFAULT_RETENTION_MS",
+           "partition_loads", "dimension_loads", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
+           "CapacityError"]
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -133,23 +134,70 @@ def _one(p: Partition, topic_ms: int | None, broker_ms: int | None, fanout: floa
 
 
 # -- per broker ---------------------------------------------------------------------------------------------------
-def dimension_loads(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
-                 assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None,
-                 dimensions: Iterable[str] = DIMENSIONS) -> dict[str, dict[int, int]]:
-    """dimension -> broker -> load, for the cluster as it is or with ``assignment`` (partition -> replicas, the
-    first leading) applied. Every broker of the cluster is present."""
-    dims = [DIMENSIONS[d] for d in dimensions]
-    out = {d.name: {b: 0 for b in cluster.broker_ids} for d in dims}
+@dataclass(frozen=True)
+class ReplicaTable:
+    """Every replica of a placement as columns (numpy): its partition, broker, whether it leads, and the
+    partition's bytes; ``units(d, leads)`` gives what each replica weighs in dimension d. Built once per
+    placement, so that sums over millions of replicas stay vectorised."""
+
+    partition: Any   # int64 index into ``cluster.partitions``
+    broker: Any      # int64 broker id
+    leads: Any       # bool
+    size: Any        # int64 bytes of the replica's partition
+    per_partition: dict[str, tuple[Any, Any]]  # dimension -> (leader units, follower units) per partition
+
+    def units(self, dimension: str, as_leader: bool | None = None) -> Any:
+        """Each replica's load in ``dimension``: in its own role, or as leader/follower when given."""
+        import numpy as np
+
+        lead, follow = self.per_partition[dimension]
+        if as_leader is None:
+            return np.where(self.leads, lead[self.partition], follow[self.partition])
+        return (lead if as_leader else follow)[self.partition]
+
+
+def replica_table(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
+                  assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None,
+                  dimensions: Iterable[str] = DIMENSIONS) -> ReplicaTable:
+    import itertools
+
+    import numpy as np
+
+    parts = cluster.partitions
     assignment = assignment or {}
-    for p in cluster.partitions:
-        replicas = assignment.get(p.tp, p.replicas)
-        load = loads[p.tp]
-        for d in dims:
-            per = out[d.name]
-            lead, follow = d.replica(load, True), d.replica(load, False)
-            per[replicas[0]] += lead
-            for b in replicas[1:]:
-                per[b] += follow
+    placed = [assignment.get(p.tp, p.replicas) for p in parts]
+    counts = np.fromiter(map(len, placed), np.int64, len(parts))
+    broker = np.fromiter(itertools.chain.from_iterable(placed), np.int64, int(counts.sum()))
+    partition = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    leads = np.zeros(len(broker), bool)
+    leads[np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)] = True
+    size = np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))[partition]
+    per = {}
+    ordered = [loads[p.tp] for p in parts]
+    for name in dimensions:
+        d = DIMENSIONS[name]
+        per[name] = (np.fromiter((d.replica(x, True) for x in ordered), np.int64, len(parts)),
+                     np.fromiter((d.replica(x, False) for x in ordered), np.int64, len(parts)))
+    return ReplicaTable(partition, broker, leads, size, per)
+
+
+def dimension_loads(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
+                    assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None,
+                    dimensions: Iterable[str] = DIMENSIONS, table: ReplicaTable | None = None
+                    ) -> dict[str, dict[int, int]]:
+    """dimension -> broker -> load, for the cluster as it is or with ``assignment`` (partition -> replicas, the
+    first leading) applied (or of a ``table`` built before). Every broker of the cluster is present."""
+    import numpy as np
+
+    dims = list(dimensions)
+    table = table or replica_table(cluster, loads, assignment, dims)
+    ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
+    where = np.searchsorted(ids, table.broker)
+    out = {}
+    for name in dims:
+        sums = np.zeros(len(ids), np.int64)
+        np.add.at(sums, where, table.units(name))
+        out[name] = {int(b): int(v) for b, v in zip(ids, sums, strict=True)}
     return out
 
 
@@ -210,7 +258,8 @@ def read_capacity_file(path: str | Path) -> dict[int, dict[str, int]]:
 def capacities(cluster: Cluster, file: Mapping[int, Mapping[str, int]] | None = None) -> dict[str, dict[int, int]]:
     """dimension -> broker -> capacity (base units) for the dimensions that have one for every broker: the file's
     entry for the broker, else its default (-1), else what the snapshot says the broker has (disk: its log
-    directories' total). A dimension known for some brokers only is an error: utilisation needs every one."""
+    directories' total). A dimension known for some live brokers only is an error: utilisation needs every one
+    (a dead broker holds nothing after a plan and reports nothing, so it needs none)."""
     file = file or {}
     default = file.get(-1, {})
     snapshot = {"disk": {b.id: b.disk_capacity_bytes for b in cluster.brokers},
@@ -221,7 +270,7 @@ def capacities(cluster: Cluster, file: Mapping[int, Mapping[str, int]] | None = 
         if d.capacity_key is None:
             continue
         per: dict[int, int | None] = {}
-        for b in cluster.broker_ids:
+        for b in (b.id for b in cluster.brokers if b.alive):
             per[b] = file.get(b, {}).get(d.name, default.get(d.name, snapshot[d.name].get(b)))
         known = {b: c for b, c in per.items() if c}
         if not known:
@@ -291,3 +340,37 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
         out[b] = LoadBand(math.floor(target * (1 - half)), high if limit is None else max(min(high, limit), 0),
                           target, limit)
     return out
+
+
+# -- the model of one cluster ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadModel:
+    """Everything the bounds, planners, gates and report need about load, for one cluster."""
+
+    loads: dict[TopicPartition, PartitionLoad]
+    capacity: dict[str, dict[int, int]]          # dimension -> broker -> capacity, for dimensions that have one
+    band: dict[str, float]                       # dimension -> relative band half-width
+    threshold: dict[str, float]                  # dimension -> capacity threshold (fraction), capacity dims only
+    rate_sources: dict[str, int]                 # where bytes in per second came from -> partitions
+
+    def bands(self, dimension: str, total: int, eligible: Iterable[int]) -> dict[int, LoadBand]:
+        return load_bands(dimension, total, eligible, self.capacity.get(dimension), band=self.band[dimension],
+                          max_utilisation=self.threshold.get(dimension))
+
+
+def load_model(cluster: Cluster, *, capacity_file: str | Path | None = None, fanout: Mapping[str, float] | None = None,
+               band: Mapping[str, float] | None = None, threshold: Mapping[str, float] | None = None) -> LoadModel:
+    """The load model of ``cluster``: retention from the snapshot (``meta.topic_retention_ms``), capacities from
+    ``capacity_file`` and the snapshot, each dimension's band and capacity threshold (its default unless given)."""
+    unknown = sorted({*(band or {}), *(threshold or {})} - set(DIMENSIONS))
+    if unknown:
+        raise InputError(f"unknown balance dimension(s) {', '.join(unknown)} (known: {', '.join(DIMENSIONS)})")
+    loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {}, fanout=fanout)
+    cap = capacities(cluster, read_capacity_file(capacity_file) if capacity_file else None)
+    bands = {d.name: float((band or {}).get(d.name, d.band)) for d in DIMENSIONS.values()}
+    thresholds = {d.name: float((threshold or {}).get(d.name, d.max_utilisation or 1.0))
+                  for d in DIMENSIONS.values() if d.name in cap}
+    sources: dict[str, int] = {}
+    for load in loads.values():
+        sources[load.source] = sources.get(load.source, 0) + 1
+    return LoadModel(loads, cap, bands, thresholds, sources)

@@ -35,12 +35,10 @@ nothing here. The bound reports the dimension that set it.
 
 from __future__ import annotations
 
-import bisect
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..load import DIMENSIONS, LoadBand, PartitionLoad
+from ..load import DIMENSIONS, LoadBand, PartitionLoad, ReplicaTable, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
 from .leaders import LeaderItem, topic_bands
 from .targets import Targets
@@ -83,52 +81,64 @@ def leader_change_bound(items: Sequence[LeaderItem]) -> int:
     return total
 
 
-class _Cheapest:
-    """The fewest bytes that carry ``amount`` units of a dimension, taking replicas fractionally in order of bytes
-    per unit (the fractional knapsack, exact for the relaxation): prefix sums over the sorted replicas."""
+def _cheapest(size: Any, units: Any, amounts: Any) -> Any:
+    """For each amount, the fewest bytes carrying it: the fractional knapsack of the replicas (``size`` bytes,
+    ``units`` of the dimension each), taken in order of bytes per unit (exact for the relaxation); everything there
+    is when the amount exceeds their units."""
+    import numpy as np
 
-    def __init__(self, items: Iterable[tuple[int, int]]) -> None:  # (bytes, units) per replica
-        ranked = sorted(((b, u) for b, u in items if u > 0), key=lambda x: x[0] / x[1])
-        self.units = list(itertools.accumulate(u for _, u in ranked))
-        self.bytes = list(itertools.accumulate(b for b, _ in ranked))
-        self.ranked = ranked
-
-    def __call__(self, amount: int) -> float:
-        if amount <= 0 or not self.ranked:
-            return 0.0
-        i = bisect.bisect_left(self.units, amount)
-        if i >= len(self.ranked):
-            return float(self.bytes[-1])  # cannot carry it all: everything there is (the band is then unreachable)
-        before_units = self.units[i - 1] if i else 0
-        before_bytes = self.bytes[i - 1] if i else 0
-        size, units = self.ranked[i]
-        return before_bytes + size * (amount - before_units) / units
+    keep = units > 0
+    size, units = size[keep].astype(np.float64), units[keep].astype(np.float64)
+    amounts = np.asarray(amounts, dtype=np.float64)
+    out = np.zeros(len(amounts))
+    if not len(units):
+        return out
+    order = np.argsort(size / units, kind="stable")
+    size, units = size[order], units[order]
+    cum_units, cum_bytes = np.cumsum(units), np.cumsum(size)
+    i = np.searchsorted(cum_units, amounts, side="left")
+    full = i >= len(units)
+    j = np.minimum(i, len(units) - 1)
+    before_units = np.where(j > 0, cum_units[j - 1], 0.0)
+    before_bytes = np.where(j > 0, cum_bytes[j - 1], 0.0)
+    out = before_bytes + size[j] * (amounts - before_units) / units[j]
+    out = np.where(full, cum_bytes[-1], out)
+    return np.where(amounts > 0, out, 0.0)
 
 
 def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
-                      bands: Mapping[str, Mapping[int, LoadBand]], targets: Targets) -> dict[str, Any]:
+                      bands: Mapping[str, Mapping[int, LoadBand]], targets: Targets,
+                      table: ReplicaTable | None = None) -> dict[str, Any]:
     """The lower bound on bytes moved (module doc) over the dimensions in ``bands`` (dimension -> broker -> band,
-    eligible brokers): {"bound", "by" (the dimension that set it), "per_dimension": {d: {"leaving", "arriving"}}}."""
+    eligible brokers): {"bound", "by" (the dimension that set it), "per_dimension": {d: {"leaving", "arriving"}}}.
+    ``table``: the cluster's current placement, if already built (``rebalancer.load.replica_table``)."""
+    import numpy as np
+
+    dims = [n for n in bands if any(DIMENSIONS[n].follower(x) for x in loads.values())]  # leader-only: free to move
+    if table is None or not set(dims) <= set(table.per_partition):
+        table = replica_table(cluster, loads, dimensions=dims)
     per: dict[str, dict[str, int]] = {}
-    for name, band in bands.items():
-        d = DIMENSIONS[name]
-        if all(d.follower(load) == 0 for load in loads.values()):
-            continue  # a leader-only load moves with leadership, which copies nothing
-        on: dict[int, list[tuple[int, int]]] = {b: [] for b in cluster.broker_ids}
-        for p in cluster.partitions:
-            load = loads[p.tp]
-            for i, b in enumerate(p.replicas):
-                on[b].append((p.size_bytes, d.replica(load, i == 0)))
-        held = {b: sum(u for _, u in items) for b, items in on.items()}
+    givers = sorted(targets.givers | targets.removed)
+    receivers = sorted(targets.receivers - targets.removed)
+    by_broker = np.argsort(table.broker, kind="stable")  # each broker's replicas as one slice
+    brokers_sorted = table.broker[by_broker]
+    for name in dims:
+        band = bands[name]
+        units = table.units(name)[by_broker]
+        size = table.size[by_broker]
         leaving = 0.0
-        for b in targets.givers | targets.removed:
-            excess = held[b] if b in targets.removed else (band[b].excess(held[b]) if b in band else 0)
+        for b in givers:
+            lo, hi = np.searchsorted(brokers_sorted, [b, b + 1])
+            held = int(units[lo:hi].sum())
+            excess = held if b in targets.removed else (band[b].excess(held) if b in band else 0)
             if excess:
-                leaving += _Cheapest(on[b])(excess)
-        # Arriving, a replica may lead: its larger role's load per byte (a lower bound either way).
-        anywhere = _Cheapest((p.size_bytes, max(d.replica(loads[p.tp], False), d.replica(loads[p.tp], True)))
-                             for p in cluster.partitions)
-        arriving = sum(anywhere(band[b].deficit(held[b])) for b in targets.receivers - targets.removed if b in band)
+                leaving += float(_cheapest(size[lo:hi], units[lo:hi], [excess])[0])
+        # Arriving, a replica may lead: its larger role's load per byte (a lower bound either way); one per partition.
+        lead, follow = table.per_partition[name]
+        sizes = np.fromiter((p.size_bytes for p in cluster.partitions), np.int64, len(cluster.partitions))
+        held_all = dimension_loads(cluster, loads, dimensions=[name], table=table)[name]
+        deficits = [band[b].deficit(held_all[b]) for b in receivers if b in band]
+        arriving = float(_cheapest(sizes, np.maximum(lead, follow), deficits).sum()) if deficits else 0.0
         per[name] = {"leaving": int(leaving), "arriving": int(arriving)}
     by = max(per, key=lambda n: max(per[n].values()), default=None)
     return {"bound": max(per[by].values()) if by else 0, "by": by, "per_dimension": per}

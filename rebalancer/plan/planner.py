@@ -34,7 +34,9 @@ from ..snapshot import load_snapshot
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
 from .budget import Budget, Deadline
 from .greedy import GreedyInput, greedy_balance
+from ..load import LoadModel, load_model
 from .leaders import LeaderItem, balance_leaders
+from .load_summary import load_summary
 from .lp import lp_balance
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
@@ -200,11 +202,14 @@ def make_plan(
     objective: str = "replicas",
     write_lp: str | None = None,
     budget: Budget | None = None,
+    load: LoadModel | None = None,
 ) -> Plan:
     """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc).
 
     ``budget``: the stage's budget when the caller started it earlier (``plan_run_dir`` starts it before loading the
-    snapshot); its limit must be ``time_limit``.
+    snapshot); its limit must be ``time_limit``. ``load``: the cluster's load model (``rebalancer.load``; built from
+    the snapshot alone when not given): the summary reports every dimension's bands before and after, and bytes
+    moved against their bound.
     """
     if budget is None:
         if not time_limit > 0:
@@ -215,6 +220,7 @@ def make_plan(
     started = time.monotonic()
     with budget.phase("targets"):
         targets = make_targets(cluster, mode, brokers)
+        model = load if load is not None else load_model(cluster)
         chosen, reason = choose_strategy(cluster, mode, strategy)
         if objective not in ("replicas", "bytes"):
             raise PlanError(f"unknown objective {objective!r}: replicas or bytes")
@@ -329,6 +335,8 @@ def make_plan(
                   "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective}
         plan = build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
                           solver=solver, bounds=bounds)
+        plan.summary["load"] = load_summary(cluster, assignment, targets, model)
+        bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
         _mark_cut_short(plan, budget)

@@ -29,6 +29,24 @@ def _status(solver: dict[str, Any]) -> str:
     return line
 
 
+def _load_lines(load: dict[str, Any] | None) -> list[str]:
+    """Bytes moved against their bound, then each load dimension: brokers outside the band before -> after."""
+    if not load:
+        return []
+    by = f" ({load['bytes_bound_by']})" if load.get("bytes_bound_by") else ""
+    lines = [f"  bytes moved {human_bytes(load['bytes_moved'])}, lower bound {human_bytes(load['bytes_bound'])}{by},"
+             f" ratio {_ratio(load['bytes_to_bound'])}"]
+    for name, d in load["dimensions"].items():
+        if "error" in d:
+            lines.append(f"  {name}: {d['error']}")
+            continue
+        worst = d["worst_after"]
+        lines.append(f"  {d['title']} within +-{d['band_pct']:g}% of target{' (by capacity)' if d['by_capacity'] else ''}:"
+                     f" {len(d['outside_before'])} -> {len(d['outside_after'])} broker(s) outside;"
+                     f" worst after: broker {worst['broker']} {worst['deviation_pct']:+.1f}%")
+    return lines
+
+
 def format_plan_summary(plan: Plan) -> str:
     s = plan.summary
     b = s["lower_bounds"]
@@ -45,6 +63,7 @@ def format_plan_summary(plan: Plan) -> str:
         f" leaders {dev['leaders_before']:.1f}% -> {dev['leaders_after']:.1f}%, bytes {dev['bytes_before']:.1f}% -> {dev['bytes_after']:.1f}%",
         f"  replica spread (max-min) {s['replica_spread']['before']} -> {s['replica_spread']['after']},"
         f" worst per-topic leader spread {s['topic_leader_spread']['before']} -> {s['topic_leader_spread']['after']}",
+        *_load_lines(s.get("load")),
         f"  content hash {plan.hash}",
     ]
     if not plan.changes:

@@ -1,0 +1,66 @@
+"""How a plan leaves the load: for every balance dimension (``rebalancer.load``), each eligible broker against its
+band before and after the plan, and the bytes moved against the fewest any plan meeting those bands must move
+(``bounds.bytes_moved_bound``). Part of plan.json's summary (``summary.load``) and of the printed summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..load import DIMENSIONS, CapacityError, LoadBand, LoadModel, dimension_loads, replica_table
+from ..model import Cluster, TopicPartition
+from .bounds import bytes_moved_bound
+from .targets import Targets
+
+__all__ = ["load_summary"]
+
+
+def _deviation(value: int, band: LoadBand) -> float:
+    """Percent above (+) or below (-) the broker's target."""
+    if band.target == 0:
+        return 0.0 if value == 0 else 100.0
+    return round((value - band.target) / band.target * 100, 2)
+
+
+def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
+                 model: LoadModel) -> dict[str, Any]:
+    """``assignment``: the changed partitions' replicas after the plan (first = preferred leader)."""
+    table = replica_table(cluster, model.loads)
+    before = dimension_loads(cluster, model.loads, table=table)
+    after = dimension_loads(cluster, model.loads, assignment)
+    eligible = sorted(targets.eligible)
+    dims: dict[str, Any] = {}
+    all_bands: dict[str, dict[int, LoadBand]] = {}
+    per_broker: dict[int, dict[str, Any]] = {b: {} for b in eligible}
+    for name, d in DIMENSIONS.items():
+        total = sum(before[name].values())
+        try:
+            bands = model.bands(name, total, eligible)
+        except CapacityError as exc:
+            dims[name] = {"error": str(exc)}
+            continue
+        all_bands[name] = bands
+        dev_before = {b: _deviation(before[name][b], bands[b]) for b in eligible}
+        dev_after = {b: _deviation(after[name][b], bands[b]) for b in eligible}
+        worst = max(eligible, key=lambda b: (abs(dev_after[b]), -b))
+        dims[name] = {
+            "title": d.title, "unit": d.unit, "total": total, "band_pct": round(model.band[name] * 100, 2),
+            "by_capacity": name in model.capacity,
+            "threshold_pct": round(model.threshold[name] * 100, 2) if name in model.threshold else None,
+            "max_deviation_pct_before": max((abs(v) for v in dev_before.values()), default=0.0),
+            "max_deviation_pct_after": abs(dev_after[worst]),
+            "outside_before": sorted(b for b in eligible if not bands[b].contains(before[name][b])),
+            "outside_after": sorted(b for b in eligible if not bands[b].contains(after[name][b])),
+            "worst_after": {"broker": worst, "deviation_pct": dev_after[worst]},
+        }
+        for b in eligible:
+            per_broker[b][name] = {"before": before[name][b], "after": after[name][b], "target": round(bands[b].target),
+                                   "low": bands[b].low, "high": bands[b].high,
+                                   "capacity": model.capacity.get(name, {}).get(b)}
+    bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
+    moved = sum(p.size_bytes * len(set(assignment[p.tp]) - set(p.replicas))
+                for p in cluster.partitions if p.tp in assignment)
+    return {"dimensions": dims, "bytes_moved": moved, "bytes_bound": bound["bound"], "bytes_bound_by": bound["by"],
+            "bytes_bound_per_dimension": bound["per_dimension"],
+            "bytes_to_bound": (round(moved / bound["bound"], 4) if bound["bound"] else (1.0 if moved == 0 else None)),
+            "rate_sources": model.rate_sources, "brokers": [{"broker": b, **per_broker[b]} for b in eligible]}

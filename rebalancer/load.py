@@ -42,7 +42,7 @@ from .errors import InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
-__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "LoadBand", "LoadModel", "DEFAULT_RETENTION_MS",
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "DEFAULT_RETENTION_MS",
            "partition_loads", "dimension_loads", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
            "CapacityError"]
 
@@ -290,26 +290,27 @@ def _ids(ids: Iterable[int]) -> str:
 
 # -- bands --------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class LoadBand:
-    """Broker b's integer band [low, high] around its target (its share of the total by capacity)."""
+class Band:
+    """An integer band [floor, ceil] around an average (a count's per-broker average, or a broker's load target:
+    its share of the total by capacity); ``limit`` is the hard capacity limit, if any. Counts and loads use it alike."""
 
-    low: int
-    high: int
-    target: float
-    limit: int | None        # the hard capacity limit (max utilisation x capacity), if any
+    floor: int
+    ceil: int
+    average: float
+    limit: int | None = None
 
     def excess(self, value: int) -> int:
-        return max(0, value - self.high)
+        return max(0, value - self.ceil)
 
     def deficit(self, value: int) -> int:
-        return max(0, self.low - value)
+        return max(0, self.floor - value)
 
     def contains(self, value: int) -> bool:
-        return self.low <= value <= self.high
+        return self.floor <= value <= self.ceil
 
 
 def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Mapping[int, int] | None = None, *,
-               band: float | None = None, max_utilisation: float | None = None) -> dict[int, LoadBand]:
+               band: float | None = None, max_utilisation: float | None = None) -> dict[int, Band]:
     """Each eligible broker's band in ``dimension`` for ``total`` load: target = total x capacity_b / sum of the
     eligible capacities (every capacity 1 when none is known), band = target x (1 -+ band), widened to whole
     units. With capacities, the hard limit is ``max_utilisation`` x capacity (the dimension's default unless
@@ -337,8 +338,8 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
         target = total * cap[b] / cap_total
         limit = int(limit_frac * cap[b]) if limit_frac is not None else None
         high = math.ceil(target * (1 + half))
-        out[b] = LoadBand(math.floor(target * (1 - half)), high if limit is None else max(min(high, limit), 0),
-                          target, limit)
+        out[b] = Band(math.floor(target * (1 - half)), high if limit is None else max(min(high, limit), 0),
+                      target, limit)
     return out
 
 
@@ -353,7 +354,7 @@ class LoadModel:
     threshold: dict[str, float]                  # dimension -> capacity threshold (fraction), capacity dims only
     rate_sources: dict[str, int]                 # where bytes in per second came from -> partitions
 
-    def bands(self, dimension: str, total: int, eligible: Iterable[int]) -> dict[int, LoadBand]:
+    def bands(self, dimension: str, total: int, eligible: Iterable[int]) -> dict[int, Band]:
         return load_bands(dimension, total, eligible, self.capacity.get(dimension), band=self.band[dimension],
                           max_utilisation=self.threshold.get(dimension))
 

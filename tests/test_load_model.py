@@ -115,18 +115,18 @@ def test_capacity_for_some_brokers_only_is_refused(tmp_path: Path) -> None:
 def test_bands_follow_utilisation_on_mixed_hardware() -> None:
     # Broker 3 has twice the disk: it should hold twice the bytes (40 %), the others 20 % each.
     bands = load_bands("disk", 1000, [0, 1, 2, 3], {0: 1000, 1: 1000, 2: 1000, 3: 2000}, band=0.05)
-    assert bands[3].target == 400 and (bands[3].low, bands[3].high) == (380, 420)
-    assert bands[0].target == 200 and (bands[0].low, bands[0].high) == (190, 210)
+    assert bands[3].average == 400 and (bands[3].floor, bands[3].ceil) == (380, 420)
+    assert bands[0].average == 200 and (bands[0].floor, bands[0].ceil) == (190, 210)
     assert bands[0].limit == 850 and bands[0].excess(215) == 5 and bands[0].deficit(180) == 10
     # No capacity: the load itself is balanced, and there is no hard limit.
     plain = load_bands("replicas", 10, [0, 1, 2])
-    assert {(b.low, b.high, b.limit) for b in plain.values()} == {(2, 4, None)}
+    assert {(b.floor, b.ceil, b.limit) for b in plain.values()} == {(2, 4, None)}
 
 
 def test_capacity_that_cannot_hold_the_load_is_refused() -> None:
     with pytest.raises(CapacityError, match="cannot hold the disk load: 2600 bytes needs 86.7% .* 85% threshold"):
         load_bands("disk", 2600, [0, 1, 2], {0: 1000, 1: 1000, 2: 1000})
-    assert load_bands("disk", 2600, [0, 1, 2], {0: 1000, 1: 1000, 2: 1000}, max_utilisation=0.9)[0].high == 900
+    assert load_bands("disk", 2600, [0, 1, 2], {0: 1000, 1: 1000, 2: 1000}, max_utilisation=0.9)[0].ceil == 900
     with pytest.raises(InputError, match="band 1.5 is not a fraction"):
         load_bands("disk", 10, [0], band=1.5)
 
@@ -141,9 +141,9 @@ def test_bands_hold_every_target_and_can_hold_the_total(total: int, caps: list[i
         with pytest.raises(CapacityError):
             load_bands("disk", total, range(len(caps)), dict(enumerate(caps)), band=half, max_utilisation=1.0)
         return
-    assert sum(b.low for b in bands.values()) <= total <= sum(b.high for b in bands.values())
+    assert sum(b.floor for b in bands.values()) <= total <= sum(b.ceil for b in bands.values())
     for b in bands.values():
-        assert b.low <= b.target <= b.high + 1e-6 * max(1.0, b.target) and b.high <= (b.limit or b.high)
+        assert b.floor <= b.average <= b.ceil + 1e-6 * max(1.0, b.average) and b.ceil <= (b.limit or b.ceil)
 
 
 def test_every_dimension_is_defined_once_with_its_units() -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..load import DIMENSIONS, LoadBand, PartitionLoad, ReplicaTable, dimension_loads, replica_table
+from ..load import DIMENSIONS, Band, PartitionLoad, ReplicaTable, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
 from .leaders import LeaderItem, topic_bands
 from .targets import Targets
@@ -107,7 +107,7 @@ def _cheapest(size: Any, units: Any, amounts: Any) -> Any:
 
 
 def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
-                      bands: Mapping[str, Mapping[int, LoadBand]], targets: Targets,
+                      bands: Mapping[str, Mapping[int, Band]], targets: Targets,
                       table: ReplicaTable | None = None) -> dict[str, Any]:
     """The lower bound on bytes moved (module doc) over the dimensions in ``bands`` (dimension -> broker -> band,
     eligible brokers): {"bound", "by" (the dimension that set it), "per_dimension": {d: {"leaving", "arriving"}}}.

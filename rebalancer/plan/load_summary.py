@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..load import DIMENSIONS, CapacityError, LoadBand, LoadModel, dimension_loads, replica_table
+from ..load import DIMENSIONS, CapacityError, Band, LoadModel, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
 from .bounds import bytes_moved_bound
 from .targets import Targets
@@ -15,11 +15,11 @@ from .targets import Targets
 __all__ = ["load_summary"]
 
 
-def _deviation(value: int, band: LoadBand) -> float:
+def _deviation(value: int, band: Band) -> float:
     """Percent above (+) or below (-) the broker's target."""
-    if band.target == 0:
+    if band.average == 0:
         return 0.0 if value == 0 else 100.0
-    return round((value - band.target) / band.target * 100, 2)
+    return round((value - band.average) / band.average * 100, 2)
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
@@ -30,7 +30,7 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
     after = dimension_loads(cluster, model.loads, assignment)
     eligible = sorted(targets.eligible)
     dims: dict[str, Any] = {}
-    all_bands: dict[str, dict[int, LoadBand]] = {}
+    all_bands: dict[str, dict[int, Band]] = {}
     per_broker: dict[int, dict[str, Any]] = {b: {} for b in eligible}
     for name, d in DIMENSIONS.items():
         total = sum(before[name].values())
@@ -54,8 +54,8 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
             "worst_after": {"broker": worst, "deviation_pct": dev_after[worst]},
         }
         for b in eligible:
-            per_broker[b][name] = {"before": before[name][b], "after": after[name][b], "target": round(bands[b].target),
-                                   "low": bands[b].low, "high": bands[b].high,
+            per_broker[b][name] = {"before": before[name][b], "after": after[name][b], "target": round(bands[b].average),
+                                   "low": bands[b].floor, "high": bands[b].ceil,
                                    "capacity": model.capacity.get(name, {}).get(b)}
     bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
     moved = sum(p.size_bytes * len(set(assignment[p.tp]) - set(p.replicas))

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..load import Band
 from ..model import Cluster
 
 __all__ = ["MODES", "PlanError", "Band", "band", "Targets", "make_targets"]
@@ -25,24 +26,6 @@ MODES = ("leaders", "rebalance", "add-brokers", "remove-brokers")
 
 class PlanError(InputError):
     """The requested plan cannot exist (too few brokers or racks, capacity exceeded, bad broker list)."""
-
-
-@dataclass(frozen=True)
-class Band:
-    """Integer band [floor, ceil] around an average ``total / n``."""
-
-    floor: int
-    ceil: int
-    average: float
-
-    def excess(self, value: int) -> int:
-        return max(0, value - self.ceil)
-
-    def deficit(self, value: int) -> int:
-        return max(0, self.floor - value)
-
-    def contains(self, value: int) -> bool:
-        return self.floor <= value <= self.ceil
 
 
 def band(total: int, n: int) -> Band:

@@ -170,24 +170,22 @@ class _Close(Exception):
 
 
 # -- configs ---------------------------------------------------------------------------------------------------
-def _check_rate(value: str) -> str | None:
-    try:
-        rate = int(value.strip())
-    except ValueError:
-        return "Not a number of type LONG"
-    if rate > 2**63 - 1:
-        return "Not a number of type LONG"
-    return "Value must be at least 0" if rate < 0 else None
+def _check_long(minimum: int) -> Callable[[str], str | None]:
+    """Kafka's validator of a LONG config with a lower bound (its error texts)."""
+    def check(value: str) -> str | None:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            return "Not a number of type LONG"
+        if number > 2**63 - 1:
+            return "Not a number of type LONG"
+        return f"Value must be at least {minimum}" if number < minimum else None
+
+    return check
 
 
-def _check_retention(value: str) -> str | None:
-    try:
-        ms = int(value.strip())
-    except ValueError:
-        return "Not a number of type LONG"
-    if ms > 2**63 - 1:
-        return "Not a number of type LONG"
-    return "Value must be at least -1" if ms < -1 else None
+_check_rate = _check_long(0)
+_check_retention = _check_long(-1)
 
 
 _REPLICA = re.compile(r"([0-9]+:[0-9]+)?")

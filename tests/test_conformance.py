@@ -298,10 +298,12 @@ def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None
     killed: list[int] = []
     killer = when_copying(engine, lambda: killed.append(engine.kill_controller()))
     rate = 4 * MB if engine.real else 10 * MB
-    # In ZooKeeper mode the controller is a broker, perhaps a destination: the batch waits for it to come back
-    # (kill_controller restarts it) rather than failing as for a broker that stays down.
+    # In ZooKeeper mode the controller is a broker, perhaps a destination or a replica the moves keep: the batch waits
+    # for it to come back (kill_controller restarts it: its session expiry, then a JVM start, over a minute on the
+    # loaded CI machine) rather than failing as for a broker that stays down.
     with open_backend(engine.source) as backend:
-        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500, stall_grace=60.0))
+        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500, stall_grace=180.0,
+                                                  min_timeout=180.0))
         killer.join()
         assert killed and state["finished"]
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}

@@ -175,3 +175,19 @@ def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, m
 def make_state_steps(plan) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
     return [s.to_dict() for c in plan.changes for s in steps_of(c.topic, c.partition, c.replicas_before,
                                                                   c.replicas_after, c.size_bytes)]
+
+
+def test_a_move_waiting_for_a_kept_replica_on_a_dead_broker_says_so(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+    """A move completes only when its whole target is in sync: with a replica it keeps on a dead broker it copies
+    everything and still waits. The timeout names that broker (not a misleading 'no byte copied')."""
+    from rebalancer.execute import ExecutionFailed
+
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    change = plan.changes[0]
+    kept = next(b for b in change.replicas_after if b in change.replicas_before)
+    sim.kill_broker(kept)
+    with pytest.raises(ExecutionFailed) as failed:
+        execute(run, backend, opts(min_timeout=1.0, timeout_factor=0.1, per_broker=50, total=500))
+    message = str(failed.value)
+    assert "timed out" in message and "target broker(s)" in message
+    assert str(kept) in message.split("target broker(s)")[1].split("down")[0]

@@ -426,6 +426,11 @@ def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, A
                 blind = ("" if sizes is not None else
                          "; ZooKeeper shows no replica sizes, so a move that producers outpace looks like a stuck "
                          "one: raise --throttle or --min-timeout, or execute through kafka://")
+                # A move completes only when its whole target is in the ISR: a kept replica's broker that is down
+                # blocks it without any byte missing on the new replicas.
+                down = sorted({b for s in moving for b in s.after if b not in live})
+                if down:
+                    blind += f"; target broker(s) {', '.join(map(str, down))} down: the moves wait for them to rejoin"
                 raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
                                       f"(limit {timeout:.0f} s: {expected:.0f} s at the throttle x{opts.timeout_factor:g} + "
                                       f"{opts.min_timeout:.0f} s{why}); {len(finished)}/{len(todo)} moves done{blind}")

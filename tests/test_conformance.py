@@ -139,6 +139,26 @@ def watch_throttles(engine: Engine) -> tuple[list[dict[tuple[str, str], dict[str
     return seen, stop
 
 
+class _Action(threading.Thread):
+    """A thread whose ``join`` raises what its action raised (a fault injection that failed must fail the test with
+    its own cause, not as whatever the run then did without it)."""
+
+    def __init__(self, run: Callable[[], Any]) -> None:
+        super().__init__(daemon=True)
+        self._run, self.error = run, None  # type: ignore[assignment]
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in join
+            self.error = exc  # type: ignore[assignment]
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            raise AssertionError(f"the injected fault failed: {type(self.error).__name__}: {self.error}") from self.error
+
+
 def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) -> threading.Thread:
     """A started thread that runs ``action`` once a batch of this run is submitted (``delay`` s later)."""
     state_file = engine.run / "execution" / "state.json"
@@ -155,7 +175,7 @@ def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) 
         time.sleep(delay)
         action()
 
-    thread = threading.Thread(target=run)
+    thread = _Action(run)
     thread.start()
     return thread
 
@@ -302,9 +322,11 @@ def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None
     # for it to come back (kill_controller restarts it: its session expiry, then a JVM start, over a minute on the
     # loaded CI machine) rather than failing as for a broker that stays down.
     with open_backend(engine.source) as backend:
-        state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500, stall_grace=180.0,
-                                                  min_timeout=180.0))
-        killer.join()
+        try:
+            state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500,
+                                                      stall_grace=180.0, min_timeout=180.0))
+        finally:
+            killer.join()  # a kill or restart that failed is the cause to report
         assert killed and state["finished"]
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
         assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)

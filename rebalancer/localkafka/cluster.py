@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, SimulationError
+from ..errors import InputError, RebalancerError, SimulationError
 from ..model import Cluster
 from .nodes import (LOG_DIRS_FILE, admin_client, is_ours, node_record, normalize_version, read_state, signal_all,
                     start_cluster, start_node, stop_cluster, wait_brokers, write_state)
@@ -238,11 +238,13 @@ def kill_controller(directory: str | os.PathLike[str], *, timeout: float = 120.0
     signal_all([node.get("process")], signal.SIGKILL, wait=0.0)
     # 3.9: the controller's ephemeral znode goes when its ZooKeeper session expires; 4.x: the quorum elects anew.
     deadline = started + (timeout + _session_timeout_s(state) if not state["kraft"] else timeout)
+    from kazoo.exceptions import KazooException
+
     new = None
     while new is None or new == old:
         try:
             new = active_controller(state)
-        except (SimulationError, InputError):
+        except (RebalancerError, KazooException):  # no controller yet, or ZooKeeper busy with the fail-over
             new = None
         if new is not None and new != old:
             break

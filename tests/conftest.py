@@ -92,21 +92,10 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None)
     )
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's ``--dist loadgroup`` (scripts/test.sh): a test file stays on one worker (its module
-    fixtures and real clusters start once), except that the conformance suite's simulator engines run apart from
-    its real clusters; and the real clusters' group goes first, being the longest."""
-    def group(item: pytest.Item) -> str:
-        name = item.nodeid.split("::", 1)[0]
-        engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
-        if name.endswith("test_conformance.py") and isinstance(engine, str):
-            name += "[sim]" if engine.startswith("sim-") else "[real]"
-        return name
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
-    items.sort(key=lambda item: not group(item).endswith("test_conformance.py[real]"))  # stable
+    """The conformance suite (real Kafka clusters: the longest file) first, so that pytest-xdist's ``--dist loadfile
+    --no-loadscope-reorder`` (scripts/test.sh) hands it out first and the other worker takes everything else."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_conformance.py::"))  # stable
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

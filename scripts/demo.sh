@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: a real ZooKeeper with a simulated ZooKeeper-mode Kafka cluster that just got
-# 4 new empty brokers (12-15), and a real Airflow 3 (SQLite, LocalExecutor: api-server, scheduler, dag-processor,
-# triggerer) in .airflow/. It triggers the DAG kafka_add_brokers through the REST API, prints where to log in and how
-# to approve, follows the run (snapshot -> Spark analysis -> plan -> GX gates -> report -> approval -> throttled
-# execution -> verification) and prints its outcome.
+# The main job on the embedded default: a local real Apache Kafka 3.9 cluster (ZooKeeper mode, 6 loaded brokers in 3
+# racks + 2 new empty ones, 6 and 7, in a 4th; 240 MiB of real data) and a real Airflow 3 (SQLite, LocalExecutor:
+# api-server, scheduler, dag-processor, triggerer) in .airflow/. It triggers the DAG kafka_add_brokers through the
+# REST API, prints where to log in and how to approve, follows the run (snapshot -> Spark analysis -> plan -> GX
+# gates -> report -> approval -> throttled execution moving real bytes -> verification) and prints its outcome.
 #
 #   bash scripts/demo.sh                     # you approve in the UI (Required Actions) or with the printed curl
 #   bash scripts/demo.sh --approve-as NAME   # unattended: approves through the REST API as user NAME
 #   bash scripts/demo.sh --keep              # leave Airflow and the cluster running afterwards
-#   bash scripts/demo.sh --real              # real Apache Kafka 3.9 brokers (ZooKeeper mode) moving real bytes
-#                                            # instead of the simulated cluster (6 loaded brokers + 2 new ones)
+#   bash scripts/demo.sh --sim               # the simulated cluster instead (a real ZooKeeper, 12 balanced brokers
+#                                            # + 4 new ones, 12-15: gigabytes "moved" in seconds)
 #   AIRFLOW_PORT=8080 (default; a free port is picked when it is taken)
 #
 # The CLI-only version of the same runbook is scripts/demo_cli.sh.
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 keep=0
 approver=""
-engine=sim
+engine=real
 while [ $# -gt 0 ]; do
     case "$1" in
         --keep) keep=1 ;;

@@ -122,22 +122,21 @@ def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, Partition
     receivers = sorted(targets.receivers - targets.removed)
     by_broker = np.argsort(table.broker, kind="stable")  # each broker's replicas as one slice
     brokers_sorted = table.broker[by_broker]
+    size = table.size[by_broker]
+    sizes = np.fromiter((p.size_bytes for p in cluster.partitions), np.int64, len(cluster.partitions))
+    held_by_dim = dimension_loads(cluster, loads, dimensions=dims, table=table)
     for name in dims:
-        band = bands[name]
+        band, held = bands[name], held_by_dim[name]
         units = table.units(name)[by_broker]
-        size = table.size[by_broker]
         leaving = 0.0
         for b in givers:
-            lo, hi = np.searchsorted(brokers_sorted, [b, b + 1])
-            held = int(units[lo:hi].sum())
-            excess = held if b in targets.removed else (band[b].excess(held) if b in band else 0)
+            excess = held[b] if b in targets.removed else (band[b].excess(held[b]) if b in band else 0)
             if excess:
+                lo, hi = np.searchsorted(brokers_sorted, [b, b + 1])
                 leaving += float(_cheapest(size[lo:hi], units[lo:hi], [excess])[0])
         # Arriving, a replica may lead: its larger role's load per byte (a lower bound either way); one per partition.
         lead, follow = table.per_partition[name]
-        sizes = np.fromiter((p.size_bytes for p in cluster.partitions), np.int64, len(cluster.partitions))
-        held_all = dimension_loads(cluster, loads, dimensions=[name], table=table)[name]
-        deficits = [band[b].deficit(held_all[b]) for b in receivers if b in band]
+        deficits = [band[b].deficit(held[b]) for b in receivers if b in band]
         arriving = float(_cheapest(sizes, np.maximum(lead, follow), deficits).sum()) if deficits else 0.0
         per[name] = {"leaving": int(leaving), "arriving": int(arriving)}
     by = max(per, key=lambda n: max(per[n].values()), default=None)

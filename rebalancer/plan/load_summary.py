@@ -23,8 +23,9 @@ def _deviation(value: int, band: Band) -> float:
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
-                 model: LoadModel) -> dict[str, Any]:
-    """``assignment``: the changed partitions' replicas after the plan (first = preferred leader)."""
+                 model: LoadModel, bytes_moved: int) -> dict[str, Any]:
+    """``assignment``: the changed partitions' replicas after the plan (first = preferred leader); ``bytes_moved``:
+    the plan's (its summary's)."""
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
     after = dimension_loads(cluster, model.loads, assignment)
@@ -58,8 +59,7 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
                                    "low": bands[b].floor, "high": bands[b].ceil,
                                    "capacity": model.capacity.get(name, {}).get(b)}
     bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
-    moved = sum(p.size_bytes * len(set(assignment[p.tp]) - set(p.replicas))
-                for p in cluster.partitions if p.tp in assignment)
+    moved = bytes_moved
     return {"dimensions": dims, "bytes_moved": moved, "bytes_bound": bound["bound"], "bytes_bound_by": bound["by"],
             "bytes_bound_per_dimension": bound["per_dimension"],
             "bytes_to_bound": (round(moved / bound["bound"], 4) if bound["bound"] else (1.0 if moved == 0 else None)),

@@ -335,7 +335,7 @@ def make_plan(
                   "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective}
         plan = build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
                           solver=solver, bounds=bounds)
-        plan.summary["load"] = load_summary(cluster, assignment, targets, model)
+        plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"])
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
     solver["budget"] = budget.to_dict()
     if budget.cut_short:

@@ -48,7 +48,7 @@ with DAG(
         "new_brokers": Param([12, 13, 14, 15], type="array", items={"type": "integer", "minimum": 0}, minItems=1,
                              title="New broker ids", description="the brokers just added (they receive replicas)",
                              section="Plan"),
-        **common_params(strategies=["auto", "lp", "greedy"]),
+        **common_params("add-brokers"),
     },
 ) as dag:
     build_runbook("add-brokers")

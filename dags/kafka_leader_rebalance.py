@@ -32,7 +32,7 @@ with DAG(
     params={
         "require_approval": Param(True, type="boolean", title="Require approval",
                                   description="false: approve automatically (recorded as such)", section="Approval"),
-        **common_params(strategies=["auto", "flow", "pinterest"]),
+        **common_params("leaders"),
     },
 ) as dag:
     build_runbook("leaders", approval_param="require_approval")

@@ -33,6 +33,6 @@ with DAG(
     default_args=DEFAULT_ARGS,
     tags=["kafka", "rebalance", "runbook"],
     doc_md=DOC,
-    params=common_params(strategies=["auto", "lp", "greedy"]),
+    params=common_params("rebalance"),
 ) as dag:
     build_runbook("rebalance")

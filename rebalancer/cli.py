@@ -70,9 +70,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     brokers = _broker_list(args.brokers) if args.brokers else None
     if args.write_lp:
         _writable_file(args.write_lp, "--write-lp")
-    plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, strategy=args.strategy,
+    plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, strategy=args.strategy, balance=args.balance,
                         max_changes_per_partition=args.max_changes_per_partition, time_limit=args.time_limit,
-                        objective=args.objective, write_lp=args.write_lp)
+                        objective=args.objective, write_lp=args.write_lp, capacity=args.capacity,
+                        fanout=_dimension_values(args.fanout, "--fanout", topics=True),
+                        bands=_dimension_values(args.band, "--band", percent=True),
+                        thresholds=_dimension_values(args.threshold, "--threshold", percent=True))
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -102,7 +105,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .validate import GateFailure, Thresholds, format_gate_table, validate_run_dir
 
     th = Thresholds(max_changes_per_partition=args.max_changes_per_partition, max_deviation_pct=args.max_deviation,
-                    max_leader_deviation_pct=args.max_leader_deviation)
+                    max_leader_deviation_pct=args.max_leader_deviation,
+                    max_disk_deviation_pct=args.max_disk_deviation,
+                    max_network_deviation_pct=args.max_network_deviation,
+                    max_disk_utilisation_pct=args.max_disk_utilisation,
+                    max_network_utilisation_pct=args.max_network_utilisation)
     try:
         result = validate_run_dir(args.run_dir, th)
     except GateFailure:
@@ -240,6 +247,34 @@ def _writable_file(path: str, option: str) -> None:
         raise InputError(f"{option} {path}: directory {target.parent} does not exist")
     if target.exists() and not target.is_file():
         raise InputError(f"{option} {path}: not a regular file")
+
+
+def _dimension_values(items: list[str] | None, option: str, *, percent: bool = False,
+                      topics: bool = False) -> dict[str, float] | None:
+    """``NAME=VALUE`` options as a dict: dimension names (``percent``: the value in %, returned as a fraction) or
+    topic names (``topics``); a one-line InputError for anything else."""
+    import math
+
+    from .load import DIMENSIONS
+
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(f"{option} {item!r}: expected NAME=VALUE")
+        if not topics and name not in DIMENSIONS:
+            raise InputError(f"{option} {item!r}: unknown dimension {name!r} (known: {', '.join(DIMENSIONS)})")
+        try:
+            number = float(value)
+        except ValueError:
+            raise InputError(f"{option} {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(number) or number < 0 or (percent and number >= 100):
+            raise InputError(f"{option} {item!r}: {value!r} must be a number from 0" + (" to below 100" if percent else ""))
+        out[name] = number / 100 if percent else number
+    return out
 
 
 def _broker_list(text: str) -> list[int]:
@@ -402,6 +437,9 @@ def _kafka_config_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .load import DIMENSIONS
+    from .strategies import BALANCES, STRATEGIES
+
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -425,7 +463,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--mode", required=True, choices=["leaders", "rebalance", "add-brokers", "remove-brokers"])
     p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
-    p.add_argument("--strategy", default="auto", choices=["auto", "flow", "pinterest", "lp", "greedy"])
+    p.add_argument("--strategy", default="auto", choices=list(STRATEGIES))
+    p.add_argument("--balance", default="auto", choices=list(BALANCES),
+                   help="what replica modes balance: load (disk, network in/out, then replica and leader counts, "
+                        "by utilisation of each broker's capacity), counts (replica and leader counts only), or "
+                        "auto (default: load when the snapshot has partition sizes)")
+    p.add_argument("--capacity", help="broker capacities in Cruise Control's capacity.json format (brokerId -1: the "
+                                      "default; DISK in MiB, NW_IN/NW_OUT in KiB/s); the disk size brokers report "
+                                      "through DescribeLogDirs is used where the file says nothing")
+    p.add_argument("--band", action="append", metavar="DIM=PCT",
+                   help="band half-width around each broker's target, in %% (repeatable; dimensions: "
+                        f"{', '.join(f'{d.name} {d.band * 100:g}' for d in DIMENSIONS.values())})")
+    p.add_argument("--threshold", action="append", metavar="DIM=PCT",
+                   help="capacity threshold: utilisation at most this %% (repeatable; defaults: "
+                        f"{', '.join(f'{d.name} {d.max_utilisation * 100:g}' for d in DIMENSIONS.values() if d.max_utilisation)})")
+    p.add_argument("--fanout", action="append", metavar="TOPIC=FACTOR",
+                   help="consumer bytes out / bytes in of a topic, or *=FACTOR for every topic (default 1)")
     p.add_argument("--max-changes-per-partition", type=_count,
                    help="replicas added per partition at most (default 1; unlimited for remove-brokers)")
     p.add_argument("--time-limit", type=_positive_float, default=60.0,
@@ -452,6 +505,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gate 2: replica count vs the median, %% (default 15; 1 replica of slack)")
     p.add_argument("--max-leader-deviation", type=_positive_float, default=15.0,
                    help="gate 4: leader count vs the median, %% (default 15; 1 leader of slack)")
+    p.add_argument("--max-disk-deviation", type=_positive_float,
+                   help="load plans: each broker's disk bytes vs its target, %% (default: the plan's band, 5)")
+    p.add_argument("--max-network-deviation", type=_positive_float,
+                   help="load plans: network in and out vs the target, %% (default: the plan's band, 10), "
+                        "unless no worse than before")
+    p.add_argument("--max-disk-utilisation", type=_positive_float,
+                   help="capacity headroom: disk used after the plan, %% of capacity (default: the plan's, 85)")
+    p.add_argument("--max-network-utilisation", type=_positive_float,
+                   help="capacity headroom: network in/out, %% of capacity (default: the plan's, 80)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("approve", help="record approval (or rejection) of exactly this plan (its content hash)")

@@ -14,6 +14,9 @@ dimension     leader replica                             other replica          
 ``leaders``   1                                          0                       none (counts)
 ============  =========================================  ======================  ============================
 
+The planners meet them in order of ``priority`` (disk 100, network 10, counts 1: a unit of disk outside its band,
+measured in targets, outweighs a hundred of counts), which is the issue's order: disk, then network, then counts.
+
 The leader takes the producers' bytes and every follower fetches them from it, so each replica has the partition's
 bytes in; only the leader sends: to the RF - 1 followers and to the consumers (fan-out = consumer bytes out / bytes
 in, 1.0 unless given). A partition's bytes in per second is, in this order: the p95 from the Spark stage's load
@@ -32,6 +35,7 @@ accepted and unused), else from the snapshot (the disk total a broker reports th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,9 +46,9 @@ from .errors import InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
-__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "DEFAULT_RETENTION_MS",
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "DEFAULT_RETENTION_MS",
            "partition_loads", "dimension_loads", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
-           "CapacityError"]
+           "model_from_params", "read_history", "HISTORY_FILE", "CapacityError"]
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -75,6 +79,7 @@ class Dimension:
     max_utilisation: float | None         # default hard limit, as a fraction of capacity
     leader: Callable[[PartitionLoad], float]
     follower: Callable[[PartitionLoad], float]
+    priority: float = 1.0                 # weight of a unit outside its band (in target units) against the others
 
     def replica(self, load: PartitionLoad, leads: bool) -> int:
         """What one replica of the partition weighs here, in whole base units."""
@@ -82,10 +87,11 @@ class Dimension:
 
 
 DIMENSIONS: dict[str, Dimension] = {d.name: d for d in (
-    Dimension("disk", "disk", "bytes", "DISK", MiB, 0.05, 0.85, lambda p: p.size, lambda p: p.size),
-    Dimension("nw_in", "network in", "bytes/s", "NW_IN", KiB, 0.10, 0.80, lambda p: p.bytes_in, lambda p: p.bytes_in),
+    Dimension("disk", "disk", "bytes", "DISK", MiB, 0.05, 0.85, lambda p: p.size, lambda p: p.size, 100.0),
+    Dimension("nw_in", "network in", "bytes/s", "NW_IN", KiB, 0.10, 0.80, lambda p: p.bytes_in, lambda p: p.bytes_in,
+              10.0),
     Dimension("nw_out", "network out", "bytes/s", "NW_OUT", KiB, 0.10, 0.80,
-              lambda p: p.bytes_in * (p.fanout + p.rf - 1), lambda p: 0.0),
+              lambda p: p.bytes_in * (p.fanout + p.rf - 1), lambda p: 0.0, 10.0),
     Dimension("replicas", "replicas", "replicas", None, 1, 0.15, None, lambda p: 1, lambda p: 1),
     Dimension("leaders", "leaders", "leaders", None, 1, 0.15, None, lambda p: 1, lambda p: 0),
 )}
@@ -106,10 +112,12 @@ def _retention_ms(value: Any, where: str) -> int | None:
 
 def partition_loads(cluster: Cluster, *, retention_ms: Mapping[str, Any] | None = None,
                     broker_retention_ms: Any = DEFAULT_RETENTION_MS,
-                    fanout: Mapping[str, float] | None = None, default_fanout: float = 1.0
+                    fanout: Mapping[str, float] | None = None, default_fanout: float = 1.0,
+                    history: Mapping[TopicPartition, tuple[float, float | None]] | None = None
                     ) -> dict[TopicPartition, PartitionLoad]:
     """Every partition's load. ``retention_ms``: topic -> its ``retention.ms`` config (absent: the brokers');
-    ``fanout``: topic -> consumer bytes out / bytes in."""
+    ``fanout``: topic -> consumer bytes out / bytes in; ``history``: partition -> (p95 bytes in, p95 consumer bytes
+    out or None) from the Spark stage (``read_history``), which wins over both."""
     retention_ms = retention_ms or {}
     fanout = fanout or {}
     broker_ms = _retention_ms(broker_retention_ms, "the brokers' log retention")
@@ -118,9 +126,46 @@ def partition_loads(cluster: Cluster, *, retention_ms: Mapping[str, Any] | None 
             raise InputError(f"fan-out of topic {topic}: {f!r} is not a number >= 0")
     topic_ms = {t: _retention_ms(v, f"topic {t}") for t, v in retention_ms.items()}
     out: dict[TopicPartition, PartitionLoad] = {}
+    history = history or {}
     for p in cluster.partitions:
-        out[p.tp] = _one(p, topic_ms.get(p.topic), broker_ms, float(fanout.get(p.topic, default_fanout)))
+        f = float(fanout.get(p.topic, default_fanout))
+        seen = history.get(p.tp)
+        if seen is not None:
+            rate, out_rate = seen
+            if out_rate is not None and rate > 0:
+                f = out_rate / rate
+            out[p.tp] = PartitionLoad(p.size_bytes, float(rate), f, len(p.replicas), "history")
+        else:
+            out[p.tp] = _one(p, topic_ms.get(p.topic), broker_ms, f)
     return out
+
+
+HISTORY_FILE = "analysis/partition_load.parquet"
+
+
+def read_history(run_dir: str | Path) -> dict[TopicPartition, tuple[float, float | None]]:
+    """The Spark stage's per-partition p95 rates (``RUN_DIR/analysis/partition_load.parquet``, written when the
+    analysis had a load history): partition -> (bytes in per second, consumer bytes out per second or None).
+    Empty when the file is absent; ``InputError`` naming it when it is unreadable or malformed."""
+    path = Path(run_dir) / HISTORY_FILE
+    if not path.exists():
+        return {}
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path).to_pydict()
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__})") from None
+    if not {"topic", "partition", "bytes_in_p95"} <= set(table):
+        raise InputError(f"{path}: lacks topic, partition or bytes_in_p95")
+    outs = table.get("bytes_out_p95") or [None] * len(table["topic"])
+    history: dict[TopicPartition, tuple[float, float | None]] = {}
+    for t, n, rate, out in zip(table["topic"], table["partition"], table["bytes_in_p95"], outs, strict=True):
+        if rate is None or not math.isfinite(float(rate)) or float(rate) < 0:
+            raise InputError(f"{path}: partition {t}-{n} has bytes_in_p95 {rate!r}")
+        good_out = out is not None and math.isfinite(float(out)) and float(out) >= 0
+        history[(str(t), int(n))] = (float(rate), float(out) if good_out else None)
+    return history
 
 
 def _one(p: Partition, topic_ms: int | None, broker_ms: int | None, fanout: float) -> PartitionLoad:
@@ -343,6 +388,19 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
     return out
 
 
+def accepted_range(target: float, band: float, before: float, slack: float = 0.0,
+                   not_worse: bool = False) -> tuple[float, float]:
+    """The loads a deviation gate accepts for one broker: target -+ ``band`` (a fraction) widened to whole units and by
+    ``slack`` (the busiest partition the broker carries: a broker that serves a few busy partitions cannot be
+    balanced finer), and, ``not_worse``, anything no further from the target than ``before``. The gates
+    (``rebalancer.validate``) measure a plan with it; the leader hand-overs keep brokers inside it."""
+    low, high = math.floor(target * (1 - band)) - slack, math.ceil(target * (1 + band)) + slack
+    if not_worse:
+        away = abs(before - target)
+        low, high = min(low, target - away), max(high, target + away)
+    return low, high
+
+
 # -- the model of one cluster ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LoadModel:
@@ -353,6 +411,15 @@ class LoadModel:
     band: dict[str, float]                       # dimension -> relative band half-width
     threshold: dict[str, float]                  # dimension -> capacity threshold (fraction), capacity dims only
     rate_sources: dict[str, int]                 # where bytes in per second came from -> partitions
+    fanout: dict[str, float] = dataclasses.field(default_factory=dict)  # topic -> consumer fan-out, when given
+    default_fanout: float = 1.0
+
+    def params(self) -> dict[str, Any]:
+        """What rebuilds this model from the same snapshot (``model_from_params``): recorded in plan.json so that
+        the gates and the report measure the plan against the capacities, bands and thresholds it was made for."""
+        return {"capacity": {d: {str(b): c for b, c in sorted(per.items())} for d, per in self.capacity.items()},
+                "band": dict(self.band), "threshold": dict(self.threshold), "fanout": dict(self.fanout),
+                "default_fanout": self.default_fanout}
 
     def bands(self, dimension: str, total: int, eligible: Iterable[int]) -> dict[int, Band]:
         return load_bands(dimension, total, eligible, self.capacity.get(dimension), band=self.band[dimension],
@@ -360,18 +427,55 @@ class LoadModel:
 
 
 def load_model(cluster: Cluster, *, capacity_file: str | Path | None = None, fanout: Mapping[str, float] | None = None,
-               band: Mapping[str, float] | None = None, threshold: Mapping[str, float] | None = None) -> LoadModel:
+               default_fanout: float = 1.0, band: Mapping[str, float] | None = None,
+               threshold: Mapping[str, float] | None = None,
+               history: Mapping[TopicPartition, tuple[float, float | None]] | None = None) -> LoadModel:
     """The load model of ``cluster``: retention from the snapshot (``meta.topic_retention_ms``), capacities from
     ``capacity_file`` and the snapshot, each dimension's band and capacity threshold (its default unless given)."""
     unknown = sorted({*(band or {}), *(threshold or {})} - set(DIMENSIONS))
     if unknown:
         raise InputError(f"unknown balance dimension(s) {', '.join(unknown)} (known: {', '.join(DIMENSIONS)})")
-    loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {}, fanout=fanout)
+    loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {}, fanout=fanout,
+                            default_fanout=default_fanout, history=history)
     cap = capacities(cluster, read_capacity_file(capacity_file) if capacity_file else None)
     bands = {d.name: float((band or {}).get(d.name, d.band)) for d in DIMENSIONS.values()}
     thresholds = {d.name: float((threshold or {}).get(d.name, d.max_utilisation or 1.0))
                   for d in DIMENSIONS.values() if d.name in cap}
-    sources: dict[str, int] = {}
+    sources = _sources(loads)
+    return LoadModel(loads, cap, bands, thresholds, sources, dict(fanout or {}), float(default_fanout))
+
+
+def _sources(loads: Mapping[TopicPartition, PartitionLoad]) -> dict[str, int]:
+    """Where bytes in per second came from -> how many partitions."""
+    out: dict[str, int] = {}
     for load in loads.values():
-        sources[load.source] = sources.get(load.source, 0) + 1
-    return LoadModel(loads, cap, bands, thresholds, sources)
+        out[load.source] = out.get(load.source, 0) + 1
+    return out
+
+
+def model_from_params(cluster: Cluster, params: Any,
+                      history: Mapping[TopicPartition, tuple[float, float | None]] | None = None) -> LoadModel:
+    """The model a plan recorded (``LoadModel.params``) over ``cluster`` (and the run's ``history``); raises
+    ``InputError`` on a malformed record (plan.json may have been edited)."""
+    where = "plan.json params.load"
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: not an object")
+    try:
+        capacity = {str(d): {int(b): int(c) for b, c in per.items()} for d, per in (params.get("capacity") or {}).items()}
+        band = {str(d): float(v) for d, v in (params.get("band") or {}).items()}
+        threshold = {str(d): float(v) for d, v in (params.get("threshold") or {}).items()}
+        fanout = {str(t): float(v) for t, v in (params.get("fanout") or {}).items()}
+        default_fanout = float(params.get("default_fanout", 1.0))
+    except (AttributeError, TypeError, ValueError):
+        raise InputError(f"{where}: malformed capacities, bands, thresholds or fan-outs") from None
+    unknown = sorted({*capacity, *band, *threshold} - set(DIMENSIONS))
+    if unknown:
+        raise InputError(f"{where}: unknown balance dimension(s) {', '.join(unknown)}")
+    if any(c <= 0 for per in capacity.values() for c in per.values()):
+        raise InputError(f"{where}: a capacity is not positive")
+    loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {}, fanout=fanout,
+                            default_fanout=default_fanout, history=history)
+    bands = {d.name: band.get(d.name, d.band) for d in DIMENSIONS.values()}
+    thresholds = {d: threshold.get(d, DIMENSIONS[d].max_utilisation or 1.0) for d in capacity}
+    sources = _sources(loads)
+    return LoadModel(loads, capacity, bands, thresholds, sources, fanout, default_fanout)

@@ -15,7 +15,8 @@ that is not one reads as n/a.
 
 Page, top to bottom: title; headline (moves vs. lower bound, leader changes, bytes to copy, max deviation from
 the median before -> after, content hash, solver status); per-broker bar charts with the median and the +-15 %
-band; heat map of the worst topics; flags (Wix, Pinterest, under-replicated); validation gates; change list.
+band; utilisation per broker before/after against each load band and capacity (``summary.load``); heat map of
+the worst topics; flags (Wix, Pinterest, under-replicated); validation gates; change list.
 Every headline number sits in an element with a stable ``id`` (``moves``, ``bound``, ``ratio``, ...).
 """
 
@@ -434,6 +435,15 @@ def _card(label: str, value_html: str, sub_html: str = "") -> str:
     return f'<div class="card"><div class="label">{_e(label)}</div><div class="value">{value_html}</div>{sub}</div>'
 
 
+def _bytes_bound_sub(load: Mapping[str, Any]) -> str:
+    bound = _num(load.get("bytes_bound"))
+    if bound is None:
+        return "replica data sent over the network"
+    by = f" ({_e(load.get('bytes_bound_by'))})" if load.get("bytes_bound_by") else ""
+    return (f'lower bound <span id="bytes-bound">{_e(human_bytes(bound))}</span>{by} &middot; bytes / bound '
+            f'<span id="bytes-ratio">{_dec(load.get("bytes_to_bound"), 3)}</span>')
+
+
 def _plan_cards(plan: Mapping[str, Any]) -> str:
     s = plan["summary"]
     bounds = _obj(s.get("lower_bounds"))
@@ -448,7 +458,7 @@ def _plan_cards(plan: Mapping[str, Any]) -> str:
               f'changes / bound <span id="leader-ratio">{_dec(s.get("leader_changes_to_bound"), 3)}</span>'),
         _card("Bytes to copy",
               f'<span id="bytes" data-bytes="{_int(s["bytes_moved"])}">{_e(_human(s["bytes_moved"]))}</span>',
-              "replica data sent over the network"),
+              _bytes_bound_sub(_obj(s.get("load")))),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'
 
@@ -538,6 +548,77 @@ def _charts_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
     return (f'<section id="charts"><h2>Load per broker</h2><p class="muted">{note} Bars outside the '
             f"median \u00b1{BAND_PCT:g}% band are coloured; leaders are preferred leaders (first replica).</p>"
             f"{imgs}</section>")
+
+
+LOAD_DIMENSIONS = ("disk", "nw_in", "nw_out")
+MAX_LOAD_ROWS = 400
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _load_cell(value: Any, cell: Mapping[str, Any], rate: bool) -> str:
+    """One broker's load in one dimension: utilisation (% of capacity) where the capacity is known, else the
+    amount and its deviation from the broker's target; coloured when outside the band."""
+    v, cap, target = _num(value), _num(cell.get("capacity")), _num(cell.get("target"))
+    low, high = _num(cell.get("low")), _num(cell.get("high"))
+    if v is None:
+        return "<td>n/a</td>"
+    out = low is not None and high is not None and not low <= v <= high
+    cls = ' class="bad"' if out else ""
+    amount = human_bytes(v) + ("/s" if rate else "")
+    dev = f" ({(v - target) / target * 100:+.1f}%)" if target else ""
+    shown = f"{v / cap * 100:.1f}%" if cap else amount
+    title = f"{amount}{dev}" + (f" of {human_bytes(cap)}{'/s' if rate else ''}" if cap else "")
+    return f'<td class="num"{cls} title="{_e(title)}">{_e(shown)}{_e(dev) if not cap else ""}</td>'
+
+
+def _band_cell(cell: Mapping[str, Any], rate: bool) -> str:
+    low, high, cap = _num(cell.get("low")), _num(cell.get("high")), _num(cell.get("capacity"))
+    if low is None or high is None:
+        return "<td>n/a</td>"
+    if cap:
+        return f'<td class="num">{low / cap * 100:.1f}&ndash;{high / cap * 100:.1f}%</td>'
+    unit = "/s" if rate else ""
+    return f'<td class="num">{_e(human_bytes(low))}{unit}&ndash;{_e(human_bytes(high))}{unit}</td>'
+
+
+def _load_section(plan: Mapping[str, Any] | None) -> str:
+    """Utilisation per broker before and after the plan against the band (and capacity, where known), per load
+    dimension, from plan.json's ``summary.load``."""
+    load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
+    rows_in = [r for r in _items(load.get("brokers")) if isinstance(r, dict)]
+    dims_doc = _obj(load.get("dimensions"))
+    dims = [d for d in LOAD_DIMENSIONS if isinstance(dims_doc.get(d), dict) and _num(dims_doc[d].get("total"))]
+    if not rows_in or not dims:
+        return ('<section id="load"><h2>Utilisation per broker</h2><p class="muted" id="load-missing">No load '
+                "known (partition sizes and rates unknown): nothing to show.</p></section>")
+    head = "".join(f'<th colspan="3">{_e(_obj(dims_doc[d]).get("title", d))}</th>' for d in dims)
+    sub = "".join("<th>before</th><th>after</th><th>band</th>" for _ in dims)
+    notes = []
+    for d in dims:
+        info = _obj(dims_doc[d])
+        by = "% of capacity" if info.get("by_capacity") else "amount (vs target)"
+        thr = f", capacity threshold {_dec(info.get('threshold_pct'), 0)}%" if info.get("threshold_pct") is not None else ""
+        notes.append(f"{_e(info.get('title', d))}: {by}, band &plusmn;{_dec(info.get('band_pct'), 1)}%{thr}, "
+                     f"<span id=\"load-outside-{d}\">{len(_items(info.get('outside_after')))}</span> broker(s) "
+                     "outside after")
+    body = []
+    for r in rows_in[:MAX_LOAD_ROWS]:
+        cells = []
+        for d in dims:
+            cell = _obj(r.get(d))
+            rate = d != "disk"
+            cells += [_load_cell(cell.get("before"), cell, rate), _load_cell(cell.get("after"), cell, rate),
+                      _band_cell(cell, rate)]
+        body.append(f'<tr><th>{_e(r.get("broker"))}</th>{"".join(cells)}</tr>')
+    more = (f'<p class="muted">showing {MAX_LOAD_ROWS} of {len(rows_in)} brokers (all in plan.json)</p>'
+            if len(rows_in) > MAX_LOAD_ROWS else "")
+    return (f'<section id="load"><h2>Utilisation per broker</h2><p class="muted">{"; ".join(notes)}. Cells outside '
+            "the band are red; hover for the amount.</p>"
+            f'<table class="load"><thead><tr><th rowspan="2">broker</th>{head}</tr><tr>{sub}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>{more}</section>')
 
 
 def _heatmap_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
@@ -643,6 +724,7 @@ tr.pass td{background:#e3f5e7}tr.fail td{background:#fbe0e0}
 tr.pass td.status{color:#146c2e;font-weight:700}tr.fail td.status{color:#a31515;font-weight:700}
 table.changes{font-size:13px}td.chg{background:#fff3d6}
 table.flags th{font-weight:500}
+table.load{font-size:13px}table.load td.bad{background:#fbe0e0}
 figure{margin:10px 0}figure img{max-width:100%;height:auto;display:block;border:1px solid #eef0f3}
 footer{margin-top:30px;color:#5f6b7a;font-size:12px}
 """
@@ -654,7 +736,7 @@ def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str
               + (f" &middot; full content hash <code>{_e(plan_hash)}</code>" if plan_hash else "")
               + "</footer>")
     body = "".join([
-        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts),
+        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan),
         _heatmap_section(inputs, charts), _flags_section(inputs.summary), _gates_section(inputs.validation),
         _changes_section(inputs.plan), footer,
     ])

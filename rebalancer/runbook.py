@@ -102,7 +102,9 @@ def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
 
 def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
          max_changes_per_partition: int | None = None, time_limit: float = 60.0,
-         objective: str = "replicas") -> dict[str, Any]:
+         objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
+         bands: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction."""
     from .plan import plan_run_dir
 
     ids = [int(b) for b in brokers] if brokers else None
@@ -110,7 +112,7 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
-                          objective=objective)
+                          objective=objective, balance=balance, capacity=capacity, bands=bands)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 
@@ -135,12 +137,14 @@ def has_changes(run_dir: str | Path) -> bool:
 
 
 def validate(run_dir: str | Path, *, max_changes_per_partition: int | None = None, max_deviation_pct: float = 15.0,
-             max_leader_deviation_pct: float = 15.0) -> dict[str, Any]:
-    """The GX gates; raises ``GateFailure`` (the message names the failed gates) after writing the result."""
+             max_leader_deviation_pct: float = 15.0, **load_thresholds: float | None) -> dict[str, Any]:
+    """The GX gates; raises ``GateFailure`` (the message names the failed gates) after writing the result.
+    ``load_thresholds``: ``max_disk_deviation_pct``, ``max_network_deviation_pct``, ``max_disk_utilisation_pct``,
+    ``max_network_utilisation_pct`` (None: the plan's own band or threshold)."""
     from .validate import Thresholds, format_gate_table, validate_run_dir
 
     th = Thresholds(max_changes_per_partition=max_changes_per_partition, max_deviation_pct=max_deviation_pct,
-                    max_leader_deviation_pct=max_leader_deviation_pct)
+                    max_leader_deviation_pct=max_leader_deviation_pct, **load_thresholds)
     result = validate_run_dir(run_dir, th)
     return {"run_dir": str(run_dir), "passed": result["passed"], "gates": len(result["gates"]),
             "docs": str(Path(result["docs"]).resolve()), "table": format_gate_table(result)}
@@ -184,6 +188,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         f"**{_md(mode)}** plan for **{_md(where)}** (strategy {_md_code(doc.get('strategy'))}, solver status "
         f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
+        *_load_lead(s.get("load"), mode),
         "| | plan | lower bound | ratio |",
         "|---|---:|---:|---:|",
         f"| replica moves | {_md(moves)} | {_md(bounds.get('replica_moves', 'n/a'))} | "
@@ -220,6 +225,39 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
                   "run without touching the cluster."]
     return subject, "\n".join(lines)
+
+
+def _load_lead(load: Any, mode: str) -> list[str]:
+    """The approval request's lead: bytes to copy against their lower bound (and the resource that set it), then the
+    broker furthest from its target after the plan in each load dimension, against the band."""
+    from .balance import human_bytes
+
+    if not isinstance(load, dict) or mode == "leaders":
+        return []
+    moved, bound = load.get("bytes_moved"), load.get("bytes_bound")
+    if not isinstance(moved, (int, float)) or not isinstance(bound, (int, float)):
+        return []
+    ratio = load.get("bytes_to_bound")
+    by = f" (set by {_md(load.get('bytes_bound_by'))})" if load.get("bytes_bound_by") else ""
+    lines = [f"**Bytes to copy: {_md(human_bytes(moved))}**, lower bound {_md(human_bytes(bound))}{by}, ratio "
+             f"**{ratio:.3f}**." if isinstance(ratio, (int, float)) else
+             f"**Bytes to copy: {_md(human_bytes(moved))}**, lower bound {_md(human_bytes(bound))}{by}."]
+    worst = []
+    dims = load.get("dimensions") if isinstance(load.get("dimensions"), dict) else {}
+    for name in ("disk", "nw_in", "nw_out"):
+        d = dims.get(name)
+        if not isinstance(d, dict) or not isinstance(d.get("worst_after"), dict):
+            continue
+        w = d["worst_after"]
+        dev, band = w.get("deviation_pct"), d.get("band_pct")
+        if not isinstance(dev, (int, float)) or not isinstance(band, (int, float)) or not d.get("total"):
+            continue
+        inside = "inside" if abs(dev) <= band else "**outside**"
+        worst.append(f"{_md(d.get('title', name))}: broker {_md(w.get('broker'))} at {dev:+.1f}% of its target "
+                     f"({inside} the {band:g}% band)")
+    if worst:
+        lines.append("Worst broker after the plan: " + "; ".join(worst) + ".")
+    return [*lines, ""]
 
 
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character

@@ -9,6 +9,8 @@ Frames built from ``snapshot.json``, ``plan.json``, ``reassignment.json`` and ``
 - ``brokers``: one row per eligible broker after the plan (|deviation| from the median of replicas and leaders);
 - ``topics``: one row per topic, with the per-topic preferred-leader spread after the plan;
 - ``inventory``: one row with the snapshot's topic and broker counts;
+- ``load``: one row per (disk / network in / network out, eligible broker): load before and after, target,
+  deviations and utilisation (cut into ``disk``, ``network`` and ``capacity`` for their gates);
 - ``plan``: one row with the recorded hash, the hash recomputed from plan.json's changes and the hash recomputed
   from reassignment.json + rollback.json.
 
@@ -22,6 +24,16 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
 6. ``rack-diversity``             partitions.racks_after >= partitions.racks_before
 7. ``topics-not-empty``, ``brokers-not-empty``, ``partitions-in-snapshot``
 8. ``plan-hash``, ``reassignment-files-hash``
+9. ``disk-balance``               load.dev_excess_pct <= 0 for disk (plans that balance load; in add-brokers an old
+                                  broker below its band, which may only give, passes when no worse than before)
+10. ``network-balance``           the same for network in and out, with the busiest partition the broker carries as
+                                  slack (counts have one replica), a broker no further from its target than
+                                  before passing too (rates are estimates; a broker leads few partitions)
+11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known)
+
+Load gates measure each broker against its target (its capacity's share of the total) with the load model the plan
+recorded (``params.load``), at the plan's band unless a threshold says otherwise; the band is widened to whole
+units as the planners' is.
 
 Deviation gates: a broker passes when |count - median| <= max(threshold% x median, 1), because counts are
 integers (19 brokers cannot share 20 replicas within 15%); ``*_dev_excess`` is how far beyond that it is. In
@@ -33,8 +45,10 @@ Writes ``validation/result.json`` and GX Data Docs under ``validation/docs/``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import math
 import os
 import statistics
 import time
@@ -45,6 +59,7 @@ from typing import Any
 
 from .errors import InputError, RebalancerError
 from .formats import StagedFiles, atomic_write_json, read_json
+from .load import accepted_range, dimension_loads, replica_table
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
 from .snapshot import load_snapshot
@@ -66,7 +81,21 @@ class Thresholds:
     max_changes_per_partition: int | None = None  # None: 1, or the plan's own cap in remove-brokers mode
     max_deviation_pct: float = 15.0
     max_leader_deviation_pct: float = 15.0
+    # Load gates (plans that balance load); None: the band / capacity threshold the plan was made with
+    max_disk_deviation_pct: float | None = None
+    max_network_deviation_pct: float | None = None
+    max_disk_utilisation_pct: float | None = None
+    max_network_utilisation_pct: float | None = None
     sample_rows: int = 10
+
+    def check(self) -> None:
+        """Every threshold a finite number in range (utilisation at most 100 %), before anything is read."""
+        for name in ("max_deviation_pct", "max_leader_deviation_pct", "max_disk_deviation_pct",
+                     "max_network_deviation_pct", "max_disk_utilisation_pct", "max_network_utilisation_pct"):
+            value = getattr(self, name)
+            top = 100.0 if "utilisation" in name else math.inf
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= top):
+                raise InputError(f"{name}: {value!r} is not a percentage from 0 to {top:g}")
 
 
 def _excess(value: float, median: float, pct: float) -> float:
@@ -158,6 +187,7 @@ def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None) -> dict[
         "files_hash": (_changes_hash_from_files(run) if run is not None else None) or "missing files",
     }
     return {
+        **_load_frames(cluster, plan, eligible, after, run),
         "partitions": pd.DataFrame(rows, columns=["topic", "partition", "in_snapshot", "replica_changes", "rf_before",
                                                   "rf_after", "rf_check", "racks_before", "racks_after"]),
         "placements": pd.DataFrame(placements, columns=["topic", "partition", "broker", "status"]),
@@ -168,7 +198,138 @@ def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None) -> dict[
     }
 
 
-def _gates(frames: Mapping[str, Any], plan: Plan, th: Thresholds) -> list[dict[str, Any]]:
+LOAD_COLUMNS = ["dimension", "broker", "before", "after", "target", "band_pct", "dev_before_pct", "dev_after_pct",
+                "largest", "may_give", "may_take", "capacity", "limit_pct", "util_before_pct", "util_after_pct"]
+NETWORK = ("nw_in", "nw_out")
+
+
+def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
+                 after: Mapping[tuple[str, int], tuple[int, ...]], run: Path | None) -> dict[str, Any]:
+    """``load``: one row per (dimension with a load, eligible broker) for disk, network in and out: its load before and
+    after the plan, its target (its capacity's share of the total), deviations and utilisation, measured with the
+    load model the plan recorded (``params.load``: capacities, bands, thresholds, fan-outs) over this snapshot."""
+    import pandas as pd
+
+    from .load import load_model, model_from_params, read_history
+
+    known = set(cluster.broker_ids)
+    if not eligible or not cluster.partitions or any(b not in known for r in after.values() for b in r):
+        return {"load": pd.DataFrame([], columns=LOAD_COLUMNS)}  # nothing to measure, or known-live-brokers fails
+    recorded = plan.params.get("load")
+    history = read_history(run) if run is not None else None  # the rates the plan was made with
+    model = (model_from_params(cluster, recorded, history) if recorded is not None
+             else load_model(cluster, history=history))
+    import numpy as np
+
+    dims = ["disk", *NETWORK]
+    changed = {tp: r for tp, r in after.items() if r != cluster.partition(*tp).replicas}
+    table = replica_table(cluster, model.loads, changed, dims)
+    now = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
+    ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
+    where = np.searchsorted(ids, table.broker)
+    largest = {}  # dimension -> broker -> the busiest single replica it carries, before or after the plan
+    table_before = replica_table(cluster, model.loads, None, dims)
+    where_before = np.searchsorted(ids, table_before.broker)
+    before = dimension_loads(cluster, model.loads, dimensions=dims, table=table_before)
+    for d in dims:
+        top = np.zeros(len(ids), np.int64)
+        np.maximum.at(top, where, table.units(d))
+        np.maximum.at(top, where_before, table_before.units(d))
+        largest[d] = {int(b): int(v) for b, v in zip(ids, top, strict=True)}
+    # What the mode lets a broker do: in add-brokers the others only give and the new ones only take, so an old
+    # broker that was light before cannot be helped (nor a new one that is heavy).
+    named = {int(b) for b in plan.params.get("brokers") or []}
+    one_way = plan.mode == "add-brokers"
+    rows = []
+    for d in dims:
+        total = sum(before[d].values())
+        if not total or not eligible:
+            continue
+        cap = model.capacity.get(d)
+        cap_total = sum(cap.get(b, 0) for b in eligible) if cap else len(eligible)
+        for b in eligible:
+            c = cap.get(b) if cap else None
+            target = total * (c if c else 1) / cap_total
+            rows.append({
+                "dimension": d, "broker": b, "before": before[d][b], "after": now[d][b], "target": round(target, 3),
+                "band_pct": round(model.band[d] * 100, 3),
+                "dev_before_pct": round((before[d][b] - target) / target * 100, 3) if target else 0.0,
+                "dev_after_pct": round((now[d][b] - target) / target * 100, 3) if target else 0.0,
+                "largest": largest[d][b],
+                "may_give": not one_way or b not in named, "may_take": not one_way or b in named,
+                "capacity": c, "limit_pct": round(model.threshold[d] * 100, 3) if c else None,
+                "util_before_pct": round(before[d][b] / c * 100, 3) if c else None,
+                "util_after_pct": round(now[d][b] / c * 100, 3) if c else None,
+            })
+    return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS)}
+
+
+def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0) -> float:
+    """Percent of the target by which ``after`` lies outside target +- pct % (widened to whole units, as the
+    planners' bands are, and by ``slack``); 0 inside, or, with ``not_worse``, when no further from the target than
+    before."""
+    if not target:
+        return 0.0
+    low, high = accepted_range(target, pct / 100, before, slack, not_worse)
+    return round(max(0.0, low - after, after - high) / target * 100, 3)
+
+
+def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[tuple[str, str, Any, Any, str]]:
+    """Disk and network deviation (plans that balance load) and capacity headroom (every plan, where capacities
+    are known), each on its own frame cut from ``load``."""
+    import great_expectations as gx
+
+    e = gx.expectations
+    load = frames["load"]
+    gates: list[tuple[str, str, Any, Any, str]] = []
+    if not len(load):
+        return gates
+    balances_load = plan.params.get("balance") == "load" and plan.mode != "leaders"
+    if balances_load:
+        for name, dims, pct, not_worse, what in (
+                ("disk-balance", ("disk",), th.max_disk_deviation_pct, False,
+                 "every eligible broker's disk bytes within the % of its target (its capacity's share of the total); "
+                 "in add-brokers, an old broker below it (it may only give) or a new one above it, no worse than "
+                 "before"),
+                ("network-balance", NETWORK, th.max_network_deviation_pct, True,
+                 "every eligible broker's network in and out within the % of its target (one partition of "
+                 "slack), or no further from it than before the plan")):
+            frame = load[load["dimension"].isin(dims)].reset_index(drop=True)
+            if not len(frame):
+                continue
+            pcts = frame["band_pct"] if pct is None else [float(pct)] * len(frame)
+            # Network: one partition of slack (the count gates' one replica, in bytes/s): a broker that serves a
+            # few busy partitions cannot be balanced finer than the busiest of them.
+            slack = frame["largest"] if not_worse else [0] * len(frame)
+            # A broker the mode lets move one way only is held to "no worse" on the side it cannot correct.
+            exempt = [not_worse or (a < t and not take) or (a > t and not give) for a, t, give, take in
+                      zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"])]
+            frame["dev_excess_pct"] = [_band_excess(a, b, t, p, x, sl) for a, b, t, p, x, sl in
+                                       zip(frame["after"], frame["before"], frame["target"], pcts, exempt, slack)]
+            key = name.split("-")[0]
+            frames[key] = frame
+            shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(
+                f"{d} {frame[frame['dimension'] == d]['band_pct'].iloc[0]:g}%" for d in dims if (frame["dimension"] == d).any())
+            gates.append((name, key, e.ExpectColumnValuesToBeBetween(column="dev_excess_pct", max_value=0), shown, what))
+    capped = load[load["capacity"].notna()].reset_index(drop=True)
+    if len(capped):
+        limits = []
+        for d, lim in zip(capped["dimension"], capped["limit_pct"]):
+            given = th.max_disk_utilisation_pct if d == "disk" else th.max_network_utilisation_pct
+            limits.append(float(given) if given is not None else float(lim))
+        capped["limit_pct"] = limits
+        capped["headroom_excess_pct"] = [
+            round(max(0.0, a - max(lim / 100 * c, b)) / c * 100, 3)
+            for a, b, c, lim in zip(capped["after"], capped["before"], capped["capacity"], limits)]
+        frames["capacity"] = capped
+        shown = ", ".join(sorted({f"{d} {lim:g}%" for d, lim in zip(capped["dimension"], limits)}))
+        gates.append(("capacity-headroom", "capacity",
+                      e.ExpectColumnValuesToBeBetween(column="headroom_excess_pct", max_value=0), shown,
+                      "every broker's utilisation after the plan at most the threshold, or not above what it was"))
+    return gates
+
+
+def _gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[dict[str, Any]]:
     """(gate name, frame, expectation, threshold, description) in gate order."""
     import great_expectations as gx
 
@@ -207,6 +368,7 @@ def _gates(frames: Mapping[str, Any], plan: Plan, th: Thresholds) -> list[dict[s
          "the snapshot's topic list is not empty"),
         ("brokers-not-empty", "inventory", e.ExpectColumnValuesToBeBetween(column="brokers", min_value=1), ">= 1",
          "the snapshot's broker list is not empty"),
+        *_load_gates(frames, plan, th),
         ("partitions-in-snapshot", "partitions", e.ExpectColumnValuesToBeInSet(column="in_snapshot", value_set=[True]),
          "true", "the plan covers only partitions of the snapshot"),
         ("plan-hash", "plan", e.ExpectColumnPairValuesToBeEqual(column_A="recorded_hash", column_B="changes_hash"),
@@ -234,7 +396,7 @@ def _context(docs_dir: Path) -> Any:
     return context
 
 
-def run_gates(frames: Mapping[str, Any], plan: Plan, thresholds: Thresholds, docs_dir: Path) -> dict[str, Any]:
+def run_gates(frames: dict[str, Any], plan: Plan, thresholds: Thresholds, docs_dir: Path) -> dict[str, Any]:
     """Validate every frame with its gates through one GX checkpoint; returns the result document."""
     import great_expectations as gx
 
@@ -273,14 +435,14 @@ def run_gates(frames: Mapping[str, Any], plan: Plan, thresholds: Thresholds, doc
     return {"passed": all(g["passed"] for g in out), "gates": out, "plan_hash": plan.hash,
             "validated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.monotonic() - started, 3),
-            "thresholds": {"max_changes_per_partition": thresholds.max_changes_per_partition,
-                           "max_deviation_pct": thresholds.max_deviation_pct,
-                           "max_leader_deviation_pct": thresholds.max_leader_deviation_pct},
+            "thresholds": dataclasses.asdict(thresholds),
             "docs": str(docs_dir / "index.html")}
 
 
 def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Validate RUN_DIR's plan; writes validation/result.json and Data Docs. Raises GateFailure when a gate fails."""
+    thresholds = thresholds or Thresholds()
+    thresholds.check()
     run = Path(run_dir)
     cluster = load_snapshot(run)
     plan = load_plan(run)

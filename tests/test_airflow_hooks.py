@@ -37,7 +37,8 @@ def test_hooks_build_sources_without_leaking_secrets(tmp_path: Path) -> None:
         "AIRFLOW_CONN_ZK_AUTH": json.dumps({"conn_type": "zookeeper", "host": "zk1:2181,zk2:2181", "schema": "kafka",
                                             "login": "ops", "password": "s3cr@t/pw",
                                             "extra": {"sizes": "file:///data/log-dirs.json"}}),
-        "AIRFLOW_CONN_ZK_PLAIN": json.dumps({"conn_type": "zookeeper", "host": "zk1", "port": 2181}),
+        "AIRFLOW_CONN_ZK_PLAIN": json.dumps({"conn_type": "zookeeper", "host": "zk1", "port": 2181,
+                                             "extra": {"capacity": "/etc/kafka/capacity.json"}}),
         "AIRFLOW_CONN_KAFKA_SASL": json.dumps({"conn_type": "kafka", "host": "b1:9093,b2:9093", "login": "svc",
                                                "password": "kafka-pw", "extra": {"security_protocol": "SASL_SSL",
                                                                                  "sasl_mechanism": "PLAIN",
@@ -51,10 +52,12 @@ def test_hooks_build_sources_without_leaking_secrets(tmp_path: Path) -> None:
     # ZooKeeper: hosts, chroot from the schema, digest credentials that survive URL quoting, sizes from the extra.
     assert out["zk"] == {"sizes": "file:///data/log-dirs.json", "hosts": "zk1:2181,zk2:2181", "chroot": "/kafka",
                          "auth": ["ops", "s3cr@t/pw"], "describe": "zk://zk1:2181,zk2:2181/kafka"}
+    # The broker capacity file for plans on load (issue 13) comes from the connection's extra too.
     assert out["zk_plain"] == {"source": "zk://zk1:2181", "sizes": None, "kafka_config": None,
-                               "display": "zk://zk1:2181"}
+                               "display": "zk://zk1:2181", "capacity": "/etc/kafka/capacity.json"}
     # Kafka: bootstrap servers, kafka-python security settings, login/password as the SASL credentials.
     assert out["kafka"] == {"source": "kafka://b1:9093,b2:9093", "sizes": None, "display": "kafka://b1:9093,b2:9093",
+                            "capacity": None,
                             "kafka_config": {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
                                              "ssl_cafile": "/etc/ca.pem", "sasl_plain_username": "svc",
                                              "sasl_plain_password": "kafka-pw"}}

@@ -117,7 +117,7 @@ def test_plan_writes_kafka_files_and_prints_summary(tmp_path: Path):
     assert run_cli("sim", "scenario", "--scenario", "sqooba", "--out", str(src)).returncode == 0
     run = tmp_path / "run"
     assert run_cli("snapshot", "--source", f"file://{src}", "--out", str(run), "--quiet").returncode == 0
-    result = run_cli("plan", str(run), "--mode", "remove-brokers", "--brokers", "19")
+    result = run_cli("plan", str(run), "--mode", "remove-brokers", "--brokers", "19", "--balance", "counts")
     assert result.returncode == 0, result.stderr
     assert "replica moves          1   lower bound        1   ratio 1.000" in result.stdout
     reassignment = json.loads((run / "reassignment.json").read_text())

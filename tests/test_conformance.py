@@ -202,7 +202,9 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
         stop()
-        assert state["finished"] and [b["status"] for b in state["batches"]] == ["done"]
+        # One batch copies everything; a load plan may add one of leader-only reorders (bytes-out balance).
+        data = [b for b in state["batches"] if any(s["bytes"] for s in b["steps"])]
+        assert state["finished"] and len(data) == 1 and all(b["status"] == "done" for b in state["batches"])
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
         assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
         # Someone else creates a topic meanwhile: the brokers' counts no longer match the plan's prediction, which
@@ -221,8 +223,7 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
         assert backend.throttle_configs() == operator
         backend.alter_configs("brokers", "0", {}, delete=["leader.replication.throttled.rate"])
         backend.alter_configs("topics", topic, {}, delete=["leader.replication.throttled.replicas"])
-    batch = state["batches"][0]
-    took = engine.copy_seconds(batch)
+    took = engine.copy_seconds(data[0])
     bound = busiest_seconds(engine, rate)
     record(engine, "copy", seconds=round(took, 2), bound_seconds=round(bound, 2), ratio=round(took / bound, 3),
            bytes=sum(c.size_bytes * len(c.added) for c in load_plan(engine.run).changes), throttle=rate)

@@ -8,6 +8,7 @@ it would not even be valid).
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from rebalancer.plan import PlanError, make_plan, plan_run_dir
 from rebalancer.plan.budget import Budget, Deadline
 from rebalancer.plan.summary import format_plan_summary
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 
 class FakeClock:
@@ -135,7 +138,7 @@ def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, broke
     with budget.phase("load"):
         clock.advance(1.5)
     with pytest.raises(PlanError) as err:
-        make_plan(_small_cluster(), mode, brokers=brokers, time_limit=1.0, budget=budget)
+        make_plan(_small_cluster(), mode, brokers=brokers, time_limit=1.0, budget=budget, balance="counts")
     message = str(err.value)
     assert "\n" not in message
     assert "ran out in load" in message and "--time-limit" in message, message
@@ -144,10 +147,10 @@ def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, broke
 def test_plan_run_dir_counts_loading_against_the_limit(tmp_path: Path):
     write_cluster_json(_small_cluster(), tmp_path / "snapshot.json")
     with pytest.raises(PlanError, match=r"ran out in load .*--time-limit"):
-        plan_run_dir(tmp_path, "rebalance", time_limit=1e-6)
+        plan_run_dir(tmp_path, "rebalance", time_limit=1e-6, balance="counts")
     assert not (tmp_path / "plan.json").exists() and not (tmp_path / "reassignment.json").exists()
     # With time to spare the same stage records every phase, loading included, and nothing cut short.
-    plan = plan_run_dir(tmp_path, "rebalance", time_limit=60)
+    plan = plan_run_dir(tmp_path, "rebalance", time_limit=60, balance="counts")
     record = plan.solver["budget"]
     assert list(record["phases"]) == ["load", "targets", "greedy", "lp", "leaders", "summary"]
     assert record["expired_in"] is None and not any(p["cut_short"] for p in record["phases"].values())
@@ -156,7 +159,7 @@ def test_plan_run_dir_counts_loading_against_the_limit(tmp_path: Path):
 
 def test_a_mismatched_budget_is_refused():
     with pytest.raises(ValueError, match="time_limit"):
-        make_plan(_small_cluster(), "rebalance", time_limit=5.0, budget=Budget(10.0))
+        make_plan(_small_cluster(), "rebalance", time_limit=5.0, budget=Budget(10.0), balance="counts")
 
 
 # -- cut short part-way: still a valid plan, marked as such (deterministic: the clock ticks per reading) ---------
@@ -166,12 +169,12 @@ def _medium_cluster() -> Cluster:
 
 def test_a_greedy_placement_cut_short_is_valid_and_marked():
     cluster = _medium_cluster()
-    full = make_plan(cluster, "rebalance", strategy="greedy")
+    full = make_plan(cluster, "rebalance", strategy="greedy", balance="counts")
     assert full.solver["budget"]["expired_in"] is None
     # Each clock reading costs 1 s: the greedy's share (0.6 of the ~16 s left less the summary's 2 s) is spent
     # after 8 checkpoints, i.e. some 250 of its 327 moves.
     budget = Budget(20.0, clock=FakeClock(tick=1.0))
-    plan = make_plan(cluster, "rebalance", strategy="greedy", time_limit=20.0, budget=budget)
+    plan = make_plan(cluster, "rebalance", strategy="greedy", time_limit=20.0, budget=budget, balance="counts")
     _assert_valid(cluster, plan, "rebalance", [])
     record = plan.solver["budget"]
     assert record["expired_in"] == "greedy" and record["phases"]["greedy"]["cut_short"]
@@ -181,6 +184,20 @@ def test_a_greedy_placement_cut_short_is_valid_and_marked():
     assert "greedy" in plan.solver["status"]
     lines = [ln for ln in format_plan_summary(plan).splitlines() if "time limit" in ln.lower()]
     assert len(lines) == 1 and "greedy" in lines[0] and "20 s" in lines[0], format_plan_summary(plan)
+
+
+def test_a_load_placement_cut_short_is_valid_and_marked():
+    from load_cases import heavy_tailed
+
+    cluster = heavy_tailed(_medium_cluster())
+    full = make_plan(cluster, "rebalance", strategy="greedy", balance="load")
+    assert full.solver["budget"]["expired_in"] is None and full.solver["greedy"]["moves"] > 64
+    budget = Budget(12.0, clock=FakeClock(tick=1.0))  # the greedy asks every 32 steps: cut after about 150 of 180
+    plan = make_plan(cluster, "rebalance", strategy="greedy", time_limit=12.0, budget=budget, balance="load")
+    _assert_valid(cluster, plan, "rebalance", [])
+    assert plan.solver["budget"]["expired_in"] == "greedy" and plan.solver["greedy"]["cut_short"]
+    assert 0 < plan.solver["greedy"]["moves"] < full.solver["greedy"]["moves"]
+    assert plan.solver["status"].startswith("Time limit") and "greedy" in plan.solver["status"]
 
 
 def test_a_leader_flow_cut_short_solves_whole_groups_and_leaves_the_rest():
@@ -207,7 +224,7 @@ def test_a_leader_flow_cut_short_solves_whole_groups_and_leaves_the_rest():
 def test_remove_brokers_cut_short_before_emptying_is_a_plan_error():
     cluster = _medium_cluster()
     with pytest.raises(PlanError) as err:
-        make_plan(cluster, "remove-brokers", brokers=[3], strategy="greedy", time_limit=20.0,
+        make_plan(cluster, "remove-brokers", brokers=[3], strategy="greedy", time_limit=20.0, balance="counts",
                   budget=Budget(20.0, clock=FakeClock(tick=1.0)))  # some 250 of the 762 moves (see above)
     message = str(err.value)
     assert "\n" not in message and "greedy" in message and "--time-limit" in message, message
@@ -219,7 +236,7 @@ def test_time_limit_bounds_the_whole_stage_on_a_large_cluster():
     cluster = build_scenario("wix", ScenarioParams(brokers=40, partitions=40_000, topics=200))
     limit = 5.0
     started = time.monotonic()
-    plan = make_plan(cluster, "rebalance", time_limit=limit)
+    plan = make_plan(cluster, "rebalance", time_limit=limit, balance="counts")
     wall = time.monotonic() - started
     _assert_valid(cluster, plan, "rebalance", [])
     record = plan.solver["budget"]

@@ -98,7 +98,7 @@ def test_sqooba_remove_broker_19_is_one_change(strategy: str):
 
 def test_add_brokers_moves_only_onto_new_brokers_and_balances():
     cluster = build_scenario("new-brokers")
-    plan = make_plan(cluster, "add-brokers", brokers=[12, 13, 14, 15])
+    plan = make_plan(cluster, "add-brokers", brokers=[12, 13, 14, 15], balance="counts")
     new = {12, 13, 14, 15}
     for c in plan.changes:
         assert set(c.added) <= new
@@ -158,7 +158,8 @@ def test_hash_covers_the_changes(tmp_path: Path):
     again = load_plan(tmp_path)
     assert again.hash == plan.hash == content_hash(again.changes)
     doc = json.loads((tmp_path / "plan.json").read_text())
-    doc["changes"][0]["replicas_after"] = [8, 3]
+    after = doc["changes"][0]["replicas_after"]
+    doc["changes"][0]["replicas_after"] = [after[0], next(b for b in range(19) if b not in after)]
     (tmp_path / "plan.json").write_text(json.dumps(doc))
     assert content_hash(load_plan(tmp_path).changes) != plan.hash
 
@@ -277,9 +278,13 @@ def test_both_placements_respect_disk_capacity(strategy: str):
     brokers = [Broker(0, disk_capacity_bytes=10**6), Broker(1, disk_capacity_bytes=10**6),
                Broker(2, disk_capacity_bytes=10**6), Broker(3, disk_capacity_bytes=900)]
     parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3, (i + 1) % 3), 400) for i in range(6)]
-    plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy=strategy)
+    plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy=strategy, balance="counts")
     assert sum(400 for c in plan.changes if 3 in c.replicas_after) <= 900
     assert sum(1 for c in plan.changes if 3 in c.replicas_after) == 2  # as many as fit
+    # On load, the capacity threshold (85 % of the disk: 765 bytes) is the hard limit, and broker 3's share of the
+    # capacity (and so its target) is tiny: at most one 400-byte replica, never two.
+    plan = make_plan(Cluster.build(brokers, parts), "add-brokers", brokers=[3], strategy=strategy, balance="load")
+    assert sum(1 for c in plan.changes if 3 in c.replicas_after) <= 1
 
 
 def test_no_change_is_a_follower_only_reshuffle():

@@ -240,7 +240,9 @@ def test_report_in_chromium_shows_plan_numbers(planned_run: Path, tmp_path: Path
     got = {k: dom.text.get(k, "<missing>").strip() for k in expected}
     assert got == expected
     assert dom.attrs["bytes"]["data-bytes"] == str(s["bytes_moved"])
-    assert (s["replica_moves"], s["lower_bounds"]["replica_moves"]) == (360, 360)  # the scenario's known optimum
+    # A load plan (the default with sizes): bytes within 1.10x their bound, replica moves never below theirs.
+    assert s["replica_moves"] >= s["lower_bounds"]["replica_moves"] > 0
+    assert s["load"]["bytes_to_bound"] <= 1.10 and s["load"]["dimensions"]["disk"]["outside_after"] == []
     assert dom.text["verdict"].strip() == "Validation not run yet"
     assert dom.text["validation-missing"].strip() == "validation not run yet"
     assert dom.text["changes-count"].startswith(f"showing 200 of {len(plan['changes'])} changes")

@@ -3,12 +3,13 @@
 ``zookeeper_default`` (conn_type ``zookeeper``)
     host: ``host:port[,host:port]`` (or host + port), schema: the chroot without its leading slash (``kafka``),
     login/password: digest auth (optional), extra: ``{"sizes": "file:///path/log-dirs.json"}`` (ZooKeeper holds no
-    partition sizes; optional). ``ZooKeeperHook.get_source()`` -> ``("zk://[user:pass@]hosts/chroot", sizes)``.
+    partition sizes; optional), plus ``"capacity": "/path/capacity.json"`` (broker capacities in Cruise Control's
+    format, for plans on load; optional). ``ZooKeeperHook.get_source()`` -> ``("zk://[user:pass@]hosts/chroot", sizes)``.
 
 ``kafka_default`` (conn_type ``kafka``)
     host: the bootstrap servers ``host:port[,host:port]`` (or host + port), login/password: SASL username/password,
     extra: kafka-python ``KafkaAdminClient`` security kwargs (``security_protocol``, ``sasl_mechanism``,
-    ``ssl_cafile``, ...). ``KafkaClusterHook.get_source()`` -> ``("kafka://bootstrap", kafka_config)``.
+    ``ssl_cafile``, ...) and ``capacity`` as above. ``KafkaClusterHook.get_source()`` -> ``("kafka://bootstrap", kafka_config)``.
 
 Secrets never reach a log line: the connection's password is masked by Airflow in task logs, and ``describe()``
 gives the source without credentials. A connection that is missing or unusable is one ``InputError`` line naming the
@@ -87,10 +88,10 @@ class ZooKeeperHook(BaseHook):
         chroot = (conn.schema or "").strip("/")
         auth = (conn.login, conn.password or "") if conn.login else None
         extra = _extra(conn, self.zookeeper_conn_id)
-        unknown = sorted(set(extra) - {"sizes"})
+        unknown = sorted(set(extra) - {"sizes", "capacity"})
         if unknown:
             raise InputError(f"connection {self.zookeeper_conn_id!r}: unknown extra key(s) {', '.join(unknown)} "
-                             "(only 'sizes': file:///path/log-dirs.json)")
+                             "(only 'sizes': file:///path/log-dirs.json, 'capacity': /path/capacity.json)")
         return hosts, chroot, auth, extra
 
     def get_source(self) -> tuple[str, str | None]:
@@ -104,6 +105,11 @@ class ZooKeeperHook(BaseHook):
             mask_secret(quote(auth[1], safe=""))  # Airflow masks the password as stored, not URL-quoted
         # The chroot is percent-encoded: rebalancer.urls reads an '@' or '%' in it as URL syntax otherwise.
         return f"zk://{cred}{hosts}{'/' + quote(chroot, safe='/') if chroot else ''}", extra.get("sizes")
+
+    def capacity(self) -> str | None:
+        """The connection's broker capacity file (Cruise Control's format, extra ``capacity``), if any."""
+        value = self._parts()[3].get("capacity")
+        return str(value) if value else None
 
     def describe(self) -> str:
         hosts, chroot, _auth, _extra = self._parts()
@@ -127,7 +133,7 @@ class KafkaClusterHook(BaseHook):
         conn = _connection(self, self.kafka_conn_id)
         bootstrap = _hosts(conn.host, conn.port, "bootstrap", self.kafka_conn_id)
         extra = _extra(conn, self.kafka_conn_id)
-        unknown = sorted(set(extra) - KAFKA_SECURITY_KEYS - {"bootstrap_servers"})
+        unknown = sorted(set(extra) - KAFKA_SECURITY_KEYS - {"bootstrap_servers", "capacity"})
         if unknown:
             raise InputError(f"connection {self.kafka_conn_id!r}: unknown extra key(s) {', '.join(unknown)} "
                              f"(kafka-python KafkaAdminClient settings: {', '.join(sorted(KAFKA_SECURITY_KEYS))})")
@@ -138,6 +144,11 @@ class KafkaClusterHook(BaseHook):
             config.setdefault("sasl_plain_password", conn.password)
         return f"kafka://{extra.get('bootstrap_servers') or bootstrap}", config
 
+    def capacity(self) -> str | None:
+        """The connection's broker capacity file (Cruise Control's format, extra ``capacity``), if any."""
+        value = _extra(_connection(self, self.kafka_conn_id), self.kafka_conn_id).get("capacity")
+        return str(value) if value else None
+
     def describe(self) -> str:
         conn = _connection(self, self.kafka_conn_id)
         return f"kafka://{_hosts(conn.host, conn.port, 'bootstrap', self.kafka_conn_id)}"
@@ -145,14 +156,16 @@ class KafkaClusterHook(BaseHook):
 
 def cluster_source(params: dict[str, Any]) -> dict[str, Any]:
     """The library arguments for the run's cluster, from the DAG params ``backend`` and the connection ids:
-    ``{"source", "sizes", "kafka_config", "display"}``."""
+    ``{"source", "sizes", "kafka_config", "display", "capacity"}`` (capacity: the connection's capacity file)."""
     backend = params.get("backend") or "zookeeper"
     if backend == "zookeeper":
         zk_hook = ZooKeeperHook(params.get("zookeeper_conn_id") or ZooKeeperHook.default_conn_name)
         source, sizes = zk_hook.get_source()
-        return {"source": source, "sizes": sizes, "kafka_config": None, "display": zk_hook.describe()}
+        return {"source": source, "sizes": sizes, "kafka_config": None, "display": zk_hook.describe(),
+                "capacity": zk_hook.capacity()}
     if backend == "kafka":
         k_hook = KafkaClusterHook(params.get("kafka_conn_id") or KafkaClusterHook.default_conn_name)
         source, config = k_hook.get_source()
-        return {"source": source, "sizes": None, "kafka_config": config or None, "display": k_hook.describe()}
+        return {"source": source, "sizes": None, "kafka_config": config or None, "display": k_hook.describe(),
+                "capacity": k_hook.capacity()}
     raise InputError(f"DAG param backend must be zookeeper or kafka, got {backend!r}")

@@ -24,6 +24,7 @@ from urllib.parse import quote
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, TriggerRule, task, teardown
 
+from rebalancer.strategies import BALANCES, REPLICA_MODES, STRATEGY_REGISTRY, strategies_for
 from rebalancer_airflow.operators import PlanApprovalOperator
 
 __all__ = ["POOL", "common_params", "build_runbook", "DEFAULT_ARGS", "run_dir", "REPORT_PREFIX"]
@@ -35,9 +36,32 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"}
 RUN_DIR_XCOM = "{{ ti.xcom_pull(task_ids='snapshot')['run_dir'] }}"
 
 
-def common_params(*, strategies: list[str]) -> dict[str, Param]:
-    """Params shared by every runbook DAG (trigger form and REST ``conf``)."""
+# Load gates (plans that balance load): param -> (title, the plan's default, maximum)
+LOAD_GATE_PARAMS = {
+    "max_disk_deviation_pct": ("Gate: disk bytes vs each broker's target (%)", "its band, 5 %", None),
+    "max_network_deviation_pct": ("Gate: network in/out vs each broker's target (%)", "its band, 10 %", None),
+    "max_disk_utilisation_pct": ("Gate: disk used after the plan (% of capacity)", "its threshold, 85 %", 100),
+    "max_network_utilisation_pct": ("Gate: network used after the plan (% of capacity)", "its threshold, 80 %", 100),
+}
+
+
+def common_params(mode: str) -> dict[str, Param]:
+    """Params shared by every runbook DAG (trigger form and REST ``conf``); the planner choices of ``mode`` come from
+    the strategy registry (``rebalancer.strategies``)."""
     backend = os.environ.get("REBALANCER_BACKEND", "zookeeper")
+    strategies = strategies_for(mode)
+    balance = {"balance": Param("auto", type="string", enum=list(BALANCES), title="Balance",
+                                description="; ".join(f"{k}: {v}" for k, v in BALANCES.items()), section="Plan"),
+               "capacity_file": Param(None, type=["null", "string"], title="Broker capacity file",
+                                      description="Cruise Control's capacity JSON on the worker (empty: the cluster "
+                                                  "connection's extra 'capacity', else the disk sizes brokers report)",
+                                      section="Plan"),
+               "disk_band_pct": Param(None, type=["null", "number"], minimum=0, maximum=99,
+                                      title="Disk band around each broker's target (%)", description="empty: 5",
+                                      section="Plan"),
+               "network_band_pct": Param(None, type=["null", "number"], minimum=0, maximum=99,
+                                         title="Network in/out band around each broker's target (%)",
+                                         description="empty: 10", section="Plan")}
     return {
         "backend": Param(backend, type="string", enum=["zookeeper", "kafka"], title="Cluster access",
                          description="zookeeper: the zookeeper connection (ZooKeeper-mode metadata); "
@@ -46,8 +70,9 @@ def common_params(*, strategies: list[str]) -> dict[str, Param]:
                                    section="Cluster"),
         "kafka_conn_id": Param("kafka_default", type="string", title="Kafka connection", section="Cluster"),
         "strategy": Param("auto", type="string", enum=strategies, title="Planner",
-                          description="auto picks flow for leaders, the LP up to 20,000 replicas, greedy above",
+                          description="; ".join(f"{s}: {STRATEGY_REGISTRY[s].description}" for s in strategies),
                           section="Plan"),
+        **(balance if mode in REPLICA_MODES else {}),
         "max_changes_per_partition": Param(None, type=["null", "integer"], minimum=1,
                                            title="Max replica changes per partition",
                                            description="empty: 1 (unlimited when removing brokers)",
@@ -62,6 +87,10 @@ def common_params(*, strategies: list[str]) -> dict[str, Param]:
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
                                           title="Gate: leader deviation from median (%)", section="Validation"),
+        **({k: Param(None, type=["null", "number"], minimum=0, title=title,
+                     description=f"empty: the plan's own ({default})", section="Validation",
+                     **({"maximum": maximum} if maximum is not None else {}))
+            for k, (title, default, maximum) in LOAD_GATE_PARAMS.items()} if mode in REPLICA_MODES else {}),
         "approvers": Param([], type="array", items={"type": "string"}, title="Approvers",
                            description="user names allowed to approve (empty: anyone with access to the DAG)",
                            section="Approval"),
@@ -161,9 +190,17 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
 
     p = context["params"]
     brokers = p.get("new_brokers") or p.get("brokers") or None
+    bands = {}
+    if p.get("disk_band_pct") is not None:
+        bands["disk"] = float(p["disk_band_pct"]) / 100
+    if p.get("network_band_pct") is not None:
+        bands["nw_in"] = bands["nw_out"] = float(p["network_band_pct"]) / 100
+    capacity = p.get("capacity_file") or (_cluster(context).get("capacity") if mode != "leaders" else None)
     return runbook.plan(run_dir(context), mode, brokers=brokers, strategy=p["strategy"],
+                        balance=str(p.get("balance") or "auto"),
                         max_changes_per_partition=p.get("max_changes_per_partition"),
-                        time_limit=float(p["time_limit_s"]), objective=str(p.get("objective") or "replicas"))
+                        time_limit=float(p["time_limit_s"]), objective=str(p.get("objective") or "replicas"),
+                        capacity=capacity or None, bands=bands or None)
 
 
 @one_line_errors
@@ -185,7 +222,8 @@ def validate_task(**context: Any) -> dict[str, Any]:
     p = context["params"]
     out = runbook.validate(run_dir(context), max_changes_per_partition=p.get("max_changes_per_partition"),
                            max_deviation_pct=float(p["max_deviation_pct"]),
-                           max_leader_deviation_pct=float(p["max_leader_deviation_pct"]))
+                           max_leader_deviation_pct=float(p["max_leader_deviation_pct"]),
+                           **{k: (None if p.get(k) is None else float(p[k])) for k in LOAD_GATE_PARAMS})
     print(out["table"])
     return out
 

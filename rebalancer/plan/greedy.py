@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .budget import Deadline
+from .racks import keeps_racks
 
-__all__ = ["GreedyInput", "greedy_balance", "CHECK_EVERY"]
+__all__ = ["GreedyInput", "GreedyState", "build", "solve", "extract", "greedy_balance", "CHECK_EVERY"]
 
 Key = tuple[str, int]
 CHECK_EVERY = 32  # moves between two deadline checkpoints (a move costs far more than reading the clock)
@@ -55,9 +56,22 @@ class GreedyInput:
     rates: Mapping[Key, float] | None = None     # partition -> bytes-in rate
 
 
-def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
-    """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit, cut short)."""
-    deadline = deadline or Deadline.never()
+@dataclass
+class GreedyState:
+    """The placement as the greedy moves it: replicas, per-broker counts, partitions and topic counts, disk and
+    network in use, changes per partition, and each giver's scan position (its partitions sorted once)."""
+
+    assign: dict[Key, list[int]]
+    count: dict[int, int]
+    on: dict[int, list[Key]]
+    topic_count: dict[tuple[int, str], int]
+    cursor: dict[int, int]
+    changes: dict[Key, int]
+    disk_used: dict[int, int]
+    net_used: dict[int, float]
+
+
+def build(inp: GreedyInput) -> GreedyState:
     assign: dict[Key, list[int]] = {k: list(v) for k, v in inp.replicas.items()}
     count: dict[int, int] = {b: 0 for b in inp.rack}
     on: dict[int, list[Key]] = {b: [] for b in inp.rack}
@@ -70,8 +84,6 @@ def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[
     # Givers scan followers first, then smaller partitions: sort once.
     for b, keys in on.items():
         keys.sort(key=lambda k: (assign[k][0] == b, inp.sizes.get(k, 0) if inp.prefer_small else 0))
-    cursor = {b: 0 for b in on}
-    changes: dict[Key, int] = {}
     disk_used: dict[int, int] = {b: 0 for b in inp.rack}
     net_used: dict[int, float] = {b: 0.0 for b in inp.rack}
     rates = inp.rates or {}
@@ -79,6 +91,37 @@ def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[
         for b in reps:
             disk_used[b] = disk_used.get(b, 0) + inp.sizes.get(k, 0)
             net_used[b] = net_used.get(b, 0.0) + rates.get(k, 0.0)
+    return GreedyState(assign, count, on, topic_count, {b: 0 for b in on}, {}, disk_used, net_used)
+
+
+def _target_ceil(inp: GreedyInput, b: int) -> int:
+    return 0 if b in inp.removed else inp.ceil
+
+
+def extract(state: GreedyState, inp: GreedyInput) -> tuple[dict[Key, tuple[int, ...]], int, int]:
+    """The partitions whose replicas changed, and the replica excess and deficit left outside the band."""
+    changed = {k: tuple(v) for k, v in state.assign.items() if tuple(v) != tuple(inp.replicas[k])}
+    excess = sum(max(0, state.count[b] - _target_ceil(inp, b)) for b in inp.givers)
+    deficit = sum(max(0, inp.floor - state.count[b]) for b in inp.receivers if b not in inp.removed)
+    return changed, excess, deficit
+
+
+def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
+    """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit, cut short):
+    ``build``, ``solve``, ``extract``."""
+    state = build(inp)
+    stats = solve(state, inp, deadline or Deadline.never())
+    changed, excess, deficit = extract(state, inp)
+    return changed, {"moves": stats["moves"], "unmet_excess": excess, "unmet_deficit": deficit,
+                     "stuck_brokers": stats["stuck_brokers"], "cut_short": stats["cut_short"]}
+
+
+def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> dict[str, object]:
+    """Phase 1 empties every giver down to its ceiling, phase 2 fills every receiver up to its floor (see the module
+    doc); moves ``state`` in place."""
+    assign, count, on, topic_count = state.assign, state.count, state.on, state.topic_count
+    cursor, changes, disk_used, net_used = state.cursor, state.changes, state.disk_used, state.net_used
+    rates = inp.rates or {}
 
     def room(k: Key, receiver: int) -> bool:
         if inp.disk and receiver in inp.disk and disk_used[receiver] + inp.sizes.get(k, 0) > inp.disk[receiver]:
@@ -88,18 +131,13 @@ def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[
         return True
 
     def target_ceil(b: int) -> int:
-        return 0 if b in inp.removed else inp.ceil
+        return _target_ceil(inp, b)
 
     def rack_ok(k: Key, giver: int, receiver: int) -> bool:
         reps = assign[k]
         if receiver in reps or not room(k, receiver):
             return False
-        if not inp.keep_racks:
-            return True
-        rr = inp.rack.get(receiver)
-        if rr == inp.rack.get(giver):
-            return True
-        return all(inp.rack.get(b) != rr for b in reps if b != giver)
+        return not inp.keep_racks or keeps_racks(inp.rack, reps, giver, receiver)
 
     def usable(k: Key, giver: int) -> bool:
         return giver in assign[k] and changes.get(k, 0) < inp.max_changes
@@ -203,8 +241,4 @@ def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[
             continue
         if count[r] < inp.floor:
             heapq.heappush(heap, (count[r], r))
-    changed = {k: tuple(v) for k, v in assign.items() if tuple(v) != tuple(inp.replicas[k])}
-    excess = sum(max(0, count[b] - target_ceil(b)) for b in inp.givers)
-    deficit = sum(max(0, inp.floor - count[b]) for b in inp.receivers if b not in inp.removed)
-    return changed, {"moves": moves, "unmet_excess": excess, "unmet_deficit": deficit, "stuck_brokers": sorted(stuck),
-                     "cut_short": cut_short}
+    return {"moves": moves, "stuck_brokers": sorted(stuck), "cut_short": cut_short}

@@ -44,7 +44,7 @@ from typing import Any
 from .budget import Deadline
 from .targets import PlanError
 
-__all__ = ["LpInput", "LpOutput", "solve_lp", "lp_balance"]
+__all__ = ["LpInput", "LpOutput", "CountProgram", "build", "solve", "extract", "solve_lp", "lp_balance"]
 
 Key = tuple[str, int]
 MiB = 1024 * 1024
@@ -102,11 +102,28 @@ def _write_lp(prob: Any, target: Path) -> None:
         tmp.unlink(missing_ok=True)
         raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
 
-def _solver(time_limit: float, warm: bool) -> Any:
+def solve_status(prob: Any) -> tuple[str, bool, float | None, float | None]:
+    """(status, whether a feasible solution is at hand, dual bound, relative gap) of a solved PuLP problem: HiGHS's
+    own model status and info where HiGHS ran (PuLP's status says "Not Solved" on a time limit with a solution)."""
+    import pulp
+
+    model = getattr(prob, "solverModel", None)
+    if model is not None and hasattr(model, "getInfo"):
+        info = model.getInfo()
+        return (model.modelStatusToString(model.getModelStatus()), int(info.primal_solution_status) == 2,
+                float(info.mip_dual_bound), float(info.mip_gap))  # 2: kSolutionStatusFeasible
+    return (pulp.LpStatus[prob.status], prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible),
+            None, None)
+
+
+def _solver(time_limit: float, warm: bool, gap: float | None = None, ends: float | None = None) -> Any:
+    """HiGHS with warm starts (CBC where HiGHS is missing); ``gap``: stop at this relative MIP gap. ``ends``: a
+    ``time.monotonic()`` instant by which HiGHS must stop: its time limit is set from it just before it runs, so the
+    time PuLP spends handing a large model over (tens of seconds on 100k+ variables) is not added to the limit."""
     import pulp
 
     if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
-        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2)
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2, gapRel=gap)
 
     class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc,name-defined]
         """PuLP's HiGHS API ignores warm starts; hand the variables' initial values to HiGHS as a MIP start."""
@@ -123,15 +140,30 @@ def _solver(time_limit: float, warm: bool) -> Any:
                 sol.col_value = values
                 sol.value_valid = True
                 lp.solverModel.setSolution(sol)
+            if ends is not None:
+                lp.solverModel.setOptionValue("time_limit", max(0.1, ends - time.monotonic()))
             lp.solverModel.run()
 
-    return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2)
+    return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2, gapRel=gap)
 
 
-def solve_lp(inp: LpInput) -> LpOutput:
+@dataclass
+class CountProgram:
+    """The count program of one sub-problem as ``build`` made it: the problem, its replica (``x``) and leader
+    (``lv``) variables, each partition's candidate brokers, and the replica-count slacks."""
+
+    prob: Any
+    x: dict[tuple[Key, int], Any]
+    lv: dict[tuple[Key, int], Any]
+    cand: dict[Key, list[int]]
+    parts: list[Key]
+    slack_vars: list[Any]
+
+
+def build(inp: LpInput) -> CountProgram:
+    """The 0/1 program of ``inp`` (see the module doc), with the warm start's values set."""
     import pulp
 
-    started = time.monotonic()
     prob = pulp.LpProblem("replica_placement", pulp.LpMinimize)
     parts = sorted(inp.replicas)
     x: dict[tuple[Key, int], Any] = {}
@@ -230,29 +262,27 @@ def solve_lp(inp: LpInput) -> LpOutput:
             for b in cand[k]:
                 x[(k, b)].setInitialValue(1 if b in reps else 0)
                 lv[(k, b)].setInitialValue(1 if reps and b == reps[0] else 0)
-    if inp.write_lp:
-        _write_lp(prob, Path(inp.write_lp))
-    solver = _solver(inp.time_limit, warm)
-    prob.solve(solver)
-    status = pulp.LpStatus[prob.status]
-    dual_bound = gap = None
-    model = getattr(prob, "solverModel", None)
-    if model is not None and hasattr(model, "getInfo"):
-        info = model.getInfo()
-        dual_bound, gap = float(info.mip_dual_bound), float(info.mip_gap)
-        status = model.modelStatusToString(model.getModelStatus())
-        have_solution = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
-    else:
-        have_solution = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    return CountProgram(prob, x, lv, cand, parts, slack_vars)
+
+
+def solve(program: CountProgram, time_limit: float, warm: bool, write_lp: str | None = None
+          ) -> tuple[str, bool, float | None, float | None]:
+    """HiGHS (CBC where HiGHS is missing), time-limited: (status, a solution at hand, dual bound, gap)."""
+    if write_lp:
+        _write_lp(program.prob, Path(write_lp))
+    program.prob.solve(_solver(time_limit, warm))
+    return solve_status(program.prob)
+
+
+def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, ...]], int]:
+    """Every partition's replicas from the solution (survivors in their old order, new brokers where the removed
+    ones were, the leader first) and the replica-count slack used."""
+    x, lv, cand = program.x, program.lv, program.cand
     assignment: dict[Key, tuple[int, ...]] = {}
-    if not have_solution:
-        return LpOutput({}, status, None, dual_bound, gap, time.monotonic() - started, len(x) + len(lv),
-                        prob.numConstraints(), 0)
-    for k in parts:
+    for k in program.parts:
         chosen = [b for b in cand[k] if (x[(k, b)].varValue or 0) > 0.5]
         leader = next((b for b in cand[k] if (lv[(k, b)].varValue or 0) > 0.5 and b in chosen), chosen[0] if chosen else None)
         current = inp.replicas[k]
-        # Keep the surviving replicas in their old order, new ones where the removed ones were, leader first.
         kept = [b for b in current if b in chosen]
         new = [b for b in chosen if b not in current]
         order = []
@@ -264,10 +294,24 @@ def solve_lp(inp: LpInput) -> LpOutput:
             order.remove(leader)
             order.insert(0, leader)
         assignment[k] = tuple(order) if len(order) == len(current) else tuple(kept + new)
-    slack = sum(int(round(s.varValue or 0)) for s in slack_vars)
-    value = pulp.value(prob.objective)
+    return assignment, sum(int(round(s.varValue or 0)) for s in program.slack_vars)
+
+
+def solve_lp(inp: LpInput) -> LpOutput:
+    """Build, solve, extract one sub-problem."""
+    import pulp
+
+    started = time.monotonic()
+    program = build(inp)
+    size = len(program.x) + len(program.lv)
+    status, have_solution, dual_bound, gap = solve(program, inp.time_limit, inp.warm_start is not None, inp.write_lp)
+    if not have_solution:
+        return LpOutput({}, status, None, dual_bound, gap, time.monotonic() - started, size,
+                        program.prob.numConstraints(), 0)
+    assignment, slack = extract(program, inp)
+    value = pulp.value(program.prob.objective)
     return LpOutput(assignment, status, None if value is None else float(value), dual_bound, gap,
-                    time.monotonic() - started, len(x) + len(lv), prob.numConstraints(), slack)
+                    time.monotonic() - started, size, program.prob.numConstraints(), slack)
 
 
 def lp_balance(
@@ -322,20 +366,11 @@ def lp_balance(
             return counts.get(b, 0)
         return ceil if b in givers else max(ceil, counts.get(b, 0))
 
-    # Topic groups sized to the variable budget (2 variables per candidate broker per partition).
-    by_topic: dict[str, list[Key]] = {}
-    for k in sorted(replicas):
-        by_topic.setdefault(k[0], []).append(k)
     # Large models: only brokers with room below their ceiling receive (a full broker would have to give one
     # replica to take another: never fewer moves). Small models keep every receiver, so they stay exact.
     restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
     n_recv = len([b for b in receivers if counts.get(b, 0) < hi(b)]) if restrict else len(receivers)
-    per_partition = 2 * (n_recv + 3)
-    groups: list[list[Key]] = [[]]
-    for keys in by_topic.values():
-        if groups[-1] and (len(groups[-1]) + len(keys)) * per_partition > max_variables:
-            groups.append([])
-        groups[-1].extend(keys)
+    groups = _topic_groups(replicas, 2 * (n_recv + 3), max_variables)
     decomposed = len(groups) > 1
     assignment = {k: tuple(v) for k, v in replicas.items()}
     disk_used = {b: 0 for b in rack}
@@ -408,9 +443,9 @@ def lp_balance(
                 # No solution within the group's share: this group and those after it keep their replicas.
                 deadline.cut_short = stats["cut_short"] = True
                 break
-            stats["status"] = out.status
-            stats["failed"] = True
-            return {}, stats
+            # A sub-problem the solver proved unsolvable (infeasible) has no plan to fall back on.
+            raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
+                            "(try --max-changes-per-partition 2, or --strategy greedy)")
         for k in in_group:
             new = out.assignment[k]
             for b in assignment[k]:
@@ -420,13 +455,30 @@ def lp_balance(
             assignment[k] = new
         solved.append(sub_stats)
     stats["groups_solved"] = len(solved)
-    if not solved:
-        stats["status"] = "Time limit reached"  # before any group had a solution
-    elif len(groups) == 1:
-        stats["status"] = solved[0]["status"]
-    else:
-        complete = len(solved) == len(groups)
-        stats["status"] = "Optimal" if complete and all(s["status"] == "Optimal" for s in solved) else "Feasible"
-    stats["gap"] = max((s["gap"] or 0.0) for s in solved) if solved else None
+    stats["status"], stats["gap"] = _overall_status(solved, len(groups))
     changed = {k: v for k, v in assignment.items() if v != tuple(replicas[k])}
     return changed, stats
+
+
+def _topic_groups(replicas: Mapping[Key, tuple[int, ...]], per_partition: int, max_variables: int) -> list[list[Key]]:
+    """Whole topics packed in order into groups of at most ``max_variables`` variables (``per_partition`` each)."""
+    by_topic: dict[str, list[Key]] = {}
+    for k in sorted(replicas):
+        by_topic.setdefault(k[0], []).append(k)
+    groups: list[list[Key]] = [[]]
+    for keys in by_topic.values():
+        if groups[-1] and (len(groups[-1]) + len(keys)) * per_partition > max_variables:
+            groups.append([])
+        groups[-1].extend(keys)
+    return groups
+
+
+def _overall_status(solved: list[dict[str, Any]], groups: int) -> tuple[str, float | None]:
+    """The decomposed program's status and gap from its solved groups' (Optimal only when every group is)."""
+    if not solved:
+        return "Time limit reached", None  # before any group had a solution
+    gap = max((s["gap"] or 0.0) for s in solved)
+    if groups == 1:
+        return solved[0]["status"], gap
+    complete = len(solved) == groups
+    return ("Optimal" if complete and all(s["status"] == "Optimal" for s in solved) else "Feasible"), gap

@@ -23,28 +23,36 @@ instead (an empty plan would read as "already balanced").
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..model import Cluster
+from ..model import Cluster, Partition
+from ..strategies import BALANCES, STRATEGIES
 from ..snapshot import load_snapshot
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
 from .budget import Budget, Deadline
 from .greedy import GreedyInput, greedy_balance
-from ..load import LoadModel, load_model
-from .leaders import LeaderItem, balance_leaders
+from ..load import (DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file,
+                    read_history)
+from .leaders import LeaderItem, balance_leaders, topic_bands
+from .leader_load import LeaderLoadInput, leader_load
+from .load_greedy import COUNT_MARGIN, evaluate, load_greedy, load_input
+from .lp_load import lp_load
 from .load_summary import load_summary
 from .lp import lp_balance
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
 from .targets import PlanError, Targets, make_targets
 
-__all__ = ["STRATEGIES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy"]
+__all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
+           "choose_balance"]
 
-STRATEGIES = ("auto", "flow", "pinterest", "lp", "greedy")
+
 LP_AUTO_MAX_REPLICAS = 20_000
 Key = tuple[str, int]
 
@@ -55,9 +63,23 @@ GREEDY_BEFORE_LP_SHARE = 0.2  # greedy is only the program's warm start and fall
 LP_SHARE = 0.75               # of what greedy left; the leader flow gets the rest
 LEADERS_SHARE = 1.0           # the last phase that can stop takes all that is left
 SUMMARY_RESERVE = 0.1         # of the limit, kept for building the summary (which cannot be interrupted)
+LP_AUTO_SECONDS = 10.0        # auto's program where greedy fell short: seconds, not minutes (lp: its whole share)
+LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
+LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
+LEADERS_RESERVE = 0.1         # of the limit, kept for the leader passes after the load program
 
 
-def choose_strategy(cluster: Cluster, mode: str, strategy: str) -> tuple[str, str]:
+def choose_balance(cluster: Cluster, balance: str) -> str:
+    """``load`` (disk, network, then counts) or ``counts`` (replica and leader counts only); ``auto``: load when the
+    snapshot knows partition sizes."""
+    if balance not in BALANCES:
+        raise PlanError(f"unknown balance {balance!r}: choose one of {', '.join(BALANCES)}")
+    if balance != "auto":
+        return balance
+    return "load" if any(p.size_bytes for p in cluster.partitions) else "counts"
+
+
+def choose_strategy(cluster: Cluster, mode: str, strategy: str, balance: str = "counts") -> tuple[str, str]:
     """(strategy, reason)."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
@@ -70,6 +92,8 @@ def choose_strategy(cluster: Cluster, mode: str, strategy: str) -> tuple[str, st
     if strategy != "auto":
         return strategy, "requested"
     n = cluster.replica_count
+    if balance == "load":
+        return "greedy", f"auto: load balance by the greedy placement ({n} replicas), measured against the bytes bound"
     if n <= LP_AUTO_MAX_REPLICAS:
         return "lp", f"auto: {n} replicas <= {LP_AUTO_MAX_REPLICAS}, exact 0/1 program"
     return "greedy", f"auto: {n} replicas > {LP_AUTO_MAX_REPLICAS}, near-linear greedy with its gap to the bound"
@@ -191,6 +215,116 @@ def _mark_cut_short(plan: Plan, budget: Budget) -> None:
                              f"leader changes/bound {ratio(s['leader_changes_to_bound'])}")
 
 
+def _place_on_load(cluster: Cluster, model: LoadModel, targets: Targets, chosen: str, requested: str,
+                   max_changes: int | None, budget: Budget, reserve: float, solver: dict[str, Any],
+                   write_lp: str | None) -> tuple[dict[Key, tuple[int, ...]], str]:
+    """Replica placement on load: ``load_greedy``, then the program (``lp_load``, warm-started from it) when ``lp``
+    was chosen, or under ``auto`` when greedy left a broker outside a band of a cluster small enough for the
+    program. The better placement (fewer units outside the bands, then fewer bytes) is kept. Returns the changed
+    partitions' new replicas and the strategy that made them."""
+    run_lp = chosen == "lp"
+    with budget.phase("greedy", GREEDY_BEFORE_LP_SHARE if run_lp else GREEDY_SHARE, reserve) as deadline:
+        problem = load_input(cluster, model, targets, max_changes)
+        by_index, stats = load_greedy(problem, deadline)
+    solver["greedy"] = {"algorithm": "load greedy: disk, network in, then counts, each within its band; fewest bytes",
+                        "dimensions": list(problem.bands), **stats, "seconds": round(budget.phases["greedy"].seconds, 3)}
+    used = "greedy"
+    # auto: the program only where greedy left a broker outside a band the gates measure (greedy aims inside them)
+    if (not run_lp and requested == "auto" and stats["outside_bands"] and evaluate(problem, by_index, gates=True)[0] > 0
+            and cluster.replica_count <= LP_AUTO_MAX_REPLICAS):
+        run_lp = True
+        solver["strategy_reason"] += f"; greedy left broker(s) {stats['outside_bands'][:8]} outside a band: the program"
+    if run_lp and budget.remaining() > 0:
+        # The leader passes come after the program: keep them their time whatever the program takes.
+        with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
+            whole = chosen == "lp" or deadline.remaining() <= LP_AUTO_SECONDS  # else auto's cap stops it, not the budget
+            seconds = deadline.remaining() if whole else LP_AUTO_SECONDS
+            changed, lstats = lp_load(problem, seconds, warm_start=by_index, write_lp=write_lp)
+            if "time limit" in str(lstats.get("status", "")).lower() and whole:
+                deadline.cut_short = True
+        solver["lp"] = lstats
+        solver["gap"] = lstats.get("gap")
+        if changed is not None and evaluate(problem, changed) <= evaluate(problem, by_index):
+            by_index, used = changed, "lp"
+        else:
+            solver["placement_used"] = "greedy"
+    parts = cluster.partitions
+    return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, model: LoadModel,
+                     deadline: Deadline, counts_too: bool = False) -> dict[str, Any]:
+    """Leadership moved (``leader_load``) until network out is within its band, leader counts kept in theirs.
+    ``counts_too`` (no leader flow ran before): leader counts are a dimension too (below network out), brought
+    within two thirds of their band while never leaving five sixths of it."""
+    started = time.monotonic()
+    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved=True)
+    parts = cluster.partitions
+    current = [assignment.get(p.tp, p.replicas)[0] for p in parts]
+    cands = [it.candidates if current[i] in it.candidates else (current[i],) for i, it in enumerate(items)]
+    units = {"nw_out": [float(DIMENSIONS["nw_out"].replica(model.loads[p.tp], True)) for p in parts]}
+    weight = {"nw_out": DIMENSIONS["nw_out"].priority}
+    bands = {}
+    accepted = {}
+    if any(units["nw_out"]):
+        bands["nw_out"] = model.bands("nw_out", int(sum(units["nw_out"])), targets.eligible)
+        accepted["nw_out"] = _accepted(parts, units["nw_out"], bands["nw_out"], model.band["nw_out"])
+    elif not counts_too:
+        return {"moves": 0, "skipped": "no partition has a known bytes-in rate"}
+    if counts_too:
+        units["leaders"] = [1.0] * len(parts)
+        bands["leaders"] = load_bands("leaders", len(parts), targets.eligible, band=model.band["leaders"] * COUNT_MARGIN)
+        weight["leaders"] = DIMENSIONS["leaders"].priority
+    margin = (1 + COUNT_MARGIN) / 2 if counts_too else COUNT_MARGIN
+    counts = load_bands("leaders", len(parts), targets.eligible, band=model.band["leaders"] * margin)
+    changed, stats = leader_load(LeaderLoadInput(current, cands, units, bands, weight,
+                                                 count_band=counts, topics=[p.topic for p in parts],
+                                                 topic_band={t: b for t, (b, _) in topic_bands(items).items()},
+                                                 accepted=accepted), deadline)
+    _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in changed.items()})
+    info = {**stats, "seconds": round(time.monotonic() - started, 3)}
+    if counts_too:
+        usable = [it for it in items if it.candidates]
+        info = {"algorithm": "load hand-overs: network out, then leader counts (no exact flow above "
+                             f"{LEADER_FLOW_MAX_PARTITIONS} partitions)", **info,
+                "cut_short": deadline.cut_short or bool(stats.get("cut_short")),
+                "partitions_without_eligible_leader": len(items) - len(usable),
+                "leader_bound": leader_change_bound(usable)}
+    return info
+
+
+def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping[int, Band],
+              band: float) -> dict[int, tuple[float, float]]:
+    """Per eligible broker, what the network gate accepts (``accepted_range``): its band widened by the busiest
+    partition it led before the plan (the gate takes the busiest before or after: this range lies inside the gate's),
+    or no further from its target than it was before the plan."""
+    before: dict[int, float] = {}
+    busiest: dict[int, float] = {}
+    for p, u in zip(parts, units, strict=True):
+        if p.replicas:
+            b = p.replicas[0]
+            before[b] = before.get(b, 0.0) + u
+            busiest[b] = max(busiest.get(b, 0.0), u)
+    return {b: accepted_range(x.average, band, before.get(b, 0.0), busiest.get(b, 0.0), not_worse=True)
+            for b, x in bands.items()}
+
+
+def _load_status(plan: Plan) -> None:
+    """A load plan is Balanced when every broker ends inside every band of the summary; otherwise it says which
+    brokers stay outside which band, and why."""
+    outside = {name: d["outside_after"] for name, d in plan.summary["load"]["dimensions"].items()
+               if d.get("outside_after")}
+    if not outside:
+        plan.solver["status"] = "Balanced"
+        return
+    plan.solver["status"] = "Heuristic"
+    plan.solver["outside_bands"] = outside
+    plan.solver["outside_why"] = ("no further move keeps every partition's racks, the change cap and the capacity "
+                                  "thresholds while bringing these brokers closer without pushing another broker out "
+                                  "of a band of the same or higher priority (the band may be narrower than the "
+                                  "partition sizes allow: widen it with --band, or allow more changes)")
+
+
 def make_plan(
     cluster: Cluster,
     mode: str,
@@ -203,13 +337,15 @@ def make_plan(
     write_lp: str | None = None,
     budget: Budget | None = None,
     load: LoadModel | None = None,
+    balance: str = "auto",
 ) -> Plan:
     """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc).
 
     ``budget``: the stage's budget when the caller started it earlier (``plan_run_dir`` starts it before loading the
     snapshot); its limit must be ``time_limit``. ``load``: the cluster's load model (``rebalancer.load``; built from
     the snapshot alone when not given): the summary reports every dimension's bands before and after, and bytes
-    moved against their bound.
+    moved against their bound. ``balance``: what a replica mode balances (``choose_balance``): ``load`` places
+    replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes), ``counts`` by replica counts alone.
     """
     if budget is None:
         if not time_limit > 0:
@@ -221,7 +357,8 @@ def make_plan(
     with budget.phase("targets"):
         targets = make_targets(cluster, mode, brokers)
         model = load if load is not None else load_model(cluster)
-        chosen, reason = choose_strategy(cluster, mode, strategy)
+        balanced = choose_balance(cluster, balance) if mode != "leaders" else "counts"
+        chosen, reason = choose_strategy(cluster, mode, strategy, balanced)
         if objective not in ("replicas", "bytes"):
             raise PlanError(f"unknown objective {objective!r}: replicas or bytes")
         if max_changes_per_partition is None:
@@ -242,10 +379,14 @@ def make_plan(
                     raise PlanError(f"partition {p.name} has {n} replicas on removed brokers but "
                                     f"--max-changes-per-partition is {max_changes}")
         dead_replicas = [p.name for p in cluster.partitions for b in p.replicas if b not in targets.eligible and b not in targets.removed]
-        solver: dict[str, Any] = {"strategy_reason": reason}
+        solver: dict[str, Any] = {"strategy_reason": reason, "balance": balanced}
         bounds: dict[str, Any] = {"definitions": BOUND_DEFINITIONS}
         if mode != "leaders":
-            rb = replica_move_bound(counts, targets)
+            # On load, counts need only reach the gate's band (around the mean): bound the moves against that.
+            count_targets = targets if balanced == "counts" else dataclasses.replace(
+                targets, replicas=next(iter(load_bands("replicas", cluster.replica_count, targets.eligible,
+                                                       band=model.band["replicas"]).values())))
+            rb = replica_move_bound(counts, count_targets)
             bounds["replica_moves"] = rb["bound"]
             bounds["replica_excess"] = rb["excess"]
             bounds["replica_deficit"] = rb["deficit"]
@@ -260,59 +401,69 @@ def make_plan(
         bounds["leader_changes"] = solver["leaders"]["leader_bound"]
         solver["status"] = "Optimal" if chosen == "flow" else "Heuristic"
     else:
-        replicas = {p.tp: p.replicas for p in cluster.partitions}
-        sizes = {p.tp: p.size_bytes for p in cluster.partitions}
-        rack = {b.id: b.rack for b in cluster.brokers}
-        with budget.phase("greedy", GREEDY_SHARE if chosen == "greedy" else GREEDY_BEFORE_LP_SHARE, reserve) as deadline:
-            ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
-                               ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
-                               removed=targets.removed,
-                               max_changes=max_changes if max_changes is not None else 10**9, keep_racks=targets.keep_racks,
-                               prefer_small=objective == "bytes",
-                               disk={b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes} or None,
-                               network={b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
-                                        if b.network_capacity_bytes_per_s} or None,
-                               rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
-            greedy_changed, gstats = greedy_balance(ginp, deadline)
-        solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
-        if chosen == "greedy":
-            assignment = dict(greedy_changed)
-            solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
+        if balanced == "load":
+            assignment, chosen = _place_on_load(cluster, model, targets, chosen, strategy, max_changes, budget,
+                                                reserve, solver, write_lp)
         else:
-            disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
-            net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
-                   if b.network_capacity_bytes_per_s and b.id in targets.eligible}
-            rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
-            warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
-            with budget.phase("lp", LP_SHARE, reserve) as deadline:
-                changed, lstats = lp_balance(
-                    replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
-                    removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,
-                    leader_floor=targets.leaders.floor, leader_ceil=targets.leaders.ceil, max_changes=max_changes,
-                    keep_racks=targets.keep_racks, objective=objective, warm_start=warm,
-                    disk=disk or None, network=net or None, rates=rates, write_lp=write_lp, deadline=deadline)
-            solver["lp"] = lstats
-            if lstats.get("failed"):
-                raise PlanError(f"the 0/1 program is {lstats.get('status')}: the constraints cannot all hold "
-                                "(try --max-changes-per-partition 2, or --strategy greedy)")
-            solver["status"] = lstats.get("status")
-            solver["gap"] = lstats.get("gap")
-            assignment = dict(changed)
-            if lstats["cut_short"]:
-                # Groups the program did not reach kept their replicas: keep whichever valid placement is more
-                # balanced, then cheaper.
-                lp_key = (_band_violation(cluster, changed, targets), _cost(cluster, changed, objective))
-                greedy_key = (_band_violation(cluster, greedy_changed, targets), _cost(cluster, greedy_changed, objective))
-                if greedy_key < lp_key:
-                    assignment = dict(greedy_changed)
-                    solver["placement_used"] = "greedy"
-            elif _worse(cluster, changed, greedy_changed, objective, gstats):
-                # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
+            replicas = {p.tp: p.replicas for p in cluster.partitions}
+            sizes = {p.tp: p.size_bytes for p in cluster.partitions}
+            rack = {b.id: b.rack for b in cluster.brokers}
+            with budget.phase("greedy", GREEDY_SHARE if chosen == "greedy" else GREEDY_BEFORE_LP_SHARE, reserve) as deadline:
+                ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
+                                   ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
+                                   removed=targets.removed,
+                                   max_changes=max_changes if max_changes is not None else 10**9, keep_racks=targets.keep_racks,
+                                   prefer_small=objective == "bytes",
+                                   disk={b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes} or None,
+                                   network={b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+                                            if b.network_capacity_bytes_per_s} or None,
+                                   rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
+                greedy_changed, gstats = greedy_balance(ginp, deadline)
+            solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
+            if chosen == "greedy":
                 assignment = dict(greedy_changed)
-                solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
-                solver["placement_used"] = "greedy"
-        with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
-            solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True, deadline=deadline)
+                solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
+            else:
+                disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
+                net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+                       if b.network_capacity_bytes_per_s and b.id in targets.eligible}
+                rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
+                warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
+                with budget.phase("lp", LP_SHARE, reserve) as deadline:
+                    changed, lstats = lp_balance(
+                        replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
+                        removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,
+                        leader_floor=targets.leaders.floor, leader_ceil=targets.leaders.ceil, max_changes=max_changes,
+                        keep_racks=targets.keep_racks, objective=objective, warm_start=warm,
+                        disk=disk or None, network=net or None, rates=rates, write_lp=write_lp, deadline=deadline)
+                solver["lp"] = lstats
+                solver["status"] = lstats.get("status")
+                solver["gap"] = lstats.get("gap")
+                assignment = dict(changed)
+                if lstats["cut_short"]:
+                    # Groups the program did not reach kept their replicas: keep whichever valid placement is more
+                    # balanced, then cheaper.
+                    lp_key = (_band_violation(cluster, changed, targets), _cost(cluster, changed, objective))
+                    greedy_key = (_band_violation(cluster, greedy_changed, targets), _cost(cluster, greedy_changed, objective))
+                    if greedy_key < lp_key:
+                        assignment = dict(greedy_changed)
+                        solver["placement_used"] = "greedy"
+                elif _worse(cluster, changed, greedy_changed, objective, gstats):
+                    # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
+                    assignment = dict(greedy_changed)
+                    solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
+                    solver["placement_used"] = "greedy"
+        if balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
+            with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
+                solver["leaders"] = _leaders_on_load(cluster, assignment, targets, model, deadline, counts_too=True)
+        else:
+            share = LEADER_FLOW_SHARE if balanced == "load" else LEADERS_SHARE
+            with budget.phase("leaders", share, reserve) as deadline:
+                solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True,
+                                                 deadline=deadline)
+            if balanced == "load":
+                with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
+                    solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, model, deadline)
         bounds["leader_changes"] = solver["leaders"]["leader_bound"]
     with budget.phase("summary"):
         by_tp = {p.tp: p.replicas for p in cluster.partitions}
@@ -332,27 +483,108 @@ def make_plan(
             solver["replicas_on_dead_brokers"] = len(dead_replicas)
         solver["seconds"] = round(time.monotonic() - started, 3)
         params = {"mode": mode, "brokers": sorted(int(b) for b in (brokers or ())), "strategy_requested": strategy,
-                  "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective}
+                  "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective,
+                  "balance": balanced, "load": model.params()}
         plan = build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
                           solver=solver, bounds=bounds)
         plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"])
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
+        if balanced == "load" and mode != "leaders":
+            _load_status(plan)
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
         _mark_cut_short(plan, budget)
+    auto_load = balance == "auto" and balanced == "load" and plan.solver.get("status") == "Heuristic"
+    outside_counts = _counts_outside_gate(plan, model) if auto_load else []
+    beyond_network = _network_beyond_gate(plan, cluster, assignment, model) if auto_load else {}
+    if (outside_counts or beyond_network) and budget.remaining() >= 1.0:
+        # auto: the load bands cannot all be met here, and meeting them as far as possible broke the count gates
+        # or left a broker's network further off than the network gate accepts (small clusters: a few replicas per
+        # broker, a few partitions carrying the traffic). Counts within the gates are what is reachable: plan those.
+        fallback = make_plan(cluster, mode, brokers=brokers, strategy=strategy,
+                             max_changes_per_partition=max_changes_per_partition, time_limit=budget.remaining(),
+                             objective=objective, load=model, balance="counts")
+        broke = ([f"the replica or leader counts of broker(s) {outside_counts[:8]} outside the "
+                  f"{model.band['replicas'] * 100:g}% gates"] if outside_counts else []) + [
+            f"the {DIMENSIONS[d].title} of broker(s) {bs[:8]} beyond what the network gate accepts"
+            for d, bs in beyond_network.items()]
+        fallback.solver["strategy_reason"] = (
+            f"auto: the load plan could not meet every band ({_outside_text(plan.solver.get('outside_bands'))}) and "
+            f"left {' and '.join(broke)}: counts planned instead; {fallback.solver['strategy_reason']}")
+        fallback.solver["load_attempt"] = {k: plan.solver.get(k) for k in ("status", "outside_bands", "outside_why")}
+        return fallback
     return plan
 
 
-def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float = 60.0, **kwargs: Any) -> Plan:
+def _outside_text(outside: Mapping[str, Sequence[int]] | None) -> str:
+    return "; ".join(f"{d}: broker(s) {list(bs)[:8]}" for d, bs in (outside or {}).items()) or "none"
+
+
+def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
+    """Eligible brokers whose replica or leader count after the plan is outside the count gates' band (the
+    validation measure: |count - median| <= max(band x median, 1))."""
+    rows = [b for b in plan.summary["brokers"] if b["eligible"]]
+    out: set[int] = set()
+    for key, dim in (("replicas_after", "replicas"), ("leaders_after", "leaders")):
+        if not rows:
+            break
+        med = statistics.median(r[key] for r in rows)
+        allowed = max(model.band[dim] * med, 1.0)
+        out |= {r["broker"] for r in rows if abs(r[key] - med) > allowed + 1e-9}
+    return sorted(out)
+
+
+def _network_beyond_gate(plan: Plan, cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]],
+                         model: LoadModel) -> dict[str, list[int]]:
+    """Per network dimension, the eligible brokers the network-balance gate would reject after the plan: outside
+    ``accepted_range`` (the band widened by the busiest partition the broker carries before or after, or no further
+    from the target than before), measured as ``rebalancer.validate`` measures it."""
+    rows = plan.summary["load"].get("brokers", [])
+    out: dict[str, list[int]] = {}
+    for d in ("nw_in", "nw_out"):
+        if not any(d in r for r in rows):
+            continue
+        dim = DIMENSIONS[d]
+        bands = model.bands(d, plan.summary["load"]["dimensions"][d]["total"], [r["broker"] for r in rows])
+        busiest: dict[int, float] = {}
+        for p in cluster.partitions:
+            for replicas in {p.replicas, assignment.get(p.tp, p.replicas)}:
+                for i, b in enumerate(replicas):
+                    busiest[b] = max(busiest.get(b, 0.0), float(dim.replica(model.loads[p.tp], i == 0)))
+        beyond = []
+        for r in rows:
+            x, target = r.get(d), bands[r["broker"]].average
+            if x is None or not target:
+                continue
+            low, high = accepted_range(target, model.band[d], x["before"], busiest.get(r["broker"], 0.0), True)
+            if not low <= x["after"] <= high:
+                beyond.append(r["broker"])
+        if beyond:
+            out[d] = beyond
+    return out
+
+
+def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float = 60.0, capacity: str | Path | None = None,
+                 fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
+                 thresholds: Mapping[str, float] | None = None, **kwargs: Any) -> Plan:
     """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
 
+    ``capacity`` (a Cruise Control capacity file), ``fanout`` (topic -> consumer bytes out / bytes in, ``*`` for
+    every topic), ``bands`` and ``thresholds`` (dimension -> fraction) shape the load model (``rebalancer.load``),
+    with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
     The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted).
     """
     if not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
+    if capacity is not None:
+        read_capacity_file(capacity)  # a bad file fails before the snapshot is read
     budget = Budget(time_limit)
     with budget.phase("load"):
         cluster = load_snapshot(run_dir)
-    plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, **kwargs)
+        fan = dict(fanout or {})
+        default_fanout = fan.pop("*", 1.0)
+        model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,
+                           threshold=thresholds, history=read_history(run_dir))
+    plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
     write_plan(plan, run_dir)
     return plan

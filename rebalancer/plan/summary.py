@@ -26,6 +26,11 @@ def _status(solver: dict[str, Any]) -> str:
         line += f", {solver.get('seconds', 0):.2f} s"
     if isinstance(solver.get("gap"), float):
         line += f", gap {solver['gap']:.4f}"
+    for name, brokers in (solver.get("outside_bands") or {}).items():
+        shown = ",".join(map(str, brokers[:12])) + (f" and {len(brokers) - 12} more" if len(brokers) > 12 else "")
+        line += f"\n  outside the {name} band after the plan: broker(s) {shown}"
+    if solver.get("outside_why"):
+        line += f"\n  why: {solver['outside_why']}"
     return line
 
 

@@ -1,0 +1,411 @@
+"""Replica placement on load (``--balance load``, strategy ``greedy``): every broker's disk, network in and replica
+count into its band, moving the fewest bytes it can.
+
+The input is plain data (``LoadInput``): each partition's replicas and what one of its replicas weighs in each
+placement dimension (those a follower carries: disk bytes, bytes in per second, the replica count; leader-only
+dimensions are the leader pass's job), and each eligible broker's ``Band`` per dimension (``rebalancer.load``).
+
+A broker's *violation* is the sum over dimensions of how far it is outside its band, in units of its target
+(``(load - high) / target`` above, ``(low - load) / target`` below); a removed broker's band is [0, 0] with a weight
+of ``REMOVED_WEIGHT``, so emptying it comes first. A move replaces one replica of a partition on a giver by a
+receiver that keeps the partition's rack count, has room under every capacity limit and has not reached the change
+cap; it is taken only if it lowers the total violation. Each step takes the broker furthest outside its bands and
+makes its best move:
+
+- a broker above a band gives to the receivers that need most (below their bands first, then those with most
+  room), a broker below one takes from the givers with most to spare;
+- the partition is chosen near a *desired size*: what the broker still needs in its most violated dimension,
+  divided by the replicas it still needs to gain or shed to reach its count band (at least one). A broker 10 GB
+  over with its count in band gives one partition as close to 10 GB as fits; a new broker takes partitions of the
+  size that reaches its disk band and its count band together. Moving exactly what the bands need is what keeps
+  bytes moved at the bound (``bounds.bytes_moved_bound``): a move between a broker above its band and one below it
+  wastes nothing, however large;
+- score = violation change + ``SIZE_PULL`` x distance from the desired size (in target units): the pull makes the
+  desired size the best choice among moves that all remove the same violation per byte.
+
+Candidates are read from each broker's partitions sorted by the dimension that drives the step, around the desired
+size (``WINDOW`` usable entries on each side), against the ``FAN`` most needy partners. A broker with no improving
+move is set aside until another move changes the loads. The loop ends when no broker is outside a band, when every
+broker outside is set aside, or at the ``Deadline`` (asked every ``CHECK_EVERY`` steps); every move is whole and
+valid on its own, so a cut-short placement is valid and less balanced.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..load import Band
+from .budget import Deadline
+from .racks import keeps_racks
+
+if TYPE_CHECKING:
+    from ..load import LoadModel
+    from ..model import Cluster
+    from .targets import Targets
+
+__all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "REMOVED_WEIGHT", "COUNT_MARGIN"]
+
+REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
+SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x its size; the pull must outweigh that
+WINDOW = 12              # usable candidate partitions read on each side of the desired size
+FAN = 4                  # partners tried per step
+CHECK_EVERY = 32
+
+
+@dataclass(frozen=True)
+class LoadInput:
+    replicas: Sequence[tuple[int, ...]]                 # per partition index: replicas, leader first
+    topics: Sequence[str]                               # per partition index
+    units: Mapping[str, Sequence[float]]                # dimension -> per partition: one replica's load
+    bands: Mapping[str, Mapping[int, Band]]             # dimension -> eligible broker -> band
+    rack: Mapping[int, str | None]
+    receivers: frozenset[int]
+    givers: frozenset[int]
+    removed: frozenset[int]
+    max_changes: int = 1
+    keep_racks: bool = True
+    weight: Mapping[str, float] = field(default_factory=dict)  # dimension -> weight of its violation (default 1)
+    gate_bands: Mapping[str, Mapping[int, Band]] | None = None  # the bands the gates measure (``bands`` lie inside)
+
+
+def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[int, tuple[int, ...]], dict[str, object]]:
+    """New replicas for the partitions that change (by index), and stats."""
+    deadline = deadline or Deadline.never()
+    dims = [d for d in inp.bands if d in inp.units]
+    if not dims:
+        raise ValueError("no placement dimension has both units and bands")
+    units = {d: inp.units[d] for d in dims}
+    n = len(inp.replicas)
+    assign = [list(r) for r in inp.replicas]
+    brokers = sorted(set(inp.rack))
+    movers = inp.givers | inp.receivers | inp.removed
+    load = {d: {b: 0.0 for b in brokers} for d in dims}
+    holders: dict[int, list[int]] = {b: [] for b in brokers}
+    topic_count: dict[tuple[int, str], int] = {}
+    for i, reps in enumerate(assign):
+        t = inp.topics[i]
+        for b in reps:
+            holders[b].append(i)
+            topic_count[(b, t)] = topic_count.get((b, t), 0) + 1
+            for d in dims:
+                load[d][b] += units[d][i]
+    # Per dimension and broker: low, high, hard limit, scale (its target, never 0).
+    low: dict[str, dict[int, float]] = {d: {} for d in dims}
+    high: dict[str, dict[int, float]] = {d: {} for d in dims}
+    hard: dict[str, dict[int, float]] = {d: {} for d in dims}
+    scale: dict[str, dict[int, float]] = {d: {} for d in dims}
+    for d in dims:
+        mean_target = max(1e-9, sum(bd.average for bd in inp.bands[d].values()) / max(1, len(inp.bands[d])))
+        for b in brokers:
+            band = inp.bands[d].get(b)
+            if b in inp.removed:
+                low[d][b], high[d][b], hard[d][b], scale[d][b] = 0.0, 0.0, 0.0, mean_target / REMOVED_WEIGHT
+            elif band is None or b not in movers:  # not eligible (down) or not part of this plan: left as it is
+                low[d][b], high[d][b], hard[d][b], scale[d][b] = -1e300, 1e300, 1e300, mean_target
+            else:
+                low[d][b], high[d][b] = float(band.floor), float(band.ceil)
+                hard[d][b] = float(band.limit) if band.limit is not None else 1e300
+                scale[d][b] = max(band.average, mean_target * 1e-3) / inp.weight.get(d, 1.0)
+
+    def out_of_band(d: str, b: int, value: float) -> float:
+        if value > high[d][b]:
+            return (value - high[d][b]) / scale[d][b]
+        if value < low[d][b]:
+            return (low[d][b] - value) / scale[d][b]
+        return 0.0
+
+    # Cached per broker: how far above its bands, how far below (summed over dimensions, in target units).
+    above: dict[int, float] = {}
+    below: dict[int, float] = {}
+
+    def refresh(b: int) -> float:
+        up = down = 0.0
+        for d in dims:
+            v = load[d][b]
+            if v > high[d][b]:
+                up += (v - high[d][b]) / scale[d][b]
+            elif v < low[d][b]:
+                down += (low[d][b] - v) / scale[d][b]
+        above[b], below[b] = up, down
+        return up + down
+
+    for b in brokers:
+        refresh(b)
+    changes = [0] * n
+    holding = {b: len(holders[b]) for b in brokers}
+
+    # Each broker's movable partitions sorted by each dimension, built when first needed and kept exact.
+    sorted_on: dict[str, dict[int, list[tuple[float, int]]]] = {d: {} for d in dims}
+
+    def listing(d: str, b: int) -> list[tuple[float, int]]:
+        got = sorted_on[d].get(b)
+        if got is None:
+            got = sorted((units[d][i], i) for i in holders[b] if b in assign[i] and changes[i] < inp.max_changes)
+            sorted_on[d][b] = got
+        return got
+
+    def forget(i: int, b: int) -> None:
+        for d in dims:
+            lst = sorted_on[d].get(b)
+            if lst:
+                j = bisect.bisect_left(lst, (units[d][i], i))
+                if j < len(lst) and lst[j][1] == i:
+                    del lst[j]
+
+    def placeable(i: int, giver: int, receiver: int) -> bool:
+        reps = assign[i]
+        if receiver in reps:
+            return False
+        for d in dims:
+            if load[d][receiver] + units[d][i] > hard[d][receiver]:
+                return False
+        return not inp.keep_racks or keeps_racks(inp.rack, reps, giver, receiver)
+
+    priority = {d: inp.weight.get(d, 1.0) for d in dims}
+    undo = inp.givers & inp.receivers  # brokers that may move back what a move overshoots
+
+    def delta(i: int, giver: int, receiver: int) -> float | None:
+        """The change of the total violation, or None when the move is not allowed. A broker may end further out
+        of a band only in a dimension of lower priority than the best the move improves, or in one the move
+        improves overall when that broker can undo it later (it may both give and take): shifting excess from one
+        broker to another is no progress, and a giver that may not take (add-brokers) stays below its band."""
+        change = 0.0
+        top = 0.0
+        worse: list[tuple[str, float, bool]] = []
+        for d in dims:
+            u = units[d][i]
+            if u == 0:
+                continue
+            lg, lr = load[d][giver], load[d][receiver]
+            dg = out_of_band(d, giver, lg - u) - out_of_band(d, giver, lg)
+            dr = out_of_band(d, receiver, lr + u) - out_of_band(d, receiver, lr)
+            net = dg + dr
+            change += net
+            if net < -1e-12:
+                top = max(top, priority[d])
+            # Worse = further below the band for the giver, further above it for the receiver (a giver crossing
+            # its whole band from above is worse too, though its violation may shrink).
+            if lg - u < low[d][giver] and min(lg, high[d][giver]) - u < low[d][giver] and (lg - u) < min(lg, low[d][giver]):
+                worse.append((d, net, giver in undo))
+            if lr + u > high[d][receiver] and (lr + u) > max(lr, high[d][receiver]):
+                worse.append((d, net, receiver in undo))
+        for d, net, can_undo in worse:
+            if priority[d] >= top and not (can_undo and net < -1e-12):
+                return None
+        return change
+
+    def need(b: int, giving: bool) -> tuple[str, float]:
+        """The dimension that drives broker b's step and the load it should give (or take) per move."""
+        worst, amount, worst_v = dims[0], 0.0, -1.0
+        for d in dims:
+            if d == "replicas" and len(dims) > 1:
+                continue
+            lv = load[d][b]
+            gap = (lv - high[d][b]) if giving else (low[d][b] - lv)
+            v = gap / scale[d][b]
+            if v > worst_v:
+                worst, amount, worst_v = d, max(gap, 0.0), v
+        if "replicas" in load:
+            c = load["replicas"][b]
+            count_gap = (c - high["replicas"][b]) if giving else (low["replicas"][b] - c)
+            if worst_v <= 0 and count_gap > 0:
+                return worst, 0.0  # only the count is off: the lightest partitions
+            if count_gap > 1:
+                return worst, amount / count_gap
+        return worst, amount
+
+    def candidates(d: str, b: int, desired: float) -> list[int]:
+        """Up to WINDOW partitions of b on each side of ``desired`` in dimension d."""
+        lst = listing(d, b)
+        pos = bisect.bisect_right(lst, (desired, n))
+        return [i for _, i in lst[max(0, pos - WINDOW):pos + WINDOW]]
+
+    def role(b: int) -> str | None:
+        """'give' or 'take': what broker b's next step does about its violation (None: it may do neither)."""
+        if b in inp.removed:
+            return "give" if holding[b] else None
+        up, down = above[b], below[b]
+        if up > 0 and b in inp.givers and (up >= down or b not in inp.receivers):
+            return "give"
+        if down > 0 and b in inp.receivers:
+            return "take"
+        return None
+
+    receivers = sorted(r for r in inp.receivers if r not in inp.removed)
+    givers = sorted(inp.givers | inp.removed)
+
+    def best_move(x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+        d, desired = need(x, giving)
+        s = scale[d][x]
+        if giving:
+            partners = heapq.nsmallest(fan, (r for r in receivers if r != x),
+                                       key=lambda r: (-below[r], load[d][r] / scale[d][r]))
+            pairs = [(x, r) for r in partners]
+        else:
+            partners = heapq.nsmallest(fan, (g for g in givers if g != x and holding[g]),
+                                       key=lambda g: (-above[g], -(load[d][g] - low[d][g]) / scale[d][g]))
+            pairs = [(g, x) for g in partners]
+        best: tuple[float, int, int, int, int] | None = None
+        found: dict[int, list[int]] = {}
+        for g, r in pairs:
+            cands = found.get(g)
+            if cands is None:
+                cands = found[g] = candidates(d, g, desired)
+            for i in cands:
+                if not placeable(i, g, r):
+                    continue
+                dv = delta(i, g, r)
+                if dv is None or dv >= -1e-12:
+                    continue
+                score = dv + SIZE_PULL * abs(units[d][i] - desired) / s
+                # Per-topic spread breaks ties: move the topic the giver holds most of relative to the receiver.
+                spread = topic_count.get((r, inp.topics[i]), 0) - topic_count.get((g, inp.topics[i]), 0)
+                if best is None or (score, spread) < (best[0], best[1]):
+                    best = (score, spread, i, g, r)
+        return None if best is None else best[2:]
+
+    def apply(i: int, g: int, r: int) -> None:
+        reps = assign[i]
+        reps[reps.index(g)] = r
+        changes[i] += 1
+        holding[g] -= 1
+        holding[r] += 1
+        for d in dims:
+            load[d][g] -= units[d][i]
+            load[d][r] += units[d][i]
+        t = inp.topics[i]
+        topic_count[(g, t)] -= 1
+        topic_count[(r, t)] = topic_count.get((r, t), 0) + 1
+        forget(i, g)
+        if changes[i] < inp.max_changes:  # it may move again: a candidate on its new broker
+            holders[r].append(i)
+            for d in dims:
+                if r in sorted_on[d]:
+                    bisect.insort(sorted_on[d][r], (units[d][i], i))
+        else:  # it may not move again: no candidate anywhere
+            for b in reps:
+                if b != r:
+                    forget(i, b)
+
+    moves = steps = 0
+    cut_short = False
+    stuck: set[int] = set()
+    moved_since_retry = False
+    heap = [(-(above[b] + below[b]), b) for b in brokers if b in movers and above[b] + below[b] > 0]
+    heapq.heapify(heap)
+    while True:
+        while heap:
+            steps += 1
+            if steps % CHECK_EVERY == 1 and deadline.expired():
+                cut_short = True
+                break
+            v, x = heapq.heappop(heap)
+            current = above[x] + below[x]
+            if current <= 0 or x in stuck or -v != current:
+                continue  # in band, set aside, or a stale entry (a fresher one was pushed when it changed)
+            what = role(x)
+            move = None
+            if what:
+                move = best_move(x, what == "give", FAN) or best_move(x, what == "give", len(brokers))
+            if move is None:
+                stuck.add(x)
+                continue
+            i, g, r = move
+            apply(i, g, r)
+            moves += 1
+            moved_since_retry = True
+            for b in (g, r):
+                vb = refresh(b)
+                if vb > 0 and b not in stuck:
+                    heapq.heappush(heap, (-vb, b))
+        if cut_short or not stuck or not moved_since_retry:
+            break
+        # Moves since these brokers were set aside changed the loads: give each another try.
+        moved_since_retry = False
+        heap = [(-(above[b] + below[b]), b) for b in stuck]
+        heapq.heapify(heap)
+        stuck.clear()
+    changed = {i: tuple(reps) for i, reps in enumerate(assign) if tuple(reps) != tuple(inp.replicas[i])}
+    outside = sorted(b for b in brokers if b in movers and above[b] + below[b] > 1e-12)
+    return changed, {"moves": moves, "outside_bands": outside, "stuck_brokers": sorted(stuck), "cut_short": cut_short,
+                     "steps": steps}
+
+
+# -- from a cluster -------------------------------------------------------------------------------------------------
+COUNT_MARGIN = 2 / 3  # the planner keeps counts within this share of the gate's band (the gate measures from the median)
+LOAD_MARGIN = 0.95    # and loads within this share of theirs: a broker stuck at the edge of its band is inside the gate's
+
+
+def count_gate_band(total: int, eligible: Iterable[int], band: float) -> dict[int, Band]:
+    """The count gates' band as whole counts: within band x the average, one count of slack (the validation gates
+    measure from the median, which the average stands for before the plan exists)."""
+    ids = sorted(eligible)
+    mean = total / max(1, len(ids))
+    allowed = max(band * mean, 1.0)
+    lo, hi = math.ceil(mean - allowed - 1e-9), math.floor(mean + allowed + 1e-9)
+    return {b: Band(max(0, lo), max(lo, hi), mean) for b in ids}
+
+
+def placement_dimensions(model: LoadModel) -> list[str]:
+    """The dimensions a replica placement balances: those a follower carries (leader-only ones are the leader pass's)."""
+    from ..load import DIMENSIONS
+
+    return [name for name, d in DIMENSIONS.items() if any(d.follower(x) for x in model.loads.values())]
+
+
+def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes: int | None) -> LoadInput:
+    """The load placement problem of ``cluster`` for ``targets`` (raises ``CapacityError`` when a capacity cannot
+    hold its load)."""
+    from ..load import DIMENSIONS, dimension_loads, load_bands
+
+    dims = placement_dimensions(model)
+    totals = dimension_loads(cluster, model.loads, dimensions=dims)
+    bands: dict[str, dict[int, Band]] = {}
+    gate_bands: dict[str, dict[int, Band]] = {}
+    for d in dims:
+        total = sum(totals[d].values())
+        if DIMENSIONS[d].capacity_key is not None:  # aimed a little inside the band the gates measure
+            bands[d] = load_bands(d, total, targets.eligible, model.capacity.get(d), band=model.band[d] * LOAD_MARGIN,
+                                  max_utilisation=model.threshold.get(d))
+            gate_bands[d] = model.bands(d, total, targets.eligible)
+        else:  # a count: kept inside the gate's band with a margin
+            bands[d] = load_bands(d, total, targets.eligible, band=model.band[d] * COUNT_MARGIN)
+            gate_bands[d] = count_gate_band(total, targets.eligible, model.band[d])
+    parts = cluster.partitions
+    units = {d: [float(DIMENSIONS[d].replica(model.loads[p.tp], False)) for p in parts] for d in dims}
+    return LoadInput(replicas=[p.replicas for p in parts], topics=[p.topic for p in parts], units=units, bands=bands,
+                     rack={b.id: b.rack for b in cluster.brokers}, receivers=targets.receivers, givers=targets.givers,
+                     removed=targets.removed, max_changes=max_changes if max_changes is not None else 10**9,
+                     keep_racks=targets.keep_racks, weight={d: DIMENSIONS[d].priority for d in dims},
+                     gate_bands=gate_bands)
+
+
+def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool = False) -> tuple[float, float]:
+    """(total weighted violation, bytes moved) of a placement: how two placements of one problem compare. ``gates``:
+    the violation of the bands the gates measure (``gate_bands``) instead of the planner's."""
+    bands_of = inp.gate_bands if gates and inp.gate_bands is not None else inp.bands
+    dims = [d for d in bands_of if d in inp.units]
+    load = {d: {b: 0.0 for b in inp.rack} for d in dims}
+    moved = 0.0
+    for i, reps in enumerate(inp.replicas):
+        new = changed.get(i, reps)
+        for b in new:
+            for d in dims:
+                load[d][b] += inp.units[d][i]
+        if "disk" in inp.units:
+            moved += inp.units["disk"][i] * sum(1 for b in new if b not in reps)
+    total = 0.0
+    for d in dims:
+        mean = max(1e-9, sum(x.average for x in bands_of[d].values()) / max(1, len(bands_of[d])))
+        for b, band in bands_of[d].items():
+            v = load[d].get(b, 0.0)
+            if b in inp.removed:
+                total += REMOVED_WEIGHT * v / mean
+            elif b in inp.givers | inp.receivers:
+                total += inp.weight.get(d, 1.0) * (max(0.0, v - band.ceil) + max(0.0, band.floor - v)) / max(band.average, mean * 1e-3)
+    return total, moved

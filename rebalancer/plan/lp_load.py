@@ -1,0 +1,278 @@
+"""Replica placement on load as a 0/1 program (``--balance load``, strategy ``lp``; ``auto`` where greedy falls
+short on a small cluster). Same input as ``load_greedy`` (``LoadInput``), three steps:
+
+- ``build``: for each partition i and each broker b that may hold it (its current brokers that stay, plus the
+  receivers), ``x[i,b]`` = replica of i on b. Constraints: ``rf`` (sum_b x = RF), ``changes`` (at most N new
+  brokers), ``rack`` (at most one replica per rack where the partition had one per rack, else never fewer racks),
+  ``low_/high_<dim>_<b>`` for every placement dimension (each broker's load within its band, with a slack),
+  ``limit_<dim>_<b>`` (the capacity threshold, hard; never above what the broker holds now if it is already over).
+  Only givers lose replicas and only receivers gain them; a removed broker has no variable, so it ends empty.
+- ``solve``: HiGHS (through PuLP), time-limited, warm-started from the greedy placement.
+- ``extract``: each partition's new replica list (survivors in place, new brokers where the old ones were).
+
+Objective (minimise): bytes moved (in units of the mean disk target) + ``M`` x sum over dimensions of priority x
+slack (in units of each broker's target). With ``M`` = 1000, one percent of a disk band outside costs more than
+moving a whole broker's bytes: the bands come first, in the dimensions' order, then the fewest bytes. An infeasible
+program (a hard rule cannot hold) raises ``PlanError``; a time limit without a solution returns ``None`` and the
+caller keeps the greedy placement.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .load_greedy import LoadInput
+from .lp import _solver, _write_lp, solve_status
+from .targets import PlanError
+
+__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load"]
+
+M = 1000.0
+GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
+EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
+COUNTS = ("replicas", "leaders")  # dimensions whose gate band is hard in all but name (GATE_WEIGHT)
+GATE_WEIGHT = 1000.0  # priority of a count beyond its gate band: above every load dimension (disk is 100)
+KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
+
+
+@dataclass
+class LoadProgram:
+    prob: Any
+    x: dict[tuple[int, int], Any]
+    cand: dict[int, list[int]]
+    slacks: list[Any]
+    parts: list[int]
+
+
+def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None) -> LoadProgram:
+    import pulp
+
+    prob = pulp.LpProblem("load_placement", pulp.LpMinimize)
+    dims = [d for d in inp.bands if d in inp.units]
+    receivers = sorted(inp.receivers - inp.removed)
+    brokers = sorted(set(inp.rack))
+    movers = inp.givers | inp.receivers | inp.removed
+    fixed = {d: {b: 0.0 for b in brokers} for d in dims}  # load of replicas that cannot move
+    x: dict[tuple[int, int], Any] = {}
+    cand: dict[int, list[int]] = {}
+    parts: list[int] = []
+    mean_disk = 1.0
+    if "disk" in inp.bands and inp.bands["disk"]:
+        mean_disk = max(1.0, sum(b.average for b in inp.bands["disk"].values()) / len(inp.bands["disk"]))
+    objective: list[Any] = []
+    for i, reps in enumerate(inp.replicas):
+        stay = [b for b in reps if b not in inp.givers and b not in inp.removed]   # may not lose it
+        may_leave = [b for b in reps if b in inp.givers or b in inp.removed]
+        if not may_leave and all(b not in movers for b in reps):
+            for b in reps:
+                for d in dims:
+                    fixed[d][b] += inp.units[d][i]
+            continue
+        for b in stay:
+            for d in dims:
+                fixed[d][b] += inp.units[d][i]
+        options = [b for b in may_leave if b not in inp.removed] + [b for b in receivers if b not in reps]
+        free = len(reps) - len(stay)
+        parts.append(i)
+        cand[i] = options
+        for b in options:
+            x[(i, b)] = prob.add_variable(f"x_{i}_{b}", cat="Binary")
+        prob += pulp.lpSum(x[(i, b)] for b in options) == free, f"rf_{i}"
+        added = [x[(i, b)] for b in options if b not in reps]
+        if added and inp.max_changes < len(reps):
+            prob += pulp.lpSum(added) <= inp.max_changes, f"changes_{i}"
+        size = inp.units["disk"][i] if "disk" in inp.units else 0.0
+        objective.extend((max(size, 1.0) / mean_disk) * v for v in added)
+        if inp.keep_racks:
+            racks_before = {inp.rack.get(b) for b in reps}
+            by_rack: dict[Any, list[Any]] = {}
+            for b in options:
+                by_rack.setdefault(inp.rack.get(b), []).append(x[(i, b)])
+            held = {inp.rack.get(b) for b in stay}
+            if len(racks_before) == len(reps):
+                for r, vs in by_rack.items():
+                    if len(vs) + (1 if r in held else 0) > 1:
+                        prob += pulp.lpSum(vs) <= (0 if r in held else 1), f"rack_{i}_{r}"
+            else:
+                z = {r: prob.add_variable(f"z_{i}_{r}", cat="Binary") for r in by_rack if r not in held}
+                if warm_start is not None:
+                    start_racks = {inp.rack.get(b) for b in warm_start.get(i, reps)}
+                    for r, zr in z.items():
+                        zr.setInitialValue(1 if r in start_racks else 0)
+                for r, zr in z.items():
+                    prob += zr <= pulp.lpSum(by_rack[r]), f"rack_cover_{i}_{r}"
+                prob += pulp.lpSum(z.values()) >= len(racks_before) - len(held), f"rack_count_{i}"
+    by_broker: dict[int, list[tuple[int, Any]]] = {}
+    for (i, b), v in x.items():
+        by_broker.setdefault(b, []).append((i, v))
+    slacks: list[Any] = []
+    # The warm start's load per (dimension, broker), to give the slacks their values too: HiGHS drops a MIP start
+    # that leaves a constraint unmet, and a start with zero slacks outside a band is one.
+    start_load: dict[tuple[str, int], float] = {}
+    if warm_start is not None:
+        for d in dims:
+            for b in brokers:
+                start_load[(d, b)] = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ())
+                                                       if b in warm_start.get(i, inp.replicas[i]))
+    for d in dims:
+        w = inp.weight.get(d, 1.0)
+        for b in brokers:
+            band = inp.bands[d].get(b)
+            if band is None or b in inp.removed or b not in movers:
+                continue
+            terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
+            expr = pulp.lpSum(terms) + fixed[d][b]
+            scale = max(band.average, 1e-9)
+            outer = (inp.gate_bands or {}).get(d, {}).get(b) if d in COUNTS else None
+            lo = prob.add_variable(f"slo_{d}_{b}", lowBound=0,
+                                   upBound=None if outer is None else max(0, band.floor - outer.floor))
+            hi = prob.add_variable(f"shi_{d}_{b}", lowBound=0,
+                                   upBound=None if outer is None else max(0, outer.ceil - band.ceil))
+            slacks += [lo, hi]
+            if outer is not None:
+                # A count may leave the planner's band at its own priority, but the gate's band only at a price
+                # above every load dimension's: counts stay within the Wix gate unless nothing else is possible.
+                lo2 = prob.add_variable(f"sglo_{d}_{b}", lowBound=0)
+                hi2 = prob.add_variable(f"sghi_{d}_{b}", lowBound=0)
+                slacks += [lo2, hi2]
+                prob += expr + lo + lo2 >= band.floor, f"low_{d}_{b}"
+                prob += expr - hi - hi2 <= band.ceil, f"high_{d}_{b}"
+                objective += [(M * GATE_WEIGHT / scale) * lo2, (M * GATE_WEIGHT / scale) * hi2]
+            else:
+                prob += expr + lo >= band.floor, f"low_{d}_{b}"
+                prob += expr - hi <= band.ceil, f"high_{d}_{b}"
+            objective += [(M * w / scale) * lo, (M * w / scale) * hi]
+            if (d, b) in start_load:
+                short, over = max(0.0, band.floor - start_load[(d, b)]), max(0.0, start_load[(d, b)] - band.ceil)
+                lo.setInitialValue(min(short, lo.upBound) if lo.upBound is not None else short)
+                hi.setInitialValue(min(over, hi.upBound) if hi.upBound is not None else over)
+                if outer is not None:
+                    lo2.setInitialValue(short - (lo.varValue or 0.0))
+                    hi2.setInitialValue(over - (hi.varValue or 0.0))
+            if band.limit is not None and terms:
+                now = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if b in inp.replicas[i])
+                prob += expr <= max(float(band.limit), now), f"limit_{d}_{b}"
+    prob += pulp.lpSum(objective), "objective"
+    if warm_start is not None:
+        for i in parts:
+            reps = warm_start.get(i, inp.replicas[i])
+            for b in cand[i]:
+                x[(i, b)].setInitialValue(1 if b in reps else 0)
+    return LoadProgram(prob, x, cand, slacks, parts)
+
+
+def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float) -> dict[str, Any]:
+    """Solve ``prob`` in this process; the stats and the non-zero variable values (by name)."""
+    import pulp
+
+    prob.solve(_solver(max(0.1, time_limit), warm, gap=GAP, ends=ends))
+    status, have, dual, gap = solve_status(prob)
+    values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
+    return {"status": status, "have_solution": have, "objective": pulp.value(prob.objective) if have else None,
+            "dual_bound": dual, "gap": gap, "values": values}
+
+
+def _child_main(out_path: str) -> None:
+    """``python -m rebalancer.plan.lp_load OUT``: solve the pickled (problem, time limit, warm, ends) read from stdin,
+    write the pickled result (or the error) to OUT."""
+    import pickle
+
+    prob, time_limit, warm, ends = pickle.load(sys.stdin.buffer)
+    try:
+        result = _solve_here(prob, time_limit, warm, ends)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    with open(out_path, "wb") as f:
+        pickle.dump(result, f)
+
+
+def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None) -> dict[str, Any]:
+    """HiGHS until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of it is kept
+    for reading the solution back).
+
+    HiGHS does not check its time limit everywhere (its MIP search can run on for minutes past it after a sub-MIP:
+    ERGO-Code/HiGHS#885, #2226, still open in 1.15), so the program runs in a child process (``python -m
+    rebalancer.plan.lp_load``, the problem pickled to its stdin) that is killed ``KILL_GRACE`` seconds after the
+    limit: the plan stage keeps its time limit whatever the solver does, and a killed solve counts as a time limit
+    without a solution (the caller keeps the greedy placement). A fresh interpreter, not a fork: a HiGHS that ran in
+    this process leaves a thread pool that a forked child inherits without its threads, and waits on for ever."""
+    import pickle
+    import subprocess
+    import tempfile
+
+    started = time.monotonic()
+    prob = program.prob
+    if write_lp:
+        _write_lp(prob, Path(write_lp))
+    limit = max(0.1, time_limit)
+    ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
+    payload = pickle.dumps((prob, limit, warm, ends), protocol=pickle.HIGHEST_PROTOCOL)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    result: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="rebalancer-lp-") as tmp:
+        out = Path(tmp) / "result.pickle"
+        proc = subprocess.Popen([sys.executable, "-m", "rebalancer.plan.lp_load", str(out)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        killed = False
+        try:
+            _, err = proc.communicate(payload, timeout=max(0.1, started + limit + KILL_GRACE - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            killed = True
+        if not killed and proc.returncode == 0 and out.exists():
+            with open(out, "rb") as f:
+                result = pickle.load(f)
+    if result is None:
+        why = ("stopped by the planner: HiGHS overran its time limit" if killed else
+               f"the solver's process exited {proc.returncode}: "
+               f"{(err or b'').decode(errors='replace').strip().splitlines()[-1:] or ''}")
+        result = {"status": f"Time limit reached ({why})" if killed else why, "have_solution": False,
+                  "objective": None, "dual_bound": None, "gap": None, "values": {}}
+    elif "error" in result:
+        raise PlanError(f"the load program's solver failed: {result['error']}")
+    if "infeasible" in str(result["status"]).lower():
+        raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
+                        "hold (allow more changes per partition, or raise a --threshold)")
+    values = result.pop("values")
+    for v in prob.variables():
+        v.varValue = values.get(v.name, 0.0)
+    return {**result, "seconds": round(time.monotonic() - started, 3), "variables": len(prob.variables()),
+            "constraints": prob.numConstraints()}
+
+
+def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
+    """The partitions whose replicas change, survivors in place and new brokers where the old ones were."""
+    out: dict[int, tuple[int, ...]] = {}
+    for i in program.parts:
+        reps = inp.replicas[i]
+        chosen = {b for b in program.cand[i] if (program.x[(i, b)].varValue or 0) > 0.5}
+        kept = [b for b in reps if b in chosen or (b not in inp.givers and b not in inp.removed)]
+        new = iter(sorted(chosen - set(reps)))
+        order = [b if b in kept else next(new, None) for b in reps]
+        final = tuple(b for b in order if b is not None) + tuple(new)
+        if final != tuple(reps):
+            out[i] = final
+    return out
+
+
+def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
+            write_lp: str | None = None) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
+    """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats)."""
+    started = time.monotonic()
+    program = build(inp, warm_start)
+    stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None, write_lp)
+    stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
+    if not stats["have_solution"]:
+        return None, stats
+    return extract(program, inp), stats
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1])

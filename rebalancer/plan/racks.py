@@ -1,0 +1,16 @@
+"""The rack rule both greedy planners share: a replica may move from ``giver`` to ``receiver`` when the partition
+then spans no fewer racks than before, that is, when the receiver is in the giver's rack or in a rack none of the
+partition's other replicas is in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+__all__ = ["keeps_racks"]
+
+
+def keeps_racks(rack: Mapping[int, str | None], replicas: Iterable[int], giver: int, receiver: int) -> bool:
+    rr = rack.get(receiver)
+    if rr == rack.get(giver):
+        return True
+    return all(rack.get(b) != rr for b in replicas if b != giver)

@@ -49,8 +49,14 @@ CASES: dict[str, tuple[str, str, dict]] = {  # type: ignore[type-arg]
     "network-hot": ("rebalance", "auto", {}),
     "capacity-too-small": ("rebalance", "auto", {"capacity": "small"}),
     "band-unreachable": ("remove-brokers", "auto", {}),
+    # Defaults (issue 21): no --time-limit at all, against the limit lifted; the note says where a limit cut.
+    "wix-263k-defaults": ("rebalance", "auto", {}),
+    "wix-263k-counts-dflt": ("rebalance", "auto", {"balance": "counts"}),
+    "300b-600k-defaults": ("rebalance", "auto", {}),
+    "300b-600k-lifted": ("rebalance", "auto", {"time_limit": 7200}),
 }
-LARGE = {"wix-263k-heavy", "300b-600k-unequal"}
+LARGE = {"wix-263k-heavy", "300b-600k-unequal", "wix-263k-defaults", "wix-263k-counts-dflt", "300b-600k-defaults",
+         "300b-600k-lifted"}
 
 
 def build(case: str):  # type: ignore[no-untyped-def]
@@ -64,10 +70,10 @@ def build(case: str):  # type: ignore[no-untyped-def]
     if case == "main-job-add-brokers":
         c = build_scenario("new-brokers")
         return c, c.meta["new_brokers"]
-    if case == "wix-263k-heavy":
+    if case.startswith("wix-263k"):
         return load_cases.heavy_tailed(build_scenario("wix", ScenarioParams(partitions=sum(WIX_BEFORE) // 3,
                                                                             topics=400))), None
-    if case == "300b-600k-unequal":
+    if case.startswith("300b-600k"):
         return load_cases.unequal(300, 6, 200_000, light=50), None
     if case.startswith("13k-"):
         return load_cases.heavy_tailed(build_scenario("wix", ScenarioParams(partitions=4_400, topics=100))), None
@@ -126,6 +132,10 @@ def run_one(case: str) -> dict:  # type: ignore[type-arg]
     failed = [g["name"] for g in result["gates"] if not g["passed"]]
     outside = plan.solver.get("outside_bands") or {}
     note = f"{plan.strategy}; {plan.solver.get('status')}"
+    budget = plan.solver.get("budget") or {}
+    note += f"; limit {budget.get('limit'):g} s" + (" (default)" if not plan.params.get("time_limit_given") else "")
+    cut = [p for p, rec in (budget.get("phases") or {}).items() if rec.get("cut_short")]
+    note += f"; CUT SHORT in {', '.join(cut)}" if cut else "; not cut"
     if outside:
         note += "; outside: " + ", ".join(f"{k} {len(v)}" for k, v in outside.items())
     if failed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from rebalancer_airflow.runbook_dag import DEFAULT_ARGS, build_runbook, common_params
+from rebalancer_airflow.runbook_dag import DEFAULT_ARGS, build_runbook, common_params, max_active_runs
 
 DOC = """
 ### Fill new brokers (add-brokers)
@@ -31,7 +31,8 @@ with the fewest moves that bring every broker within the band of the median, and
    the rollback restored the cluster); it fails the run when any task failed.
 
 Artifacts: `$REBALANCER_RUNS_DIR/kafka_add_brokers/<run id>/`, browsable from the *Kafka rebalance reports* menu.
-One run per cluster at a time (one active run per DAG, pool `kafka_cluster`, and the cluster lock).
+One run per cluster at a time (one active run per DAG unless `REBALANCER_MAX_ACTIVE_RUNS` allows more for several
+clusters, pool `kafka_cluster`, and the cluster lock).
 """
 
 with DAG(
@@ -40,7 +41,7 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=max_active_runs(),
     default_args=DEFAULT_ARGS,
     tags=["kafka", "rebalance", "runbook"],
     doc_md=DOC,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from rebalancer_airflow.runbook_dag import DEFAULT_ARGS, build_runbook, common_params
+from rebalancer_airflow.runbook_dag import DEFAULT_ARGS, build_runbook, common_params, max_active_runs
 
 DOC = """
 ### Weekly rebalance
@@ -29,7 +29,7 @@ with DAG(
     schedule="@weekly",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=max_active_runs(),
     default_args=DEFAULT_ARGS,
     tags=["kafka", "rebalance", "runbook"],
     doc_md=DOC,

@@ -481,10 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="consumer bytes out / bytes in of a topic, or *=FACTOR for every topic (default 1)")
     p.add_argument("--max-changes-per-partition", type=_count,
                    help="replicas added per partition at most (default 1; unlimited for remove-brokers)")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0,
-                   help="seconds for the whole plan stage, reading the snapshot included (default 60): each phase gets "
-                        "a share; when it runs out, the best valid plan so far, its status saying which phase was "
-                        "cut short, or a one-line error if none exists yet")
+    p.add_argument("--time-limit", type=_positive_float, default=None,
+                   help="seconds for the whole plan stage, reading the snapshot included (default: 300, or 1 per "
+                        "1,000 replicas when more): each phase gets a share; when it runs out, the best valid plan so "
+                        "far, its status saying which phase was cut short, or a one-line error if none exists yet")
     p.add_argument("--objective", choices=["replicas", "bytes"], default="replicas",
                    help="minimise replicas moved (default) or bytes moved")
     p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")

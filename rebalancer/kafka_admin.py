@@ -409,6 +409,31 @@ def metadata(admin: Any, topics: list[str] | None = None) -> dict[str, Any]:
     return admin._manager.run(admin._get_cluster_metadata, topics)  # the public describe_* split it in two calls
 
 
+def metadata_seen_by(admin: Any, broker: int, topics: list[str] | None) -> dict[str, Any]:
+    """The Metadata response of one broker (its own metadata cache, which learns of a new topic or a finished move a
+    moment after the controller): what a client that happens to ask this broker sees."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    async def ask() -> Any:
+        request = MetadataRequest(topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t)
+                                                                      for t in topics],
+                                  allow_auto_topic_creation=False)
+        return await admin._manager.send(request, node_id=broker)
+
+    return dict(admin._manager.run(ask).to_dict())
+
+
+def configs_seen_by(admin: Any, broker: int, resources: list[Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """DescribeConfigs of ``resources`` (kafka-python ``ConfigResource``s) asked of one broker: its own view, which
+    lags a change made elsewhere until its metadata (KRaft) or its ZooKeeper notification catches up. Broker
+    resources other than the broker itself are not allowed (a broker describes only its own config)."""
+    async def ask() -> Any:
+        request = admin._describe_configs_request(resources, False)
+        return await admin._manager.send(request, node_id=broker)
+
+    return dict(admin._describe_configs_process_responses([admin._manager.run(ask)], "modified"))
+
+
 def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapping[str, list[int]]],
                   sizes: Mapping[TopicPartition, Mapping[int, int]] | None = None,
                   wanted: set[TopicPartition] | None = None) -> list[Partition]:

@@ -101,7 +101,7 @@ def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
 
 
 def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
-         max_changes_per_partition: int | None = None, time_limit: float = 60.0,
+         max_changes_per_partition: int | None = None, time_limit: float | None = None,
          objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
          bands: Mapping[str, float] | None = None) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction."""
@@ -177,7 +177,8 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     moves, leaders, moved = s.get("replica_moves", 0), s.get("leader_changes", 0), s.get("bytes_moved") or 0
     moved = human_bytes(moved) if isinstance(moved, (int, float)) else str(moved)
     size = f"{moves} replica moves, {moved}" if mode != "leaders" else f"{leaders} leader changes, no data movement"
-    subject = f"Approve {mode} on {where}: {size}"
+    cut = _cut_short(doc)
+    subject = f"Approve {mode} on {where}: {size}" + (" (cut short by the time limit)" if cut else "")
     bounds = s.get("lower_bounds", {})
     dev = s.get("max_deviation_pct", {})
 
@@ -185,6 +186,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         return f"{value:.2f}" if isinstance(value, (int, float)) else "n/a"
 
     lines = [
+        *cut,
         f"**{_md(mode)}** plan for **{_md(where)}** (strategy {_md_code(doc.get('strategy'))}, solver status "
         f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
@@ -225,6 +227,20 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
                   "run without touching the cluster."]
     return subject, "\n".join(lines)
+
+
+def _cut_short(doc: Mapping[str, Any]) -> list[str]:
+    """The approval request's first line when the time limit cut the plan short: where, and what to do about it."""
+    budget = (doc.get("solver") or {}).get("budget") or {}
+    cut = [p for p, rec in (budget.get("phases") or {}).items() if isinstance(rec, dict) and rec.get("cut_short")]
+    if not cut:  # a phase that cannot stop may end past the limit: late, not cut short
+        return []
+    limit = budget.get("limit")
+    limit_text = f"{limit:g} s " if isinstance(limit, (int, float)) else ""
+    return [f"**Cut short by the {_md(limit_text)}time limit in {_md(cut[0])}** "
+            f"({_md(', '.join(cut))} stopped early): the best valid plan found by then, not the best this "
+            f"planner finds. Reject and plan again with a larger limit (`time_limit_s`, `--time-limit`) unless an "
+            f"answer now matters more.", ""]
 
 
 def _load_lead(load: Any, mode: str) -> list[str]:

@@ -40,10 +40,11 @@ POOL = "kafka_cluster"
 DAG_IDS = ("kafka_add_brokers", "kafka_rebalance_weekly", "kafka_leader_rebalance")
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
-# Airflow 3.3: an approval answered within about a second of the task parking in awaiting_input can be failed by
-# the scheduler (the parking worker's exit is processed after the answer re-queued the task). Scripts that answer
-# on their own wait this long after the task parked.
-ANSWER_SETTLE_S = 5.0
+# Airflow 3.3: an approval answered before the scheduler has processed the exit of the worker that parked the task
+# in awaiting_input can be failed by the scheduler (the answer re-queues the task, then the worker's "success" event
+# arrives for a queued task: "finished with state success, but the task instance's state attribute is queued").
+# Scripts that answer on their own wait for that event (``wait_parked``), however long a loaded machine takes.
+PARKED_STATE = "awaiting_input"
 
 
 class AirflowError(RuntimeError):
@@ -285,6 +286,39 @@ class Client:
                            f"(last: {state}); tasks: {self.task_states(dag_id, run_id)}")
 
 
+def parking_processed(home: Path, dag_id: str, run_id: str, task_id: str = "approve") -> bool:
+    """Has the scheduler processed the exit of the worker that parked ``task_id`` in awaiting_input? It logs
+    "TaskInstance Finished: dag_id=D, task_id=T, run_id=R, ... state=awaiting_input" when it has (the database shows
+    nothing of it), and only then can an answer not be mistaken for a task changed behind its back."""
+    log = home / "logs" / "scheduler.log"
+    if not log.exists():
+        return False
+    data = log.read_bytes()
+    marker = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id}, ".encode()
+    at = data.find(marker)
+    while at >= 0:
+        end = data.find(b"\n", at)
+        if f"state={PARKED_STATE},".encode() in data[at:end if end >= 0 else len(data)]:
+            return True
+        at = data.find(marker, at + 1)
+    return False
+
+
+def wait_parked(client: Client, home: Path, dag_id: str, run_id: str, *, task_id: str = "approve",
+                timeout: float = 600.0) -> None:
+    """Wait until a human-in-the-loop task can be answered: in awaiting_input, and its parking processed by the
+    scheduler (``parking_processed``). Every script and test that answers an approval waits here first."""
+    started = time.monotonic()
+    client.wait_state(dag_id, run_id, task_id=task_id, states=[PARKED_STATE], timeout=timeout,
+                      fail_states=["failed", "upstream_failed", "skipped", "success"])
+    deadline = started + timeout
+    while not parking_processed(home, dag_id, run_id, task_id):
+        if time.monotonic() > deadline:
+            raise AirflowError(f"{dag_id} {run_id} {task_id}: the scheduler did not process the parking of the task "
+                               f"within {timeout:g} s (logs in {home / 'logs'})")
+        time.sleep(0.2)
+
+
 def wait_ready(base_url: str, home: Path, *, dag_ids: Sequence[str] = DAG_IDS, timeout: float = 240) -> None:
     """The api-server answers, the scheduler and dag-processor are healthy, and every DAG is parsed."""
     import httpx
@@ -435,16 +469,14 @@ def _wait(home: Path, base: str, args: argparse.Namespace) -> int:
     seen: dict[str, str | None] = {}
     deadline = time.monotonic() + args.timeout
     answered = False
-    parked_at: float | None = None
     while time.monotonic() < deadline:
         states = client.task_states(args.dag_id, args.run_id)
         for task_id, state in states.items():
             if seen.get(task_id) != state and state is not None:
                 print(f"  {time.strftime('%H:%M:%S')}  {task_id:<18} {state}", flush=True)
         seen = dict(states)
-        if states.get("approve") == "awaiting_input" and approver is not None and not answered:
-            parked_at = parked_at or time.monotonic()
-        if parked_at and time.monotonic() - parked_at >= ANSWER_SETTLE_S and approver is not None and not answered:
+        if (approver is not None and not answered and states.get("approve") == PARKED_STATE
+                and parking_processed(home, args.dag_id, args.run_id)):
             rec = approver.answer(args.dag_id, args.run_id, "Approve")
             print(f"  approved through the REST API by {rec['responded_by']['name']}", flush=True)
             answered = True

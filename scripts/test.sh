@@ -3,10 +3,23 @@
 # report and Airflow browser tests), then runs pytest against real ZooKeeper, Kafka, Spark, Airflow and Chromium,
 # in two workers. A test file stays on one worker (its real clusters are started once); the conformance suite, the
 # longest, is handed out first (tests/conftest.py).
+#
+#   bash scripts/test.sh            the whole suite (what CI runs)
+#   bash scripts/test.sh --fast     the tier for working: everything that needs no real Kafka, no Airflow and no
+#                                   browser (markers kafka, airflow, browser; tests/conftest.py), in minutes
+#
 # Extra arguments go to pytest (-n 0 runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
 bash scripts/setup.sh
+if [ "$fast" = 1 ]; then
+    exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 -m "not kafka and not airflow and not browser" "$@"
+fi
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     echo "[test] installing Debian's chromium and chromium-driver for the browser tests" >&2
     if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi

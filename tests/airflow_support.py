@@ -65,6 +65,10 @@ class Stack:
 
         return run_dir_for(dag_id, run_id, self.runs_root())
 
+    def wait_parked(self, dag_id: str, run_id: str, task_id: str = "approve", timeout: float = 600) -> None:
+        """Until the approval can be answered (``airflow_local.wait_parked``): every approval test waits here."""
+        airflow_local.wait_parked(self.admin, self.home, dag_id, run_id, task_id=task_id, timeout=timeout)
+
     def log_tail(self, name: str, lines: int = 40) -> str:
         path = self.home / "logs" / f"{name}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
@@ -80,7 +84,9 @@ def start_stack(home: Path) -> Stack:
     env = airflow_local.airflow_env(home, port, users=users, extra={
         "SPARK_CONF_DIR": str(spark_conf), "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         # How often the scheduler resolves approvals whose response timeout passed (default 15 s).
-        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "3"})
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "3",
+        # One Airflow for many (simulated) clusters: the tests' runs of a DAG proceed at once.
+        "REBALANCER_MAX_ACTIVE_RUNS": "8"})
     airflow_local.init(home, env)
     # No triggerer: Airflow 3.3 parks human-in-the-loop tasks in awaiting_input without one.
     airflow_local.start(home, env, ("api-server", "scheduler", "dag-processor"))

@@ -73,6 +73,29 @@ def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
         assert sim.error is None, f"simulated controller crashed: {sim.error!r}"
 
 
+@pytest.fixture(scope="session")
+def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real Airflow stack per test process (per xdist worker), shared by every Airflow test file: a
+    ``concurrent.futures.Future`` of ``airflow_support.Stack``, started in a thread on first use so that a file can
+    start its Kafka cluster meanwhile. Each file's tests use their own clusters, connections and runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from airflow_support import airflow_local, start_stack
+
+    home = tmp_path_factory.mktemp("airflow")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airflow-start")
+    future = pool.submit(start_stack, home)
+    try:
+        yield future
+    finally:
+        try:
+            future.result(timeout=600)
+        except BaseException:
+            pass
+        airflow_local.stop(home)
+        pool.shutdown(wait=False)
+
+
 def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll ``cond`` until it returns something truthy (returned), or fail naming what did not happen."""
     deadline = time.monotonic() + timeout
@@ -92,9 +115,24 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None)
     )
 
 
+# Fixtures that start real components: a test using one gets the component's marker (``scripts/test.sh --fast``
+# deselects kafka, airflow and browser). Tests that start them otherwise carry the marker themselves.
+COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow", "airflow_stack": "airflow"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The conformance suite (real Kafka clusters: the longest file) first, so that pytest-xdist's ``--dist loadfile
-    --no-loadscope-reorder`` (scripts/test.sh) hands it out first and the other worker takes everything else."""
+    """Markers for the real components a test needs, then the order: the conformance suite (real Kafka clusters: the
+    longest file) first, so that pytest-xdist's ``--dist loadfile --no-loadscope-reorder`` (scripts/test.sh) hands
+    it out first and the other worker takes everything else."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in COMPONENT_FIXTURES.items():
+            if fixture in names:
+                item.add_marker(marker)
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("engine") if callspec is not None else None
+        if isinstance(engine, str) and engine.startswith("kafka-"):  # tests/engines.py: the real-Kafka engines
+            item.add_marker("kafka")
     items.sort(key=lambda item: not item.nodeid.startswith("tests/test_conformance.py::"))  # stable
 
 

@@ -78,9 +78,20 @@ class Engine:
 
 def prepare_run(source: str, run: Path, *, sizes: str | None = None) -> Path:
     take_snapshot(source, run, sizes=sizes)
-    plan_run_dir(run, "add-brokers", brokers=NEW_BROKERS)
+    # The contract is about execution: a counts plan (milliseconds; the load program may spend its 10 s cap here).
+    plan_run_dir(run, "add-brokers", brokers=NEW_BROKERS, balance="counts")
     approve(run, by="conformance")
     return run
+
+
+def wait_until(cond: Callable[[], object], timeout: float, what: str, poll: float = 0.05) -> Any:
+    """Poll ``cond`` until it is truthy (returned); fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := cond()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
+    return value
 
 
 # -- the simulator ------------------------------------------------------------------------------------------------
@@ -102,7 +113,12 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
                     "leader.replication.throttled.replicas": ",".join(f"{p}:{b}" for b in current[(t, p)].replicas),
                     "follower.replication.throttled.replicas": ",".join(
                         f"{p}:{b}" for b in r if b not in current[(t, p)].replicas)})
-            time.sleep(0.3)
+            # The simulated controller applies config changes on their notification: submit once it has them all.
+            wanted_brokers = {str(b) for tp, r in targets.items() for b in (*r, *current[tp].replicas)}
+            wait_until(lambda: all(sim.broker_config.get(b, {}).get("follower.replication.throttled.rate") == str(rate)
+                                   for b in wanted_brokers)
+                       and all("follower.replication.throttled.replicas" in sim.topic_config.get(t, {})
+                               for t, _ in targets), 30, "the simulated controller to apply the throttles")
             other.submit(targets)
 
     def foreign_cancel(targets: dict[tuple[str, int], list[int]]) -> None:
@@ -114,7 +130,9 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
     def kill_controller() -> int:
         cid = sim.controller_id
         sim.kill_broker(cid)
-        time.sleep(0.5)
+        # Down for 5 simulated seconds (its controller duties pass to the lowest live broker at once), then back.
+        down_since = sim.sim_time
+        wait_until(lambda: sim.sim_time - down_since >= 5.0, 60, "5 simulated seconds with the controller down")
         sim.restart_broker(cid)
         return cid
 
@@ -191,7 +209,6 @@ class RealCluster:
             self._start()
             self.prefixes = []
             self.restart_before_next = False
-            time.sleep(5.0)  # a fresh cluster's brokers learn of new topics a moment later than its controller
 
         for proc in status(self.dir)["processes"]:
             if proc["id"] is not None and not proc["alive"]:
@@ -230,10 +247,10 @@ class RealCluster:
                 self.last_load = load_cluster(self.state, cluster, REAL_DATA_MIB, timeout=180.0)
                 return cluster
             except SimulationError as exc:
-                # Right after a fresh start, a producer may still find its new topic unknown: once more, new names.
+                # load_cluster produces once every broker's metadata has the new topics; should a producer still
+                # find one unknown (a broker restarted meanwhile), once more with new names.
                 if attempt == 2 or "UnknownTopicOrPartition" not in str(exc):
                     raise
-                time.sleep(5.0)
         raise AssertionError("unreachable")
 
     def tool(self, main: str, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -348,3 +365,15 @@ def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"{engine.source} does not show topic {name} 30 s after it was created")
         time.sleep(0.3)
+
+
+def agreed_throttles(engine: Engine, want: Callable[[dict[Any, Any]], bool] | None = None,
+                     timeout: float = 30.0) -> dict[tuple[str, str], dict[str, str]]:
+    """The throttle configs once every broker of the engine agrees on them (and ``want`` accepts them): what to read
+    after a write, since the broker asked may not have applied a change made through another (KRaft metadata,
+    ZooKeeper notifications). Asked of each broker through the Admin API, whatever the engine's source."""
+    from rebalancer.execute.consistency import agreed_throttles as fold
+    from rebalancer.execute.consistency import until_agreed
+
+    with open_backend(f"kafka://{str(engine.extra['bootstrap']).removeprefix('kafka://')}") as backend:
+        return until_agreed(backend.throttle_views, fold, want=want, timeout=timeout, what="the throttle configs")

@@ -47,15 +47,25 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def bag(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    home = tmp_path_factory.mktemp("airflow-home")
+def parse_dags(home: Path, **env: str) -> dict[str, Any]:
     env = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin",
-           "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}
+           "AIRFLOW__CORE__UNIT_TEST_MODE": "True", **env}
     proc = subprocess.run([sys.executable, "-c", PROBE, str(REPO / "dags"), str(REPO / "plugins")],
                           capture_output=True, text=True, timeout=180, env=env, cwd=home)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return parse_dags(tmp_path_factory.mktemp("airflow-home"))
+
+
+def test_one_airflow_for_several_clusters_may_allow_more_runs(tmp_path: Path) -> None:
+    more = parse_dags(tmp_path, REBALANCER_MAX_ACTIVE_RUNS="4")
+    assert {d["max_active_runs"] for d in more["dags"].values()} == {4} and not more["errors"]
+    bad = parse_dags(tmp_path, REBALANCER_MAX_ACTIVE_RUNS="lots")
+    assert set(bad["errors"]) and all("REBALANCER_MAX_ACTIVE_RUNS='lots'" in e for e in bad["errors"].values())
 
 
 def test_all_dag_files_parse_in_under_5_seconds(bag: dict[str, Any]) -> None:

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from engines import (ENGINES, Engine, RealCluster, create_topic_elsewhere, keep_logs, real_cluster, real_engine,
-                     sim_engine)
+from engines import (ENGINES, Engine, RealCluster, agreed_throttles, create_topic_elsewhere, keep_logs, real_cluster,
+                     real_engine, sim_engine)
 from rebalancer.errors import ClusterBusy
 from rebalancer.execute import (ExecOptions, ExecutionFailed, approve, execute, open_backend, release_throttles,
                                 rollback, verify)
@@ -194,7 +194,12 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
     with open_backend(engine.source) as backend:
         backend.alter_configs("brokers", "0", {"leader.replication.throttled.rate": "987654321"})
         backend.alter_configs("topics", topic, {"leader.replication.throttled.replicas": "999:0"})
-        operator = backend.throttle_configs()
+    # Read after write: once every broker shows both (KRaft brokers apply a change a moment after it is made).
+    operator = agreed_throttles(engine, want=lambda t: (
+        t.get(("brokers", "0"), {}).get("leader.replication.throttled.rate") == "987654321"
+        and t.get(("topics", topic), {}).get("leader.replication.throttled.replicas") == "999:0"))
+    with open_backend(engine.source) as backend:
+        assert backend.throttle_configs() == operator  # the engine's own backend reads the same
     # A copy of ~10 s on a real cluster: Kafka's quota works in 1 s samples and a controller takes a moment to start
     # and finish a move, which a copy of a few seconds would measure instead of the throttle.
     rate = 2 * MB if engine.real else 5 * MB
@@ -219,7 +224,8 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
         assert during[0][("brokers", "3")]["follower.replication.throttled.rate"] == str(rate)
         moving_topics = {c.topic for c in plan.changes}
         assert any(("topics", t) in during[-1] for t in moving_topics)
-        # ... and afterwards only the operator's are left, exactly as they were.
+        # ... and afterwards only the operator's are left, exactly as they were, on every broker.
+        assert agreed_throttles(engine, want=lambda t: t == operator) == operator
         assert backend.throttle_configs() == operator
         backend.alter_configs("brokers", "0", {}, delete=["leader.replication.throttled.rate"])
         backend.alter_configs("topics", topic, {}, delete=["leader.replication.throttled.replicas"])
@@ -269,7 +275,7 @@ def test_executor_killed_mid_batch_then_rerun_moves_each_partition_once(engine: 
     if moved is not None:  # the simulator logs every completed move: none twice
         assert len(moved) == len(set(moved))
     assert cli(engine, "verify", str(engine.run)).returncode == 0
-    assert throttles(engine) == {}
+    assert agreed_throttles(engine, want=lambda t: t == {}) == {}  # on every broker
 
 
 def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_order(engine: Engine) -> None:
@@ -287,7 +293,8 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
     # flood the cluster once the broker is back); every other throttle of the run is gone.
     with open_backend(engine.source) as backend:
         flight = backend.in_flight()
-        kept = backend.throttle_configs()
+    # Once every live broker agrees: released throttles reach the brokers a moment after they are deleted.
+    kept = agreed_throttles(engine, want=lambda t: {n for (kind, n) in t if kind == "topics"} <= {t for t, _ in flight})
     before = {(c.topic, c.partition): c.replicas_before for c in plan.changes}
     assert flight and any(victim in target for target in flight.values())
     followers = {(t, e) for (kind, t), keys in kept.items() if kind == "topics"
@@ -311,7 +318,7 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
     assert json.loads((engine.run / "verification_rollback.json").read_text())["passed"] is True
     back = leaders(engine)
     assert all(back[tp] == original[tp][0] for tp in changed if original_leaders[tp] == original[tp][0])
-    assert throttles(engine) == {}
+    assert agreed_throttles(engine, want=lambda t: t == {}) == {}  # on every broker
 
 
 def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None:
@@ -352,13 +359,17 @@ def test_someone_elses_reassignment_is_refused_with_nothing_changed(engine: Engi
             while tp not in backend.in_flight() and time.time() < deadline:
                 time.sleep(0.2)
             assert tp in backend.in_flight()
-            theirs = backend.throttle_configs()
+        # Their throttles, once every broker shows them: a rate on each broker of the move (the tool sets them
+        # through each broker; in ZooKeeper mode a broker applies its own a moment later).
+        involved = {str(b) for b in (*before[tp], *target[tp])}
+        theirs = agreed_throttles(engine, want=lambda t: involved <= {n for k, n in t if k == "brokers"})
         result = cli(engine, "execute", str(engine.run), "--throttle", "50MB/s")
         assert result.returncode == 9, result.stderr
         assert "a reassignment this run did not start is in flight" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+        assert agreed_throttles(engine, want=lambda t: t == theirs) == theirs  # their throttles stay
         with open_backend(engine.source) as backend:
-            assert backend.throttle_configs() == theirs  # their throttles stay
+            assert backend.throttle_configs() == theirs
             assert set(backend.in_flight()) == {tp}
         now = assignment(engine)
         assert {k: v for k, v in now.items() if k != tp} == {k: v for k, v in before.items() if k != tp}
@@ -401,7 +412,7 @@ def test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one(engin
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
         stop()
-        assert backend.throttle_configs() == {}
+    assert agreed_throttles(engine, want=lambda t: t == {}) == {}
     seen = [poll.get(("brokers", str(y)), {}) for poll in polls]
     # The current leader (not the preferred replica) carried the leader-side rate while it served the copy.
     assert any(c.get("leader.replication.throttled.rate") == str(rate) for c in seen), seen[-3:]

@@ -100,7 +100,7 @@ def approved_run(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("approved")
     write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=24)), base / "cluster.json")
     take_snapshot(f"file://{base / 'cluster.json'}", base / "run")
-    plan_run_dir(base / "run", "add-brokers", brokers=[12, 13, 14, 15])
+    plan_run_dir(base / "run", "add-brokers", brokers=[12, 13, 14, 15], balance="counts")  # any valid plan
     approve(base / "run", by="test")
     return base / "run"
 

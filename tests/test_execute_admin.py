@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, wait_for
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, approve, execute, open_backend, verify
 from rebalancer.execute.admin_backend import AdminBackend
@@ -40,7 +40,7 @@ def prepared(tmp: Path, make_sim, *, acceleration=200.0, approve_it=True, partit
     sim = make_sim(cluster, acceleration=acceleration)
     run = tmp / "run"
     take_snapshot(f"kafka://{sim.bootstrap}", run)  # sizes from DescribeLogDirs
-    plan = plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    plan = plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15], balance="counts")
     if approve_it:
         approve(run, by="test")
     return sim, run, plan
@@ -103,7 +103,10 @@ def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-unt
         p = next(p for p in backend.read_cluster().partitions if 15 not in p.replicas)
         backend.alter_configs("brokers", "15", {"follower.replication.throttled.rate": "1"})
         backend.alter_configs("topics", p.topic, {"follower.replication.throttled.replicas": f"{p.partition}:15"})
-        time.sleep(0.3)  # the controller applies throttles on their change notification
+        # The simulated controller applies throttles on their change notification: submit once it has.
+        wait_for(lambda: sim.broker_config.get("15", {}).get("follower.replication.throttled.rate") == "1"
+                 and sim.topic_config.get(p.topic, {}).get("follower.replication.throttled.replicas"), 30,
+                 "the simulated controller to apply the throttles")
         backend.submit({p.tp: [15, *p.replicas[1:]]})
         sim.kill_broker(15)
         assert set(backend.in_flight()) == {p.tp}
@@ -198,7 +201,7 @@ def test_sasl_plain_through_a_config_file(tmp_path, make_sim):  # type: ignore[n
                      "--quiet")
     assert result.returncode == 0, result.stderr
     assert "SASL_PLAINTEXT, user ops" in result.stdout and "correct-horse" not in result.stdout + result.stderr
-    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15], balance="counts")
     approve(run, by="test")
     result = run_cli("execute", str(run), "--source", f"kafka://{sim.bootstrap}", "--kafka-config", str(good),
                      "--throttle", "200MB/s", "--poll", "0.1", "--throttle-settle", "0.2")

@@ -71,7 +71,7 @@ def test_mutating_commands_check_the_approval_before_connecting(tmp_path, comman
     write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=24)), src)
     run = tmp_path / "run"
     take_snapshot(f"file://{src}", run)
-    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15], balance="counts")  # any valid plan, in milliseconds
     source = f"zk://127.0.0.1:{free_port()}"
     name, *rest = command
     started = time.monotonic()

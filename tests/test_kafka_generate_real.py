@@ -348,6 +348,7 @@ def every_outcome(run: Callable[[kg.JavaRandom], Any]) -> Iterator[Any]:
             stack.extend(script + [v] for v in range(need.bound))
 
 
+@pytest.mark.kafka
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_generate_39_is_adminutils_for_some_start_and_shift(tmp_path: Path) -> None:
@@ -361,6 +362,7 @@ def test_real_generate_39_is_adminutils_for_some_start_and_shift(tmp_path: Path)
         assert fits, f"{topic}: Kafka 3.9 proposed {proposal[topic]}, no (start index, shift) gives it"
 
 
+@pytest.mark.kafka
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_generate_4x_is_the_striped_placer_for_some_draws(tmp_path: Path) -> None:

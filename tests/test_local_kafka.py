@@ -237,6 +237,7 @@ def test_commands_without_a_cluster_fail_in_one_line(tmp_path: Path) -> None:
         assert done.stderr.count("\n") == 1 and "no local Kafka cluster" in done.stderr
 
 
+@pytest.mark.kafka
 def test_failed_start_names_the_broker_and_stops_everything(tmp_path: Path) -> None:
     from rebalancer.errors import SimulationError
     from rebalancer.localkafka import up

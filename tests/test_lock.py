@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ def _prepared(tmp: Path, zk, zk_url: str, make_sim):  # type: ignore[no-untyped-
     sim = make_sim(build_scenario("new-brokers", ScenarioParams(partitions=48, mean_partition_mib=64)), acceleration=5.0)
     run = tmp / "run"
     take_snapshot(zk_url, run, sizes=f"file://{tmp / 'sim' / 'log-dirs.json'}")
-    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15], balance="counts")  # any valid plan, in milliseconds
     approve(run, by="test")
     return sim, run
 
@@ -76,7 +75,8 @@ def test_two_concurrent_executions_exactly_one_runs(tmp_path, zk, zk_url, make_s
     if how == "two hosts":
         env = {"REBALANCER_LOCK_DIR": str(tmp_path / "host-b"), "TMPDIR": str(tmp_path)}
         prefix = _other_host()
-    time.sleep(0.7)  # the probe's timing: the second starts while the first is copying
+    # As the probe found it: the second starts while the first is copying (a batch in flight).
+    wait_for(lambda: zk.exists(kz.REASSIGN), timeout=60, what="the first execution's batch in flight")
     second = _start(second_run, source, env=env, prefix=prefix)
     out2, err2 = second.communicate(timeout=120)
     assert second.returncode == 9, err2

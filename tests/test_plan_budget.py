@@ -130,6 +130,31 @@ def test_budget_rejects_a_limit_that_is_not_positive():
         Budget(0.0)
 
 
+def test_without_a_limit_the_stage_gets_minutes_growing_with_the_cluster(tmp_path: Path):
+    from rebalancer.plan.budget import default_time_limit
+
+    assert default_time_limit(13_000) == 300.0 and default_time_limit(600_000) == 600.0
+    assert default_time_limit(3_000_000) == 3000.0
+    write_cluster_json(_small_cluster(), tmp_path / "snapshot.json")
+    plan = plan_run_dir(tmp_path, "rebalance", balance="counts")
+    assert plan.solver["budget"]["limit"] == 300.0 and plan.params["time_limit"] == 300.0
+    assert plan.params["time_limit_given"] is False
+    assert plan_run_dir(tmp_path, "rebalance", time_limit=60, balance="counts").params["time_limit_given"] is True
+
+
+def test_a_budget_fixes_its_limit_once_the_size_is_known():
+    import math
+
+    clock = FakeClock()
+    budget = Budget(math.inf, clock=clock)
+    with budget.phase("load"):
+        clock.advance(2.0)
+    budget.set_limit(10.0)
+    assert budget.remaining() == pytest.approx(8.0) and budget.to_dict()["limit"] == 10.0
+    with pytest.raises(ValueError, match="positive"):
+        budget.set_limit(math.inf)
+
+
 # -- (2) the time runs out before placement: a one-line PlanError naming the phase ----------------------------
 @pytest.mark.parametrize(("mode", "brokers"), [("rebalance", None), ("leaders", None), ("remove-brokers", [5])])
 def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, brokers):  # type: ignore[no-untyped-def]
@@ -184,6 +209,25 @@ def test_a_greedy_placement_cut_short_is_valid_and_marked():
     assert "greedy" in plan.solver["status"]
     lines = [ln for ln in format_plan_summary(plan).splitlines() if "time limit" in ln.lower()]
     assert len(lines) == 1 and "greedy" in lines[0] and "20 s" in lines[0], format_plan_summary(plan)
+
+
+def test_the_approval_request_says_first_that_the_plan_was_cut_short(tmp_path: Path):
+    from rebalancer import runbook
+    from rebalancer.plan.result import write_plan
+
+    cluster = _medium_cluster()
+    write_cluster_json(cluster, tmp_path / "snapshot.json")
+    full = make_plan(cluster, "rebalance", strategy="greedy", balance="counts")
+    write_plan(full, tmp_path)
+    subject, body = runbook.approval_request(tmp_path)
+    assert "cut short" not in subject and "Cut short" not in body
+    budget = Budget(20.0, clock=FakeClock(tick=1.0))  # as above: greedy stops part-way
+    write_plan(make_plan(cluster, "rebalance", strategy="greedy", time_limit=20.0, budget=budget, balance="counts"),
+               tmp_path)
+    subject, body = runbook.approval_request(tmp_path)
+    assert subject.endswith("(cut short by the time limit)"), subject
+    first = body.splitlines()[0]
+    assert first.startswith("**Cut short by the 20 s time limit in greedy**") and "larger limit" in first, first
 
 
 def test_a_load_placement_cut_short_is_valid_and_marked():

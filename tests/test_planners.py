@@ -306,3 +306,18 @@ def test_remove_broker_empties_it_even_past_the_band(strategy: str):
     final = {c.partition: c.replicas_after for c in plan.changes}
     assert len(final) == 12 and all(0 not in r for r in final.values())
     assert all({b % 2 for b in r} == {0, 1} for r in final.values())  # racks kept
+
+
+def test_a_leader_flow_cut_short_has_solved_the_most_imbalanced_topics_first() -> None:
+    """Groups are solved most-imbalanced first: a deadline that allows one group leaves the balanced topic, listed
+    first, as it was, and balances the skewed one."""
+    from rebalancer.plan.budget import Deadline
+
+    balanced = [LeaderItem(("a-balanced", p), (p % 2, 1 - p % 2), p % 2) for p in range(10)]
+    skewed = [LeaderItem(("z-skewed", p), (0, 1), 0) for p in range(10)]
+    ticks = itertools.count()
+    deadline = Deadline(1.5, clock=lambda: float(next(ticks)))  # each reading of the clock is a second later
+    res = balance_leaders(balanced + skewed, frozenset({0, 1}), chunk=10, deadline=deadline)
+    assert res.cut_short and (res.groups, res.groups_solved) == (2, 1)
+    assert {k[0] for k in res.leaders} == {"z-skewed"}
+    assert sorted(res.leaders.values()).count(1) == 5  # the skewed topic's leaders split 5/5

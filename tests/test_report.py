@@ -213,6 +213,7 @@ def test_report_charts_are_pngs(planned_run: Path) -> None:
         assert len(data) > 10_000, f"{name} is only {len(data)} bytes"
 
 
+@pytest.mark.browser
 def test_report_in_chromium_shows_plan_numbers(planned_run: Path, tmp_path: Path) -> None:
     html_path = render_report(planned_run)
     plan = json.loads((planned_run / "plan.json").read_text())

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_support import APPROVER, Stack, airflow_local, signed_in_browser, start_stack
+from airflow_support import APPROVER, Stack, signed_in_browser
 from rebalancer import runbook
 from rebalancer.report import render_report
 from test_report import _make_run, _read_dom
@@ -50,10 +50,8 @@ def url(dag_id: str, run_id: str, path: str = "") -> str:
 
 # -- a real Airflow with planted run directories ----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    s = start_stack(tmp_path_factory.mktemp("airflow"))
-    yield s
-    airflow_local.stop(s.home)
+def stack(airflow_stack: Any) -> Stack:
+    return airflow_stack.result(timeout=600)  # the worker's shared stack (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +179,7 @@ def test_only_the_run_airflow_knows_reaches_its_directory(runs: dict[str, Path],
     assert "not_a_dag" not in index and runs["twin_a"].name in index and runs["twin_b"].name in index
 
 
+@pytest.mark.browser
 @pytest.mark.slow
 def test_in_chromium_the_report_renders_and_no_planted_script_runs(stack: Stack, runs: dict[str, Path],
                                                                    tmp_path: Path) -> None:

@@ -32,6 +32,16 @@ __all__ = ["POOL", "common_params", "build_runbook", "DEFAULT_ARGS", "run_dir", 
 POOL = "kafka_cluster"          # one slot: one mutating task on the cluster at a time, across all DAGs
 REPORT_PREFIX = "/rebalancer"   # the report view's URL prefix (plugins/rebalancer_plugin.py)
 DEFAULT_ARGS = {"owner": "kafka-platform", "retries": 0}
+
+
+def max_active_runs() -> int:
+    """Runs of one runbook DAG at a time: 1 (one cluster per Airflow), or ``REBALANCER_MAX_ACTIVE_RUNS`` where one
+    Airflow serves several clusters (a run waiting a day for its approval then holds up no other cluster's). Each
+    execution still takes its cluster's lock, and the pool still runs one mutating task at a time."""
+    raw = os.environ.get("REBALANCER_MAX_ACTIVE_RUNS", "1")
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ValueError(f"REBALANCER_MAX_ACTIVE_RUNS={raw!r}: a whole number of runs from 1 to 64")
+    return int(raw)
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"}
 RUN_DIR_XCOM = "{{ ti.xcom_pull(task_ids='snapshot')['run_dir'] }}"
 
@@ -77,9 +87,10 @@ def common_params(mode: str) -> dict[str, Param]:
                                            title="Max replica changes per partition",
                                            description="empty: 1 (unlimited when removing brokers)",
                                            section="Plan"),
-        "time_limit_s": Param(60, type="number", minimum=1, title="Plan stage time limit (s)",
-                              description="bounds the whole plan stage; on expiry the best valid plan so far, marked",
-                              section="Plan"),
+        "time_limit_s": Param(None, type=["null", "number"], minimum=1, title="Plan stage time limit (s)",
+                              description="bounds the whole plan stage; on expiry the best valid plan so far, marked "
+                                          "(the approval request says so first). Empty: 300 s, or 1 s per 1,000 "
+                                          "replicas when more", section="Plan"),
         "objective": Param("replicas", type="string", enum=["replicas", "bytes"], title="Minimise",
                            description="replicas moved (default) or bytes copied, among the plans that balance "
                                        "replica counts", section="Plan"),
@@ -199,7 +210,8 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
     return runbook.plan(run_dir(context), mode, brokers=brokers, strategy=p["strategy"],
                         balance=str(p.get("balance") or "auto"),
                         max_changes_per_partition=p.get("max_changes_per_partition"),
-                        time_limit=float(p["time_limit_s"]), objective=str(p.get("objective") or "replicas"),
+                        time_limit=None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
+                        objective=str(p.get("objective") or "replicas"),
                         capacity=capacity or None, bands=bands or None)
 
 

@@ -240,6 +240,30 @@ class AdminBackend:
                 out[(entity_type, name)] = found
         return out
 
+    def throttle_views(self) -> dict[int, dict[tuple[str, str], dict[str, str]]]:
+        """Each live broker's own view of the throttles: its own broker config and every topic's, asked of that
+        broker. A change reaches the brokers a moment after it is made (KRaft metadata, ZooKeeper notifications),
+        so the views differ until then; ``rebalancer.execute.consistency.until_agreed`` waits for them to agree."""
+        def read() -> dict[int, dict[tuple[str, str], dict[str, str]]]:
+            meta = ka.metadata(self.admin)
+            topics = [t["name"] for t in meta["topics"] if not t.get("error_code")]
+            views: dict[int, dict[tuple[str, str], dict[str, str]]] = {}
+            for b in sorted(x["node_id"] for x in meta["brokers"]):
+                entities = [("brokers", str(b))] + [("topics", t) for t in topics]
+                seen = ka.configs_seen_by(self.admin, b, [self._resource(k, n, None) for k, n in entities])
+                kinds = {"broker": "brokers", "topic": "topics"}
+                view: dict[tuple[str, str], dict[str, str]] = {}
+                for rtype, by_name in seen.items():
+                    keys = THROTTLE_BROKER_KEYS if kinds.get(rtype) == "brokers" else THROTTLE_TOPIC_KEYS
+                    for name, entries in by_name.items():
+                        found = {k: v.get("value") for k, v in entries.items() if k in keys and v.get("value") is not None}
+                        if found:
+                            view[(kinds.get(rtype, rtype), name)] = found
+                views[b] = view
+            return views
+
+        return self._call("describing throttle configs on every broker", read)
+
     # -- the cluster lock (rebalancer.lock): the marker topic, through CreateTopics and DeleteTopics by id --------
     def lock_marker(self) -> Marker | None:
         # kafka-python's Metadata request sets allow_auto_topic_creation=false: asking never creates the topic.

@@ -56,20 +56,28 @@ def partition_targets(cluster: Cluster, data_bytes: int) -> dict[TopicPartition,
     return {p.tp: int(data_bytes * p.size_bytes / total) for p in parts}
 
 
-def _assignments(admin: Any, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]]:
-    out = {}
-    for t in admin.describe_topics(topics):
-        if t.get("error_code"):
-            continue
-        for p in t["partitions"]:
-            if p.get("leader_id", -1) >= 0:
-                out[(t["name"], p["partition_index"])] = tuple(p["replica_nodes"])
-    return out
+def _assignments_everywhere(admin: Any, topics: list[str]) -> dict[TopicPartition, tuple[int, ...]] | None:
+    """The partitions with a leader as every live broker's metadata shows them, or None while the brokers differ."""
+    from ..execute.consistency import same_views
+    from ..kafka_admin import metadata, metadata_seen_by
+
+    views = {}
+    for b in sorted(x["node_id"] for x in metadata(admin, [])["brokers"]):
+        seen = {}
+        for t in metadata_seen_by(admin, b, topics)["topics"]:
+            if t.get("error_code"):
+                continue
+            for p in t["partitions"]:
+                if p.get("leader_id", -1) >= 0 and not p.get("error_code"):
+                    seen[(t["name"], p["partition_index"])] = tuple(p["replica_nodes"])
+        views[b] = seen
+    return same_views(views)
 
 
 def create_topics(state: Mapping[str, Any], cluster: Cluster, *, timeout: float = 60.0) -> None:
-    """Create every topic of ``cluster`` with its partitions' exact replica lists; wait until Metadata shows them
-    all, each with a leader, and check the lists came back as given (order too)."""
+    """Create every topic of ``cluster`` with its partitions' exact replica lists; wait until every broker's Metadata
+    shows them all, each with a leader (a producer may ask any broker, and a broker learns of a new topic a moment
+    after the controller), and check the lists came back as given (order too)."""
     from kafka.admin import NewTopic
 
     import kafka.errors as ke
@@ -90,7 +98,7 @@ def create_topics(state: Mapping[str, Any], cluster: Cluster, *, timeout: float 
         seen: dict[TopicPartition, tuple[int, ...]] = {}
         while time.monotonic() < deadline:
             try:
-                seen = _assignments(admin, topics)
+                seen = _assignments_everywhere(admin, topics) or {}
             except ke.KafkaError:
                 seen = {}
             if seen.keys() >= wanted.keys():

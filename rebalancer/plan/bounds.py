@@ -40,7 +40,7 @@ from typing import Any
 
 from ..load import DIMENSIONS, Band, PartitionLoad, ReplicaTable, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
-from .leaders import LeaderItem, topic_bands
+from .leaders import LeaderItem, topic_change_bounds
 from .targets import Targets
 
 __all__ = ["replica_move_bound", "leader_change_bound", "bytes_moved_bound", "BOUND_DEFINITIONS"]
@@ -64,21 +64,7 @@ def replica_move_bound(counts: Mapping[int, int], targets: Targets) -> dict[str,
 
 
 def leader_change_bound(items: Sequence[LeaderItem]) -> int:
-    bands = topic_bands(items)
-    per: dict[tuple[str, int], int] = {}
-    for it in items:
-        per[(it.key[0], it.current)] = per.get((it.key[0], it.current), 0) + 1
-    # Leaders on brokers that cannot lead (dead, removed, out of sync) must all change.
-    stranded: dict[str, int] = {}
-    for (topic, b), c in per.items():
-        if b not in bands[topic][1]:
-            stranded[topic] = stranded.get(topic, 0) + c
-    total = 0
-    for topic, (band, brokers) in bands.items():
-        excess = sum(band.excess(per.get((topic, b), 0)) for b in brokers)
-        deficit = sum(band.deficit(per.get((topic, b), 0)) for b in brokers)
-        total += max(excess + stranded.get(topic, 0), deficit)
-    return total
+    return sum(topic_change_bounds(items).values())
 
 
 def _cheapest(size: Any, units: Any, amounts: Any) -> Any:

@@ -32,9 +32,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Clock", "Deadline", "PhaseRecord", "Budget"]
+__all__ = ["Clock", "Deadline", "PhaseRecord", "Budget", "default_time_limit", "DEFAULT_MIN_SECONDS",
+           "SECONDS_PER_REPLICA"]
 
 Clock = Callable[[], float]
+
+# The limit when none is given: generous, so that no cluster the benchmarks cover is cut short (600k replicas plan in
+# minutes on 2 cores), and growing with the cluster above that; a limit is for operators who want an answer sooner.
+DEFAULT_MIN_SECONDS = 300.0
+SECONDS_PER_REPLICA = 0.001
+
+
+def default_time_limit(replicas: int) -> float:
+    """The plan stage's time limit when none is given: 5 minutes, or 1 s per 1,000 replicas when that is more
+    (600k replicas: 10 minutes; 3M: 50 minutes)."""
+    return max(DEFAULT_MIN_SECONDS, replicas * SECONDS_PER_REPLICA)
 
 
 class Deadline:
@@ -87,6 +99,7 @@ class Budget:
     """The plan stage's deadline (``limit`` seconds from now) and the record of its phases, in order."""
 
     def __init__(self, limit: float, *, clock: Clock = time.monotonic) -> None:
+        """``limit`` may be ``math.inf`` until ``set_limit`` fixes it."""
         if not limit > 0:
             raise ValueError(f"the time limit must be positive, not {limit!r}")
         self.limit = float(limit)
@@ -96,6 +109,14 @@ class Budget:
         self.phases: dict[str, PhaseRecord] = {}
         self.expired_in: str | None = None
         self._ended = self.started
+
+    def set_limit(self, limit: float) -> None:
+        """Fix the limit (from the stage's start) once the problem's size is known: before any phase that can stop
+        (``plan_run_dir`` reads the snapshot first when no limit was given)."""
+        if not limit > 0 or not math.isfinite(limit):
+            raise ValueError(f"the time limit must be positive, not {limit!r}")
+        self.limit = float(limit)
+        self.deadline = Deadline(self.started + self.limit, self.clock)
 
     def remaining(self) -> float:
         return self.deadline.remaining()

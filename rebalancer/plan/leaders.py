@@ -17,7 +17,7 @@ copied) objectives 3 and 4 swap: cluster-wide balance first, then the fewest cha
 
 Scale: networkx's network simplex grows superlinearly (12k partitions: ~4 s; 88k: ~170 s). Above ``CHUNK``
 partitions the topics are split into groups (a topic is never split, so its band is still met exactly) solved one
-after another; each group's cluster band is the remaining global target pro rata (the global band minus the leaders
+after another, the most imbalanced topics first (``topic_change_bounds``: a cut leaves the least imbalance); each group's cluster band is the remaining global target pro rata (the global band minus the leaders
 earlier groups gave each broker, scaled by the group's share of the partitions left), so the last group absorbs the
 residue. Each group is solved exactly; the whole is then optimal per topic and balanced cluster-wide, and its change
 count is reported against the lower bound.
@@ -46,7 +46,7 @@ import networkx as nx
 from .budget import Deadline
 from .targets import Band, band
 
-__all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "leader_objective", "CHUNK"]
+__all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "topic_change_bounds", "leader_objective", "CHUNK"]
 
 CHUNK = 6_000
 TOLERANCE_PCT = 15.0  # the leader gate's default (rebalancer.validate)
@@ -82,6 +82,27 @@ def topic_bands(items: Sequence[LeaderItem]) -> dict[str, tuple[Band, frozenset[
         counts[it.key[0]] = counts.get(it.key[0], 0) + 1
         brokers.setdefault(it.key[0], set()).update(it.candidates)
     return {t: (band(counts[t], len(brokers[t])) if brokers[t] else Band(0, 0, 0.0), frozenset(brokers[t])) for t in counts}
+
+
+def topic_change_bounds(items: Sequence[LeaderItem]) -> dict[str, int]:
+    """Per topic, the fewest leader changes that bring it into its band: max(leaders above the ceiling plus leaders on
+    brokers that cannot lead, leaders missing below the floor). Their sum is the leader-change lower bound
+    (``bounds.leader_change_bound``); each is also how much imbalance the topic carries."""
+    bands = topic_bands(items)
+    per: dict[tuple[str, int], int] = {}
+    for it in items:
+        per[(it.key[0], it.current)] = per.get((it.key[0], it.current), 0) + 1
+    # Leaders on brokers that cannot lead (dead, removed, out of sync) must all change.
+    stranded: dict[str, int] = {}
+    for (topic, b), c in per.items():
+        if b not in bands[topic][1]:
+            stranded[topic] = stranded.get(topic, 0) + c
+    out: dict[str, int] = {}
+    for topic, (tb, brokers) in bands.items():
+        excess = sum(tb.excess(per.get((topic, b), 0)) for b in brokers)
+        deficit = sum(tb.deficit(per.get((topic, b), 0)) for b in brokers)
+        out[topic] = max(excess + stranded.get(topic, 0), deficit)
+    return out
 
 
 def _violation(count: int, b: Band) -> int:
@@ -189,11 +210,17 @@ def _solve(items: Sequence[LeaderItem], cluster_brokers: frozenset[int], priorit
 
 
 def _groups(items: Sequence[LeaderItem], size: int) -> list[list[LeaderItem]]:
+    """Topics packed into groups of about ``size`` partitions, the most imbalanced first: the topics needing the
+    most leader changes (``topic_change_bounds``), then the largest. A deadline that stops the flow between groups
+    then leaves the groups with the least imbalance unsolved."""
     by_topic: dict[str, list[LeaderItem]] = {}
     for it in items:
         by_topic.setdefault(it.key[0], []).append(it)
+    need = topic_change_bounds(items)
+    order = sorted(by_topic, key=lambda t: (-need[t], -len(by_topic[t]), t))
     groups: list[list[LeaderItem]] = [[]]
-    for topic_items in by_topic.values():
+    for topic in order:
+        topic_items = by_topic[topic]
         if groups[-1] and len(groups[-1]) + len(topic_items) > size:
             groups.append([])
         groups[-1].extend(topic_items)

@@ -9,7 +9,8 @@ the new replica sets (leaders change by reordering, never by moving data). ``aut
 
 Infeasible requests fail in ``make_targets`` before anything is computed or written.
 
-Time limit: ``time_limit`` bounds the whole stage, not just a solver. One ``Budget`` (see ``budget``) runs the
+Time limit: ``time_limit`` bounds the whole stage, not just a solver; without one, ``budget.default_time_limit`` (5
+minutes, or 1 s per 1,000 replicas when more) lets every cluster the benchmarks cover finish. One ``Budget`` (see ``budget``) runs the
 phases in order: ``load`` (in ``plan_run_dir``) and ``targets`` are measured; ``greedy``, ``lp`` and ``leaders``
 each get a share of the time left (the ``*_SHARE`` constants), after ``SUMMARY_RESERVE`` of the limit is kept for
 ``summary``, which is measured. When the time runs out the stage returns the best valid plan it has: a greedy cut
@@ -35,7 +36,7 @@ from ..model import Cluster, Partition
 from ..strategies import BALANCES, STRATEGIES
 from ..snapshot import load_snapshot
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
-from .budget import Budget, Deadline
+from .budget import Budget, Deadline, default_time_limit
 from .greedy import GreedyInput, greedy_balance
 from ..load import (DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file,
                     read_history)
@@ -332,27 +333,29 @@ def make_plan(
     brokers: Iterable[int] | None = None,
     strategy: str = "auto",
     max_changes_per_partition: int | None = None,
-    time_limit: float = 60.0,
+    time_limit: float | None = None,
     objective: str = "replicas",
     write_lp: str | None = None,
     budget: Budget | None = None,
     load: LoadModel | None = None,
     balance: str = "auto",
 ) -> Plan:
-    """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc).
+    """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc; None: ``default_time_limit``
+    of the cluster's replicas, generous enough that no cluster the benchmarks cover is cut short).
 
     ``budget``: the stage's budget when the caller started it earlier (``plan_run_dir`` starts it before loading the
-    snapshot); its limit must be ``time_limit``. ``load``: the cluster's load model (``rebalancer.load``; built from
+    snapshot); its limit must be ``time_limit`` when one is given. ``load``: the cluster's load model (``rebalancer.load``; built from
     the snapshot alone when not given): the summary reports every dimension's bands before and after, and bytes
     moved against their bound. ``balance``: what a replica mode balances (``choose_balance``): ``load`` places
     replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes), ``counts`` by replica counts alone.
     """
+    if time_limit is not None and not time_limit > 0:
+        raise PlanError(f"--time-limit must be positive, not {time_limit}")
     if budget is None:
-        if not time_limit > 0:
-            raise PlanError(f"--time-limit must be positive, not {time_limit}")
-        budget = Budget(time_limit)
-    elif budget.limit != time_limit:
+        budget = Budget(time_limit if time_limit is not None else default_time_limit(cluster.replica_count))
+    elif time_limit is not None and budget.limit != time_limit:
         raise ValueError(f"time_limit {time_limit} differs from the budget's limit {budget.limit}")
+    limit_given = time_limit is not None
     started = time.monotonic()
     with budget.phase("targets"):
         targets = make_targets(cluster, mode, brokers)
@@ -483,7 +486,8 @@ def make_plan(
             solver["replicas_on_dead_brokers"] = len(dead_replicas)
         solver["seconds"] = round(time.monotonic() - started, 3)
         params = {"mode": mode, "brokers": sorted(int(b) for b in (brokers or ())), "strategy_requested": strategy,
-                  "max_changes_per_partition": max_changes, "time_limit": time_limit, "objective": objective,
+                  "max_changes_per_partition": max_changes, "time_limit": budget.limit,
+                  "time_limit_given": limit_given, "objective": objective,
                   "balance": balanced, "load": model.params()}
         plan = build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
                           solver=solver, bounds=bounds)
@@ -564,7 +568,7 @@ def _network_beyond_gate(plan: Plan, cluster: Cluster, assignment: Mapping[Key, 
     return out
 
 
-def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float = 60.0, capacity: str | Path | None = None,
+def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
                  fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
                  thresholds: Mapping[str, float] | None = None, **kwargs: Any) -> Plan:
     """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
@@ -572,15 +576,18 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float = 60.0, ca
     ``capacity`` (a Cruise Control capacity file), ``fanout`` (topic -> consumer bytes out / bytes in, ``*`` for
     every topic), ``bands`` and ``thresholds`` (dimension -> fraction) shape the load model (``rebalancer.load``),
     with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
-    The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted).
+    The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted). None:
+    ``default_time_limit`` of the snapshot's replicas, fixed once it is read.
     """
-    if not time_limit > 0:
+    if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
     if capacity is not None:
         read_capacity_file(capacity)  # a bad file fails before the snapshot is read
-    budget = Budget(time_limit)
+    budget = Budget(time_limit if time_limit is not None else math.inf)
     with budget.phase("load"):
         cluster = load_snapshot(run_dir)
+        if time_limit is None:
+            budget.set_limit(default_time_limit(cluster.replica_count))
         fan = dict(fanout or {})
         default_fanout = fan.pop("*", 1.0)
         model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,

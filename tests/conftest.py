@@ -120,10 +120,17 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None)
 COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow", "airflow_stack": "airflow"}
 
 
+# The longest files first (measured: bench/flake_hunt.sh and the suite's --durations), so that pytest-xdist hands
+# them out first and the short ones fill in at the end: the whole suite (``--dist loadfile --no-loadscope-reorder``,
+# a file per worker) and the fast tier (``--dist load``, a test at a time) both end with their workers about even.
+LONGEST_FIRST = ("tests/test_conformance.py", "tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
+                 "tests/test_probe_hostile.py", "tests/test_connection_errors.py", "tests/test_local_kafka.py",
+                 "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
+                 "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Markers for the real components a test needs, then the order: the conformance suite (real Kafka clusters: the
-    longest file) first, so that pytest-xdist's ``--dist loadfile --no-loadscope-reorder`` (scripts/test.sh) hands
-    it out first and the other worker takes everything else."""
+    """Markers for the real components a test needs, then the order: ``LONGEST_FIRST``, then the rest as collected."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for fixture, marker in COMPONENT_FIXTURES.items():
@@ -133,7 +140,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         engine = callspec.params.get("engine") if callspec is not None else None
         if isinstance(engine, str) and engine.startswith("kafka-"):  # tests/engines.py: the real-Kafka engines
             item.add_marker("kafka")
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_conformance.py::"))  # stable
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable within a file
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -33,7 +33,8 @@ def test_parse_table() -> None:
 
 
 def test_quick_probe_finds_no_bug() -> None:
-    result = subprocess.run([sys.executable, str(REPO / "bench" / "probe_hostile.py"), "--quick"], cwd=REPO,
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "probe_hostile.py"), "--quick", "--jobs", "4"],
+                            cwd=REPO,
                             capture_output=True, text=True, timeout=1500)
     report = result.stdout + "\n" + result.stderr[-3000:]
     rows = parse_table(result.stdout)

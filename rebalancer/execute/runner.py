@@ -716,22 +716,29 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
     run = Path(run_dir)
     plan = load_plan(run)
     tps = {(c.topic, c.partition) for c in plan.changes}
+    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    theirs = thr.foreign(backend, ledger)
+    # Recorded and not removed yet, unless on a broker that is down now (the Admin API cannot reach its config;
+    # a rate alone throttles nothing once the topic lists are gone): reported, removed by a later throttle --clear.
+    unreachable = {f"brokers/{b}" for b in backend.unreachable_brokers({int(b) for b in ledger.brokers})}
+    recorded = {e: {} for e in ledger.entities() if e not in unreachable}
+
+    def seen_throttles() -> dict[str, dict[str, str]]:
+        # Throttles removed a moment ago may still show on the broker asked (KRaft metadata, ZooKeeper
+        # notifications reach it later): read again within the settle time, like the partitions.
+        return {e: keys for (t, n), keys in _retrying(backend.throttle_configs, "reading throttles").items()
+                if (e := f"{t}/{n}") not in theirs or theirs[e] != keys}
+
     deadline = time.monotonic() + settle
     while True:
         parts = _retrying(lambda: backend.read_partitions(tps), "reading partitions")
         problems = _partition_problems(plan, parts, expect)
-        if not problems or time.monotonic() >= deadline:
+        throttles = seen_throttles()
+        if (not problems and not throttles) or time.monotonic() >= deadline:
             break
         time.sleep(poll)
     cluster = _retrying(backend.read_cluster, "reading the cluster")
-    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
-    theirs = thr.foreign(backend, ledger)
-    throttles = {e: keys for (t, n), keys in backend.throttle_configs().items()
-                 if (e := f"{t}/{n}") not in theirs or theirs[e] != keys}
-    # Recorded and not removed yet, unless on a broker that is down now (the Admin API cannot reach its config;
-    # a rate alone throttles nothing once the topic lists are gone): reported, removed by a later throttle --clear.
-    unreachable = {f"brokers/{b}" for b in backend.unreachable_brokers({int(b) for b in ledger.brokers})}
-    throttles.update({e: {} for e in ledger.entities() if e not in throttles and e not in unreachable})
+    throttles.update({e: {} for e in recorded if e not in throttles})
     counts: dict[int, int] = {b.id: 0 for b in cluster.brokers}
     for p in cluster.partitions:
         for b in p.replicas:

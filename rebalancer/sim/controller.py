@@ -595,8 +595,9 @@ class SimulatedCluster:
                 continue
             if entity_type == "brokers":
                 self.broker_config[name] = self._read_config("brokers", name)
-            elif entity_type == "topics":
+            elif entity_type == "topics" and name in self.topics:
                 self.topic_config[name] = self._read_config("topics", name)
+            # (a change to a topic deleted meanwhile changes no log: a broker ignores it, and so does the simulator)
             self._seen_config_change = seq
 
     def _broker_rate(self, bid: int, key: str) -> float:

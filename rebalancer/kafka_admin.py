@@ -245,14 +245,15 @@ def _checked(config: Mapping[str, Any]) -> dict[str, Any]:
         if value is None or value == "":
             continue
         out[key] = value
+    # A value that is not one of the allowed ones is never echoed: a password pasted into the wrong field would be.
     if "security_protocol" in out:
         out["security_protocol"] = str(out["security_protocol"]).upper()
         if out["security_protocol"] not in PROTOCOLS:
-            raise InputError(f"security_protocol {out['security_protocol']!r} is not one of {', '.join(sorted(PROTOCOLS))}")
+            raise InputError(f"security_protocol is not one of {', '.join(sorted(PROTOCOLS))} (the value is not shown)")
     if "sasl_mechanism" in out:
         out["sasl_mechanism"] = str(out["sasl_mechanism"]).upper()
         if out["sasl_mechanism"] not in MECHANISMS:
-            raise InputError(f"sasl_mechanism {out['sasl_mechanism']!r} is not one of {', '.join(sorted(MECHANISMS))}")
+            raise InputError(f"sasl_mechanism is not one of {', '.join(sorted(MECHANISMS))} (the value is not shown)")
     if out.get("security_protocol", "PLAINTEXT").startswith("SASL") and "sasl_mechanism" not in out:
         out["sasl_mechanism"] = "PLAIN"
     if "sasl_mechanism" in out and not out.get("security_protocol", "").startswith("SASL"):

@@ -316,8 +316,10 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
     # The original replicas, in their original order (the preferred leader first), for every partition of the plan.
     assert {tp: now[tp] for tp in changed} == {tp: original[tp] for tp in changed}
     assert json.loads((engine.run / "verification_rollback.json").read_text())["passed"] is True
+    # ... and its original leader (fresh topics: the preferred replica), with the destination broker back.
+    assert {tp: original_leaders[tp] for tp in changed} == {tp: original[tp][0] for tp in changed}
     back = leaders(engine)
-    assert all(back[tp] == original[tp][0] for tp in changed if original_leaders[tp] == original[tp][0])
+    assert {tp: back[tp] for tp in changed} == {tp: original_leaders[tp] for tp in changed}
     assert agreed_throttles(engine, want=lambda t: t == {}) == {}  # on every broker
 
 

@@ -164,7 +164,8 @@ def test_client_config_file_properties_and_json(tmp_path):  # type: ignore[no-un
 
 @pytest.mark.parametrize("text, message", [
     ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "needs a username and password"),
-    ("security.protocol=TLS\n", "security_protocol 'TLS' is not one of"),
+    ("security.protocol=TLS\n", "security_protocol is not one of"),
+    ("sasl.mechanism=GSSAPI-ISH\nsecurity.protocol=SASL_SSL\n", "sasl_mechanism is not one of"),
     ("ssl.truststore.location=/etc/kafka/truststore.jks\n", "Java keystore"),
     ("bootstrap.servers.typo=x\n", "unknown Kafka client property"),
     ("sasl.mechanism=PLAIN\n", "use SASL_PLAINTEXT or SASL_SSL"),
@@ -177,6 +178,18 @@ def test_bad_client_config_is_one_line_exit_2(tmp_path, text, message):  # type:
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("key", ["security_protocol", "sasl_mechanism"])
+def test_a_value_that_is_not_allowed_is_never_echoed(tmp_path, key):  # type: ignore[no-untyped-def]
+    """A password pasted into the wrong field (the probe's "SASL_PLAINTEXT S3CR3TPW") is named by its key only."""
+    cfg = tmp_path / "client.json"
+    cfg.write_text(json.dumps({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                               "sasl_plain_username": "ops", "sasl_plain_password": "x", key: "SASL_PLAINTEXT S3CR3TPW"}))
+    result = run_cli("snapshot", "--source", "kafka://127.0.0.1:9", "--kafka-config", str(cfg), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2 and f"{key} is not one of" in result.stderr, result.stderr
+    assert "s3cr3tpw" not in (result.stderr + result.stdout).lower()
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 
 def test_unreachable_kafka_never_prints_the_password(tmp_path):  # type: ignore[no-untyped-def]

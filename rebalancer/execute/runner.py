@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -253,8 +254,10 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
         down = sorted({(b, s.topic, s.partition) for s in todo for b in s.added if b not in live})
         if down:
             b, t, p = down[0]
-            raise ExecutionFailed(f"batch {batch['index'] + 1} cannot start: destination broker {b} of {t}-{p} is down "
-                                  "(nothing submitted; bring it back and rerun, or roll back)")
+            then = "roll back again" if state.get("kind") == "rollback" else "rerun, or roll back"
+            prefix = "rollback: " if state.get("kind") == "rollback" else ""
+            raise ExecutionFailed(f"{prefix}batch {batch['index'] + 1} cannot start: destination broker {b} of {t}-{p} is "
+                                  f"down (nothing submitted; bring it back and {then})")
         lock.check()  # never submit under a lock someone released
         brokers, topics = thr.batch_throttles(todo, live)
         changed = thr.apply(backend, ledger, state["throttle_bytes_per_s"], (brokers, topics))
@@ -289,33 +292,46 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
 
 
 def _elect(backend: Backend, todo: list[Step], batch: dict[str, Any], opts: ExecOptions, total_batches: int) -> None:
-    """Make each moved partition's preferred replica its leader. An election cannot move leadership to a replica
-    that is down or out of the ISR (a broker restarting, a controller failing over): those are elected again until
-    they lead or ``max(min_timeout, 30)`` s pass; then the batch is still done (its data moved), the leaders left
-    are reported, and ``verify`` names them."""
-    deadline = time.monotonic() + max(opts.min_timeout, 30.0)
-    pending = {s.tp: s.after[0] for s in todo}
-    first = True
+    """Make each moved partition's preferred replica its leader (``_elect_preferred``); when some are still led by
+    another replica after ``max(min_timeout, 30)`` s the batch is still done (its data moved), the leaders left are
+    reported, and ``verify`` names them."""
+    left = _elect_preferred(backend, {s.tp: s.after[0] for s in todo}, opts, max(opts.min_timeout, 30.0))
+    if left:
+        (t, p), want = sorted(left.items())[0]
+        batch["leaders_not_preferred"] = sorted(f"{t}-{p}" for t, p in left)
+        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(left)} partition(s) still not led by "
+                   f"their preferred replica (e.g. {t}-{p}, broker {want}); a leaders plan or Kafka's auto leader "
+                   "rebalancing will restore them")
+
+
+def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts: ExecOptions,
+                     timeout: float) -> dict[tuple[str, int], int]:
+    """Preferred leader elections until each partition of ``want`` is led by the broker given (its first replica),
+    or ``timeout`` seconds pass; returns those still led by another. An election cannot hand leadership to a replica
+    that is down or out of the ISR (a broker restarting, a replica catching up): a partition is elected when its
+    preferred replica is in the ISR, and again while the leadership has not moved (a controller failing over may
+    drop an election)."""
+    deadline = time.monotonic() + timeout
+    pending = dict(want)
+    asked: dict[tuple[str, int], float] = {}  # when each partition's last election was asked for
     while True:
         current = _retrying(lambda: _current(backend, set(pending)), "reading partitions")
-        pending = {tp: want for tp, want in pending.items() if current.get(tp) is not None and current[tp].leader != want}
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            (t, p), want = sorted(pending.items())[0]
-            batch["leaders_not_preferred"] = sorted(f"{t}-{p}" for t, p in pending)
-            _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(pending)} partition(s) still not led by "
-                       f"their preferred replica (e.g. {t}-{p}, broker {want}); a leaders plan or Kafka's auto leader "
-                       "rebalancing will restore them")
-            return
-        while _retrying(backend.election_running, "reading the election"):
-            if time.monotonic() > deadline:
-                raise ExecutionFailed("a preferred leader election by someone else did not finish")
-            time.sleep(opts.poll)
-        if not first:
-            time.sleep(2.0)  # a replica coming back needs a moment to rejoin the ISR
-        _retrying(lambda: backend.elect_preferred(sorted(pending)), "electing preferred leaders")
-        first = False
+        pending = {tp: b for tp, b in pending.items() if current.get(tp) is not None and current[tp].leader != b}
+        if not pending or time.monotonic() > deadline:
+            return pending
+        now = time.monotonic()
+        # In the ISR now, and not asked for within the last few polls (an election answers at once through the Admin
+        # API; through ZooKeeper the controller takes a moment, and metadata lags it).
+        ready = sorted(tp for tp, b in pending.items() if b in current[tp].isr
+                       and now - asked.get(tp, -math.inf) >= max(2.0, 4 * opts.poll))
+        if ready:
+            while _retrying(backend.election_running, "reading the election"):
+                if time.monotonic() > deadline:
+                    raise ExecutionFailed("a preferred leader election by someone else did not finish")
+                time.sleep(opts.poll)
+            _retrying(lambda: backend.elect_preferred(ready), "electing preferred leaders")
+            asked.update({tp: time.monotonic() for tp in ready})
+        time.sleep(opts.poll)
 
 
 def _next_throttles(backend: Backend, state: dict[str, Any], batch: dict[str, Any]) -> tuple[set[int], dict[str, Any]]:
@@ -633,20 +649,31 @@ def rollback(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> dict[s
     ours = {(c.topic, c.partition) for c in plan.changes}
     # In-flight moves of this plan: the Admin API cancels them (Kafka reverts them to their original replicas);
     # ZooKeeper mode cannot, so wait for them to finish and revert them afterwards.
+    flight = _retrying(backend.in_flight, "listing reassignments")
     if backend.can_cancel:
         waypoints = {(c.topic, c.partition): set(_waypoints(c)) for c in plan.changes}
-        flight = _retrying(backend.in_flight, "listing reassignments")
         # Only moves this plan started (their target is one of the plan's steps); anyone else's are not ours to cancel.
         mine = sorted(tp for tp, target in flight.items() if tuple(target) in waypoints.get(tp, ()))
         if mine:
             _say(opts, f"rollback: cancelling {len(mine)} move(s) in flight")
             backend.cancel(mine)
+    else:
+        # A move completes only when its whole target is in sync: one that needs a broker that is down never does,
+        # and ZooKeeper mode cannot cancel it. Refuse now, as execute does, before anything is submitted.
+        _refuse_waiting_on_down_brokers(backend, {tp: t for tp, t in flight.items() if tp in ours})
     deadline = time.monotonic() + opts.min_timeout
-    while set(_retrying(backend.in_flight, "listing reassignments")) & ours:
+    while set(flight := _retrying(backend.in_flight, "listing reassignments")) & ours:
         if time.monotonic() > deadline:
-            stuck = sorted(set(backend.in_flight()) & ours)[0]
-            raise ExecutionFailed(f"rollback: the reassignment of {stuck[0]}-{stuck[1]} is still in flight and ZooKeeper mode "
-                                  "cannot cancel it (restart its destination broker, or cancel it through kafka://)")
+            (t, p), target = sorted((tp, target) for tp, target in flight.items() if tp in ours)[0]
+            waits = sorted(set(target) - _retrying(backend.live_brokers, "reading brokers"))
+            on = f"; it waits for broker(s) {', '.join(map(str, waits))}, which are down" if waits else ""
+            if backend.can_cancel:
+                raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight {opts.min_timeout:g} s "
+                                      f"after asking Kafka to cancel it{on} (nothing submitted; bring them back, or "
+                                      "wait for it to finish, and roll back again)")
+            raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight after {opts.min_timeout:g} s "
+                                  f"and ZooKeeper mode cannot cancel it{on} (nothing submitted; let it finish, or roll "
+                                  "back through kafka://, which can cancel it)")
         time.sleep(opts.poll)
 
     def steps() -> list[Step]:
@@ -664,9 +691,33 @@ def rollback(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> dict[s
         return out
 
     state = _run(run, backend, plan, opts, "rollback", steps)
+    # Leadership too: an outage hands a dead broker's partitions to other replicas, and a partition whose replicas are
+    # already the original ones has no step whose election would give it back. Every partition of the plan that has
+    # its original replicas is led by its original preferred replica again, elected once that replica is in sync.
+    current = _retrying(lambda: _current(backend, ours), "reading partitions")
+    want = {(c.topic, c.partition): c.replicas_before[0] for c in plan.changes
+            if (p := current.get((c.topic, c.partition))) is not None and p.replicas == c.replicas_before}
+    left = _elect_preferred(backend, want, opts, max(opts.min_timeout, 30.0))
+    if left:
+        (t, p_), b = sorted(left.items())[0]
+        _say(opts, f"rollback: {len(left)} partition(s) still not led by their original preferred replica (e.g. "
+                   f"{t}-{p_}, broker {b}: not back in sync)")
     result = verify(run_dir, backend, expect="original", write=True)
     state["verified"] = result["passed"]
     return state
+
+
+def _refuse_waiting_on_down_brokers(backend: Backend, flight: Mapping[tuple[str, int], list[int]]) -> None:
+    """ZooKeeper mode: refuse a rollback whose moves in flight wait for a broker that is down (nothing submitted)."""
+    if not flight:
+        return
+    live = _retrying(backend.live_brokers, "reading brokers")
+    down = sorted((b, t, p) for (t, p), target in flight.items() for b in target if b not in live)
+    if down:
+        b, t, p = down[0]
+        raise ExecutionFailed(f"rollback cannot start: the move of {t}-{p} in flight needs broker {b}, which is down, "
+                              "and ZooKeeper mode cannot cancel it (nothing submitted; bring it back and roll back "
+                              "again, or roll back through kafka://, which can cancel the move)")
 
 
 def release_throttles(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> dict[str, Any]:

@@ -63,7 +63,10 @@ def airflow_env(home: Path, port: int, *, users: Sequence[tuple[str, str]] = (("
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        # SQLite takes one writer at a time: a writer waits up to 60 s for the lock (the default 5 s failed REST
+        # calls and task-state updates on a loaded 2-core machine with several runs at once); WAL mode (init) lets
+        # readers go on meanwhile.
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
@@ -131,9 +134,15 @@ def local_kafka_connections(kafka_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def init(home: Path, env: Mapping[str, str]) -> None:
-    """The metadata database (idempotent)."""
+    """The metadata database (idempotent), in SQLite's write-ahead-log mode (it persists in the file)."""
+    import sqlite3
+
     home.mkdir(parents=True, exist_ok=True)
     _airflow(env, "db", "migrate")
+    with sqlite3.connect(home / "airflow.db", timeout=60) as db:
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise AirflowError(f"SQLite refused write-ahead logging for {home / 'airflow.db'} (journal mode {mode})")
 
 
 def configure(client: "Client", *, sim_dir: Path | None = None, kafka_dir: Path | None = None) -> None:

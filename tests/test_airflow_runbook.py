@@ -65,9 +65,16 @@ def launched(stack: Stack, zk_server: Any, tmp_path_factory: pytest.TempPathFact
         return cluster(name, scenario=leader_skewed_description(base / f"{name}.json"))
 
     try:
+        # Every cluster (and its Airflow connection) first, then every run: the runs' tasks then write to Airflow's
+        # database while nothing else does.
+        approved, approved_leaders = cluster("approved"), leader_skewed("approved-leaders")
+        rejected, unanswered_leaders = cluster("rejected"), leader_skewed("unanswered")
+        killed = cluster("killed", acceleration=20.0)
+        balanced = cluster("balanced", new_brokers=0)
+        clicked = cluster("clicked")
         out: dict[str, Launch] = {}
         # Approved through REST; meanwhile, on another cluster, a leader rebalance with require_approval=false.
-        c, lc = cluster("approved"), leader_skewed("approved-leaders")
+        c, lc = approved, approved_leaders
         before, lbefore = c.assignment(), lc.assignment()
         auto = stack.admin.trigger(LEAD, {"zookeeper_conn_id": lc.conn_id, "require_approval": False, "poll_s": 0.2})
         out["approved"] = Launch(c, stack.admin.trigger(DAG, conf(c, approvers=[APPROVER])), before, lc, auto, lbefore)
@@ -75,19 +82,19 @@ def launched(stack: Stack, zk_server: Any, tmp_path_factory: pytest.TempPathFact
         # the scheduler applies the default option (Reject). Not shorter: Airflow 3.3 can fail a task answered (here:
         # timed out) before it processed the parking worker's exit (see airflow_local.wait_parked), which a loaded
         # 2-core machine can delay by seconds.
-        c, lc = cluster("rejected"), leader_skewed("unanswered")
+        c, lc = rejected, unanswered_leaders
         before, lbefore = c.assignment(), lc.assignment()
         unanswered = stack.admin.trigger(LEAD, {"zookeeper_conn_id": lc.conn_id, "approval_timeout_hours": 0.01})
         out["rejected"] = Launch(c, stack.admin.trigger(DAG, conf(c, backend="kafka")), before, lc, unanswered, lbefore)
         # A destination broker killed during execution: slower copies, two moves per broker per batch.
-        c = cluster("killed", acceleration=20.0)
+        c = killed
         before = c.assignment()
         out["killed"] = Launch(c, stack.admin.trigger(DAG, conf(c, throttle="20MB/s", max_moves_per_broker=2)), before)
         # A balanced cluster: nothing to change.
-        c = cluster("balanced", new_brokers=0)
+        c = balanced
         out["balanced"] = Launch(c, stack.admin.trigger(LEAD, {"zookeeper_conn_id": c.conn_id}), c.assignment())
         # Approved by clicking in Chromium, the whole path through the Admin API (backend kafka).
-        c = cluster("clicked")
+        c = clicked
         before = c.assignment()
         out["clicked"] = Launch(c, stack.admin.trigger(DAG, conf(c, backend="kafka", approvers=[APPROVER])), before)
         yield out

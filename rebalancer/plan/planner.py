@@ -29,6 +29,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +327,45 @@ def _load_status(plan: Plan) -> None:
                                   "partition sizes allow: widen it with --band, or allow more changes)")
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    """What was asked, checked (the pipeline's input): the cluster and its load model, the mode and its options."""
+
+    cluster: Cluster
+    mode: str
+    brokers: tuple[int, ...]
+    strategy: str             # as requested (``auto`` included)
+    balance: str              # as requested
+    objective: str
+    max_changes_per_partition: int | None  # as given (None: the mode's default, ``PlanSetup.max_changes``)
+    model: LoadModel
+    write_lp: str | None
+    limit_given: bool
+
+
+@dataclass
+class PlanSetup:
+    """The targets step's result: bands, the balance and strategy chosen, the lower bounds known before placement,
+    and the solver record the later steps add to."""
+
+    targets: Targets
+    balanced: str             # load or counts
+    strategy: str             # chosen
+    max_changes: int | None
+    dead_replicas: int
+    solver: dict[str, Any]
+    bounds: dict[str, Any]
+
+
+@dataclass
+class Placement:
+    """The placement step's result: the new replicas of the partitions it changed, and the strategy that made them;
+    the leaders step reorders them in place."""
+
+    assignment: dict[Key, tuple[int, ...]]
+    strategy: str
+
+
 def make_plan(
     cluster: Cluster,
     mode: str,
@@ -343,11 +383,14 @@ def make_plan(
     """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc; None: ``default_time_limit``
     of the cluster's replicas, generous enough that no cluster the benchmarks cover is cut short).
 
-    ``budget``: the stage's budget when the caller started it earlier (``plan_run_dir`` starts it before loading the
-    snapshot); its limit must be ``time_limit`` when one is given. ``load``: the cluster's load model (``rebalancer.load``; built from
-    the snapshot alone when not given): the summary reports every dimension's bands before and after, and bytes
-    moved against their bound. ``balance``: what a replica mode balances (``choose_balance``): ``load`` places
-    replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes), ``counts`` by replica counts alone.
+    The stage is a pipeline, each step once: request (checked inputs) -> setup (targets, choices, bounds; phase
+    ``targets``) -> placement (``greedy``, ``lp``) -> leaders (``leaders``, ``leaders_load``) -> result
+    (``summary``). ``budget``: the stage's budget when the caller started it earlier (``plan_run_dir`` starts it before
+    loading the snapshot); its limit must be ``time_limit`` when one is given. ``load``: the cluster's load model
+    (``rebalancer.load``; built from the snapshot alone when not given): the summary reports every dimension's bands
+    before and after, and bytes moved against their bound. ``balance``: what a replica mode balances
+    (``choose_balance``): ``load`` places replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes),
+    ``counts`` by replica counts alone.
     """
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
@@ -355,169 +398,217 @@ def make_plan(
         budget = Budget(time_limit if time_limit is not None else default_time_limit(cluster.replica_count))
     elif time_limit is not None and budget.limit != time_limit:
         raise ValueError(f"time_limit {time_limit} differs from the budget's limit {budget.limit}")
-    limit_given = time_limit is not None
     started = time.monotonic()
+    request = PlanRequest(cluster, mode, tuple(sorted(int(b) for b in (brokers or ()))), strategy, balance, objective,
+                          max_changes_per_partition, load if load is not None else load_model(cluster), write_lp,
+                          limit_given=time_limit is not None)
     with budget.phase("targets"):
-        targets = make_targets(cluster, mode, brokers)
-        model = load if load is not None else load_model(cluster)
-        balanced = choose_balance(cluster, balance) if mode != "leaders" else "counts"
-        chosen, reason = choose_strategy(cluster, mode, strategy, balanced)
-        if objective not in ("replicas", "bytes"):
-            raise PlanError(f"unknown objective {objective!r}: replicas or bytes")
-        if max_changes_per_partition is None:
-            max_changes = None if mode == "remove-brokers" else 1
-        else:
-            if max_changes_per_partition < 1:
-                raise PlanError("--max-changes-per-partition must be at least 1")
-            max_changes = max_changes_per_partition
+        setup = _setup(request, brokers)
+    if budget.remaining() == 0.0:
+        raise _out_of_time(budget, "before any change was planned")
+    reserve = SUMMARY_RESERVE * budget.limit
+    placement = _placement(request, setup, budget, reserve)
+    _leaders(request, setup, placement, budget, reserve)
+    plan = _result(request, setup, placement, budget, started)
+    return _counts_where_load_breaks_the_gates(request, plan, placement, budget) or plan
+
+
+def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
+    """Targets and bands, the balance and strategy (and why), the change cap, and the lower bounds on replica moves;
+    every infeasible request fails here, before anything is placed."""
+    cluster, mode, model = req.cluster, req.mode, req.model
+    targets = make_targets(cluster, mode, brokers)
+    balanced = choose_balance(cluster, req.balance) if mode != "leaders" else "counts"
+    chosen, reason = choose_strategy(cluster, mode, req.strategy, balanced)
+    if req.objective not in ("replicas", "bytes"):
+        raise PlanError(f"unknown objective {req.objective!r}: replicas or bytes")
+    if req.max_changes_per_partition is None:
+        max_changes = None if mode == "remove-brokers" else 1
+    else:
+        if req.max_changes_per_partition < 1:
+            raise PlanError("--max-changes-per-partition must be at least 1")
+        max_changes = req.max_changes_per_partition
+    # Partitions holding more replicas on removed brokers than the change cap allows cannot be planned.
+    if mode == "remove-brokers" and max_changes is not None:
+        for p in cluster.partitions:
+            n = sum(1 for b in p.replicas if b in targets.removed)
+            if n > max_changes:
+                raise PlanError(f"partition {p.name} has {n} replicas on removed brokers but "
+                                f"--max-changes-per-partition is {max_changes}")
+    dead = sum(1 for p in cluster.partitions for b in p.replicas if b not in targets.eligible and b not in targets.removed)
+    bounds: dict[str, Any] = {"definitions": BOUND_DEFINITIONS}
+    if mode == "leaders":
+        bounds["replica_moves"] = 0
+    else:
         counts: dict[int, int] = {b: 0 for b in cluster.broker_ids}
         for p in cluster.partitions:
             for b in p.replicas:
                 counts[b] += 1
-        # Partitions holding more replicas on removed brokers than the change cap allows cannot be planned.
-        if mode == "remove-brokers" and max_changes is not None:
-            for p in cluster.partitions:
-                n = sum(1 for b in p.replicas if b in targets.removed)
-                if n > max_changes:
-                    raise PlanError(f"partition {p.name} has {n} replicas on removed brokers but "
-                                    f"--max-changes-per-partition is {max_changes}")
-        dead_replicas = [p.name for p in cluster.partitions for b in p.replicas if b not in targets.eligible and b not in targets.removed]
-        solver: dict[str, Any] = {"strategy_reason": reason, "balance": balanced}
-        bounds: dict[str, Any] = {"definitions": BOUND_DEFINITIONS}
-        if mode != "leaders":
-            # On load, counts need only reach the gate's band (around the mean): bound the moves against that.
-            count_targets = targets if balanced == "counts" else dataclasses.replace(
-                targets, replicas=next(iter(load_bands("replicas", cluster.replica_count, targets.eligible,
-                                                       band=model.band["replicas"]).values())))
-            rb = replica_move_bound(counts, count_targets)
-            bounds["replica_moves"] = rb["bound"]
-            bounds["replica_excess"] = rb["excess"]
-            bounds["replica_deficit"] = rb["deficit"]
-    if budget.remaining() == 0.0:
-        raise _out_of_time(budget, "before any change was planned")
-    reserve = SUMMARY_RESERVE * budget.limit
-    assignment: dict[Key, tuple[int, ...]] = {}
-    if mode == "leaders":
-        bounds["replica_moves"] = 0
+        # On load, counts need only reach the gate's band (around the mean): bound the moves against that.
+        count_targets = targets if balanced == "counts" else dataclasses.replace(
+            targets, replicas=next(iter(load_bands("replicas", cluster.replica_count, targets.eligible,
+                                                   band=model.band["replicas"]).values())))
+        rb = replica_move_bound(counts, count_targets)
+        bounds.update(replica_moves=rb["bound"], replica_excess=rb["excess"], replica_deficit=rb["deficit"])
+    return PlanSetup(targets, balanced, chosen, max_changes, dead, {"strategy_reason": reason, "balance": balanced},
+                     bounds)
+
+
+def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Where the replicas go: nowhere new in leaders mode; by load (``_place_on_load``) or by counts
+    (``_place_on_counts``) in the replica modes."""
+    if req.mode == "leaders":
+        return Placement({}, setup.strategy)
+    if setup.balanced == "load":
+        assignment, used = _place_on_load(req.cluster, req.model, setup.targets, setup.strategy, req.strategy,
+                                          setup.max_changes, budget, reserve, setup.solver, req.write_lp)
+        return Placement(assignment, used)
+    return Placement(_place_on_counts(req, setup, budget, reserve), setup.strategy)
+
+
+def _place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> dict[Key, tuple[int, ...]]:
+    """Replica placement on counts: Wix's greedy, then (strategy ``lp``) the Sqooba program warm-started from it; the
+    better valid placement is kept (a program cut short or decomposed can end above greedy)."""
+    cluster, targets, solver, objective = req.cluster, setup.targets, setup.solver, req.objective
+    replicas = {p.tp: p.replicas for p in cluster.partitions}
+    sizes = {p.tp: p.size_bytes for p in cluster.partitions}
+    rack = {b.id: b.rack for b in cluster.brokers}
+    with budget.phase("greedy", GREEDY_SHARE if setup.strategy == "greedy" else GREEDY_BEFORE_LP_SHARE,
+                      reserve) as deadline:
+        ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
+                           ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
+                           removed=targets.removed,
+                           max_changes=setup.max_changes if setup.max_changes is not None else 10**9,
+                           keep_racks=targets.keep_racks, prefer_small=objective == "bytes",
+                           disk={b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes} or None,
+                           network={b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+                                    if b.network_capacity_bytes_per_s} or None,
+                           rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
+        greedy_changed, gstats = greedy_balance(ginp, deadline)
+    solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
+    if setup.strategy == "greedy":
+        solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
+        return dict(greedy_changed)
+    disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
+    net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
+           if b.network_capacity_bytes_per_s and b.id in targets.eligible}
+    rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
+    warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
+    with budget.phase("lp", LP_SHARE, reserve) as deadline:
+        changed, lstats = lp_balance(
+            replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
+            removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,
+            leader_floor=targets.leaders.floor, leader_ceil=targets.leaders.ceil, max_changes=setup.max_changes,
+            keep_racks=targets.keep_racks, objective=objective, warm_start=warm,
+            disk=disk or None, network=net or None, rates=rates, write_lp=req.write_lp, deadline=deadline)
+    solver["lp"] = lstats
+    solver["status"] = lstats.get("status")
+    solver["gap"] = lstats.get("gap")
+    if lstats["cut_short"]:
+        # Groups the program did not reach kept their replicas: keep whichever valid placement is more balanced,
+        # then cheaper.
+        lp_key = (_band_violation(cluster, changed, targets), _cost(cluster, changed, objective))
+        greedy_key = (_band_violation(cluster, greedy_changed, targets), _cost(cluster, greedy_changed, objective))
+        if greedy_key < lp_key:
+            solver["placement_used"] = "greedy"
+            return dict(greedy_changed)
+    elif _worse(cluster, changed, greedy_changed, objective, gstats):
+        # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
+        solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
+        solver["placement_used"] = "greedy"
+        return dict(greedy_changed)
+    return dict(changed)
+
+
+def _leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, reserve: float) -> None:
+    """Who leads, over the placed replica sets (reorders ``placement.assignment`` in place): the chosen leader
+    strategy in leaders mode; in the replica modes the exact flow, then on load the network-out hand-overs (above
+    ``LEADER_FLOW_MAX_PARTITIONS`` partitions the hand-overs balance leader counts too, instead of the flow)."""
+    cluster, targets, solver, bounds = req.cluster, setup.targets, setup.solver, setup.bounds
+    assignment = placement.assignment
+    if req.mode == "leaders":
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
-            solver["leaders"] = _leader_pass(cluster, assignment, targets, chosen, replicas_moved=False, deadline=deadline)
-        bounds["leader_changes"] = solver["leaders"]["leader_bound"]
-        solver["status"] = "Optimal" if chosen == "flow" else "Heuristic"
+            solver["leaders"] = _leader_pass(cluster, assignment, targets, setup.strategy, replicas_moved=False,
+                                             deadline=deadline)
+        solver["status"] = "Optimal" if setup.strategy == "flow" else "Heuristic"
+    elif setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
+        with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
+            solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)
     else:
-        if balanced == "load":
-            assignment, chosen = _place_on_load(cluster, model, targets, chosen, strategy, max_changes, budget,
-                                                reserve, solver, write_lp)
-        else:
-            replicas = {p.tp: p.replicas for p in cluster.partitions}
-            sizes = {p.tp: p.size_bytes for p in cluster.partitions}
-            rack = {b.id: b.rack for b in cluster.brokers}
-            with budget.phase("greedy", GREEDY_SHARE if chosen == "greedy" else GREEDY_BEFORE_LP_SHARE, reserve) as deadline:
-                ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
-                                   ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
-                                   removed=targets.removed,
-                                   max_changes=max_changes if max_changes is not None else 10**9, keep_racks=targets.keep_racks,
-                                   prefer_small=objective == "bytes",
-                                   disk={b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes} or None,
-                                   network={b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
-                                            if b.network_capacity_bytes_per_s} or None,
-                                   rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
-                greedy_changed, gstats = greedy_balance(ginp, deadline)
-            solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
-            if chosen == "greedy":
-                assignment = dict(greedy_changed)
-                solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
-            else:
-                disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
-                net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
-                       if b.network_capacity_bytes_per_s and b.id in targets.eligible}
-                rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
-                warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
-                with budget.phase("lp", LP_SHARE, reserve) as deadline:
-                    changed, lstats = lp_balance(
-                        replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
-                        removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,
-                        leader_floor=targets.leaders.floor, leader_ceil=targets.leaders.ceil, max_changes=max_changes,
-                        keep_racks=targets.keep_racks, objective=objective, warm_start=warm,
-                        disk=disk or None, network=net or None, rates=rates, write_lp=write_lp, deadline=deadline)
-                solver["lp"] = lstats
-                solver["status"] = lstats.get("status")
-                solver["gap"] = lstats.get("gap")
-                assignment = dict(changed)
-                if lstats["cut_short"]:
-                    # Groups the program did not reach kept their replicas: keep whichever valid placement is more
-                    # balanced, then cheaper.
-                    lp_key = (_band_violation(cluster, changed, targets), _cost(cluster, changed, objective))
-                    greedy_key = (_band_violation(cluster, greedy_changed, targets), _cost(cluster, greedy_changed, objective))
-                    if greedy_key < lp_key:
-                        assignment = dict(greedy_changed)
-                        solver["placement_used"] = "greedy"
-                elif _worse(cluster, changed, greedy_changed, objective, gstats):
-                    # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
-                    assignment = dict(greedy_changed)
-                    solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
-                    solver["placement_used"] = "greedy"
-        if balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
-            with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
-                solver["leaders"] = _leaders_on_load(cluster, assignment, targets, model, deadline, counts_too=True)
-        else:
-            share = LEADER_FLOW_SHARE if balanced == "load" else LEADERS_SHARE
-            with budget.phase("leaders", share, reserve) as deadline:
-                solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True,
-                                                 deadline=deadline)
-            if balanced == "load":
-                with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
-                    solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, model, deadline)
-        bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+        share = LEADER_FLOW_SHARE if setup.balanced == "load" else LEADERS_SHARE
+        with budget.phase("leaders", share, reserve) as deadline:
+            solver["leaders"] = _leader_pass(cluster, assignment, targets, "flow", replicas_moved=True,
+                                             deadline=deadline)
+        if setup.balanced == "load":
+            with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
+                solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline)
+    bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+
+
+def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, started: float) -> Plan:
+    """The plan: each change in Kafka's order (the leader first, kept followers in place), checked (removed brokers
+    empty, something planned when the time was cut), its summary, load and status."""
+    cluster, targets, solver, bounds, model = req.cluster, setup.targets, setup.solver, setup.bounds, req.model
     with budget.phase("summary"):
         by_tp = {p.tp: p.replicas for p in cluster.partitions}
-        assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in assignment.items()) if v != by_tp[k]}
+        assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in placement.assignment.items())
+                      if v != by_tp[k]}
+        placement.assignment = assignment
         if targets.removed:
-            left = [(p.name, b) for p in cluster.partitions for b in assignment.get(p.tp, p.replicas) if b in targets.removed]
+            left = [(p.name, b) for p in cluster.partitions for b in assignment.get(p.tp, p.replicas)
+                    if b in targets.removed]
             if left and budget.cut_short:
                 raise _out_of_time(budget, f"with {len(left)} replica(s) still on the removed broker(s)")
             if left:
                 name, b = left[0]
-                raise PlanError(f"cannot empty broker {b}: {len(left)} replica(s) (e.g. {name}) have no receiver that keeps "
-                                "their rack count, capacity and change cap (add brokers in that rack, or raise "
+                raise PlanError(f"cannot empty broker {b}: {len(left)} replica(s) (e.g. {name}) have no receiver that "
+                                "keeps their rack count, capacity and change cap (add brokers in that rack, or raise "
                                 "--max-changes-per-partition)")
         if not assignment and budget.cut_short:
             raise _out_of_time(budget, "before any change was planned")
-        if dead_replicas:
-            solver["replicas_on_dead_brokers"] = len(dead_replicas)
+        if setup.dead_replicas:
+            solver["replicas_on_dead_brokers"] = setup.dead_replicas
         solver["seconds"] = round(time.monotonic() - started, 3)
-        params = {"mode": mode, "brokers": sorted(int(b) for b in (brokers or ())), "strategy_requested": strategy,
-                  "max_changes_per_partition": max_changes, "time_limit": budget.limit,
-                  "time_limit_given": limit_given, "objective": objective,
-                  "balance": balanced, "load": model.params()}
-        plan = build_plan(cluster, assignment, mode=mode, strategy=chosen, eligible=targets.eligible, params=params,
-                          solver=solver, bounds=bounds)
+        params = {"mode": req.mode, "brokers": list(req.brokers), "strategy_requested": req.strategy,
+                  "max_changes_per_partition": setup.max_changes, "time_limit": budget.limit,
+                  "time_limit_given": req.limit_given, "objective": req.objective,
+                  "balance": setup.balanced, "load": model.params()}
+        plan = build_plan(cluster, assignment, mode=req.mode, strategy=placement.strategy, eligible=targets.eligible,
+                          params=params, solver=solver, bounds=bounds)
         plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"])
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
-        if balanced == "load" and mode != "leaders":
+        if setup.balanced == "load" and req.mode != "leaders":
             _load_status(plan)
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
         _mark_cut_short(plan, budget)
-    auto_load = balance == "auto" and balanced == "load" and plan.solver.get("status") == "Heuristic"
-    outside_counts = _counts_outside_gate(plan, model) if auto_load else []
-    beyond_network = _network_beyond_gate(plan, cluster, assignment, model) if auto_load else {}
-    if (outside_counts or beyond_network) and budget.remaining() >= 1.0:
-        # auto: the load bands cannot all be met here, and meeting them as far as possible broke the count gates
-        # or left a broker's network further off than the network gate accepts (small clusters: a few replicas per
-        # broker, a few partitions carrying the traffic). Counts within the gates are what is reachable: plan those.
-        fallback = make_plan(cluster, mode, brokers=brokers, strategy=strategy,
-                             max_changes_per_partition=max_changes_per_partition, time_limit=budget.remaining(),
-                             objective=objective, load=model, balance="counts")
-        broke = ([f"the replica or leader counts of broker(s) {outside_counts[:8]} outside the "
-                  f"{model.band['replicas'] * 100:g}% gates"] if outside_counts else []) + [
-            f"the {DIMENSIONS[d].title} of broker(s) {bs[:8]} beyond what the network gate accepts"
-            for d, bs in beyond_network.items()]
-        fallback.solver["strategy_reason"] = (
-            f"auto: the load plan could not meet every band ({_outside_text(plan.solver.get('outside_bands'))}) and "
-            f"left {' and '.join(broke)}: counts planned instead; {fallback.solver['strategy_reason']}")
-        fallback.solver["load_attempt"] = {k: plan.solver.get(k) for k in ("status", "outside_bands", "outside_why")}
-        return fallback
     return plan
+
+
+def _counts_where_load_breaks_the_gates(req: PlanRequest, plan: Plan, placement: Placement,
+                                        budget: Budget) -> Plan | None:
+    """Under ``--balance auto``: a load plan that cannot meet every band and, meeting them as far as possible, broke
+    the count gates or left a broker's network further off than the network gate accepts (small clusters: a few
+    replicas per broker, a few partitions carrying the traffic) gives way to a counts plan, which says why. None:
+    the load plan stands."""
+    if not (req.balance == "auto" and plan.params["balance"] == "load" and plan.solver.get("status") == "Heuristic"):
+        return None
+    outside_counts = _counts_outside_gate(plan, req.model)
+    beyond_network = _network_beyond_gate(plan, req.cluster, placement.assignment, req.model)
+    if not (outside_counts or beyond_network) or budget.remaining() < 1.0:
+        return None
+    fallback = make_plan(req.cluster, req.mode, brokers=req.brokers or None, strategy=req.strategy,
+                         max_changes_per_partition=req.max_changes_per_partition, time_limit=budget.remaining(),
+                         objective=req.objective, load=req.model, balance="counts")
+    broke = ([f"the replica or leader counts of broker(s) {outside_counts[:8]} outside the "
+              f"{req.model.band['replicas'] * 100:g}% gates"] if outside_counts else []) + [
+        f"the {DIMENSIONS[d].title} of broker(s) {bs[:8]} beyond what the network gate accepts"
+        for d, bs in beyond_network.items()]
+    fallback.solver["strategy_reason"] = (
+        f"auto: the load plan could not meet every band ({_outside_text(plan.solver.get('outside_bands'))}) and "
+        f"left {' and '.join(broke)}: counts planned instead; {fallback.solver['strategy_reason']}")
+    fallback.solver["load_attempt"] = {k: plan.solver.get(k) for k in ("status", "outside_bands", "outside_why")}
+    return fallback
 
 
 def _outside_text(outside: Mapping[str, Sequence[int]] | None) -> str:

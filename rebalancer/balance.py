@@ -28,22 +28,19 @@ class BrokerLoad:
 
 
 def broker_loads(cluster: Cluster) -> list[BrokerLoad]:
-    """Load of every broker of the cluster (brokers with nothing on them included), sorted by broker id."""
-    replicas = {b.id: 0 for b in cluster.brokers}
-    leaders = dict(replicas)
-    preferred = dict(replicas)
-    size = dict(replicas)
+    """Load of every broker of the cluster (brokers with nothing on them included), sorted by broker id: a view of
+    ``rebalancer.load``, the one place that measures per-broker load (replicas, preferred leaders and disk bytes
+    are its dimensions); the current leaders, a state rather than a load, are counted here."""
+    from .load import dimension_loads, partition_loads
+
+    loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {})
+    per = dimension_loads(cluster, loads, dimensions=("replicas", "leaders", "disk"))
+    leaders = {b.id: 0 for b in cluster.brokers}
     for p in cluster.partitions:
-        for b in p.replicas:
-            replicas[b] += 1
-            size[b] += p.size_bytes
         if p.leader is not None:
             leaders[p.leader] += 1
-        preferred[p.replicas[0]] += 1
-    return [
-        BrokerLoad(b.id, b.rack, b.alive, replicas[b.id], leaders[b.id], preferred[b.id], size[b.id])
-        for b in cluster.brokers
-    ]
+    return [BrokerLoad(b.id, b.rack, b.alive, per["replicas"][b.id], leaders[b.id], per["leaders"][b.id],
+                       per["disk"][b.id]) for b in sorted(cluster.brokers, key=lambda x: x.id)]
 
 
 def deviation_pct(value: float, median: float) -> float:

@@ -49,7 +49,9 @@ MAX_CHANGE_ROWS = 200
 MAX_TICK_LABELS = 60  # above this many brokers, label only a few ticks
 MAX_LISTED_BROKERS = 24  # flag lists longer than this are cut with "... and N more"
 METRICS = ("replicas", "leaders", "bytes")
-CHART_FILES = {m: f"brokers_{m}.png" for m in METRICS} | {"heatmap": "topics_heatmap.png"}
+LOAD_DIMENSIONS = ("disk", "nw_in", "nw_out")
+CHART_FILES = ({m: f"brokers_{m}.png" for m in METRICS} | {"heatmap": "topics_heatmap.png"}
+               | {f"load_{d}": f"load_{d}.png" for d in LOAD_DIMENSIONS})
 
 COLOR_OK = "#4c72b0"
 COLOR_ABOVE = "#d62728"
@@ -377,6 +379,68 @@ def _heatmap(top: Mapping[str, Any], top_after: Mapping[str, Any] | None, out: P
     fig.savefig(out, format="png")
 
 
+def _load_chart(dim: str, info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], out: Path) -> None:
+    """One load dimension per broker, before and after the plan, against each broker's band: in % of the broker's
+    capacity where it is known (with the capacity threshold), else in % of its target (its share of the total)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    by_cap = bool(info.get("by_capacity"))
+    ids, before, after, low, high = [], [], [], [], []
+    for r in rows:
+        cell = _obj(r.get(dim))
+        scale = _num(cell.get("capacity")) if by_cap else _num(cell.get("target"))
+        values = [_num(cell.get(k)) for k in ("before", "after", "low", "high")]
+        if not scale or any(v is None for v in values):
+            continue
+        ids.append(r.get("broker"))
+        for series, v in zip((before, after, low, high), values):
+            series.append(100.0 * float(v) / scale)  # type: ignore[arg-type]
+    n = len(ids)
+    width = min(16.0, max(12.0, 4.0 + 0.1 * n))
+    fig = Figure(figsize=(width, 3.4), dpi=100, layout="constrained")
+    ax = fig.subplots()
+    xs = list(range(n))
+    # The band of each broker as a shaded bar behind its two bars.
+    ax.bar(xs, [h - lo for lo, h in zip(low, high)], bottom=low, width=0.9, color=COLOR_MEDIAN, alpha=0.18,
+           linewidth=0, zorder=1)
+    inside = [lo <= a <= h for lo, a, h in zip(low, after, high)]
+    ax.bar([x - 0.2 for x in xs], before, width=0.38, color="#b0b0b0", linewidth=0, zorder=2)
+    ax.bar([x + 0.2 for x in xs], after, width=0.38, color=[COLOR_OK if ok else COLOR_ABOVE for ok in inside],
+           linewidth=0, zorder=3)
+    threshold = _num(info.get("threshold_pct")) if by_cap else None
+    if threshold is not None:
+        ax.axhline(threshold, color=COLOR_ABOVE, linewidth=1, linestyle=":", zorder=4)
+    unit = "% of capacity" if by_cap else "% of the broker's target"
+    outside = n - sum(inside)
+    ax.set_title(f"{_obj(info).get('title', dim)}: band ±{_dec(info.get('band_pct'), 1)}% of each broker's "
+                 f"target, {outside} of {n} broker(s) outside after the plan", loc="left", fontsize=10)
+    ax.set_ylabel(unit, fontsize=9)
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.grid(axis="y", linewidth=0.5, alpha=0.5, zorder=0)
+    ax.set_axisbelow(True)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_xlabel("broker", fontsize=9)
+    _broker_ticks(ax, ids)
+    handles = [Patch(color="#b0b0b0", label="before"), Patch(color=COLOR_OK, label="after, inside the band"),
+               Patch(color=COLOR_ABOVE, label="after, outside"), Patch(color=COLOR_MEDIAN, alpha=0.18, label="band")]
+    if threshold is not None:
+        handles.append(Line2D([], [], color=COLOR_ABOVE, linestyle=":", label=f"capacity threshold {threshold:g}%"))
+    fig.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=9, frameon=False)
+    fig.suptitle(f"{_obj(info).get('title', dim).capitalize()} per broker ({unit})", fontsize=12, x=0.01, ha="left")
+    fig.savefig(out, format="png")
+
+
+def _load_dims(plan: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], list[str]]:
+    """plan.json's ``summary.load``: its dimensions, broker rows, and the load dimensions that carry a load."""
+    load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
+    rows = [r for r in _items(load.get("brokers")) if isinstance(r, dict)]
+    dims_doc = _obj(load.get("dimensions"))
+    dims = [d for d in LOAD_DIMENSIONS if isinstance(dims_doc.get(d), dict) and _num(dims_doc[d].get("total"))]
+    return dims_doc, rows, dims
+
+
 def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
     """Draw every chart the inputs allow; returns chart key -> PNG path (stale PNGs of ours are removed)."""
     import matplotlib
@@ -390,6 +454,10 @@ def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
     if inputs.top is not None and inputs.top["topics"]:
         made["heatmap"] = charts_dir / CHART_FILES["heatmap"]
         _heatmap(inputs.top, inputs.top_after, made["heatmap"])
+    dims_doc, rows, dims = _load_dims(inputs.plan)
+    for d in dims if rows else ():
+        made[f"load_{d}"] = charts_dir / CHART_FILES[f"load_{d}"]
+        _load_chart(d, _obj(dims_doc[d]), rows, made[f"load_{d}"])
     for key, name in CHART_FILES.items():
         if key not in made:
             (charts_dir / name).unlink(missing_ok=True)
@@ -550,7 +618,6 @@ def _charts_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
             f"{imgs}</section>")
 
 
-LOAD_DIMENSIONS = ("disk", "nw_in", "nw_out")
 MAX_LOAD_ROWS = 400
 
 
@@ -584,13 +651,10 @@ def _band_cell(cell: Mapping[str, Any], rate: bool) -> str:
     return f'<td class="num">{_e(human_bytes(low))}{unit}&ndash;{_e(human_bytes(high))}{unit}</td>'
 
 
-def _load_section(plan: Mapping[str, Any] | None) -> str:
+def _load_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]) -> str:
     """Utilisation per broker before and after the plan against the band (and capacity, where known), per load
-    dimension, from plan.json's ``summary.load``."""
-    load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
-    rows_in = [r for r in _items(load.get("brokers")) if isinstance(r, dict)]
-    dims_doc = _obj(load.get("dimensions"))
-    dims = [d for d in LOAD_DIMENSIONS if isinstance(dims_doc.get(d), dict) and _num(dims_doc[d].get("total"))]
+    dimension, from plan.json's ``summary.load``: a chart per dimension, then the table."""
+    dims_doc, rows_in, dims = _load_dims(plan)
     if not rows_in or not dims:
         return ('<section id="load"><h2>Utilisation per broker</h2><p class="muted" id="load-missing">No load '
                 "known (partition sizes and rates unknown): nothing to show.</p></section>")
@@ -615,8 +679,10 @@ def _load_section(plan: Mapping[str, Any] | None) -> str:
         body.append(f'<tr><th>{_e(r.get("broker"))}</th>{"".join(cells)}</tr>')
     more = (f'<p class="muted">showing {MAX_LOAD_ROWS} of {len(rows_in)} brokers (all in plan.json)</p>'
             if len(rows_in) > MAX_LOAD_ROWS else "")
-    return (f'<section id="load"><h2>Utilisation per broker</h2><p class="muted">{"; ".join(notes)}. Cells outside '
-            "the band are red; hover for the amount.</p>"
+    imgs = "".join(f'<figure id="load-chart-{d}">{_img(charts[f"load_{d}"], f"{d} per broker")}</figure>'
+                   for d in dims if f"load_{d}" in charts)
+    return (f'<section id="load"><h2>Utilisation per broker</h2>{imgs}<p class="muted">{"; ".join(notes)}. Cells '
+            "outside the band are red; hover for the amount.</p>"
             f'<table class="load"><thead><tr><th rowspan="2">broker</th>{head}</tr><tr>{sub}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>{more}</section>')
 
@@ -736,7 +802,7 @@ def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str
               + (f" &middot; full content hash <code>{_e(plan_hash)}</code>" if plan_hash else "")
               + "</footer>")
     body = "".join([
-        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan),
+        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan, charts),
         _heatmap_section(inputs, charts), _flags_section(inputs.summary), _gates_section(inputs.validation),
         _changes_section(inputs.plan), footer,
     ])

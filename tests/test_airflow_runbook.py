@@ -2,11 +2,8 @@
 dag-processor as subprocesses) against simulated clusters on a real ZooKeeper, driven like an operator would:
 trigger with conf and answer the approval through the REST API, or log in and click in headless Chromium.
 
-Each test has its own simulated clusters (their own chroots and Airflow connections, chosen by the run's
+Each test has its own simulated cluster (its own chroot and Airflow connection, chosen by the run's
 ``zookeeper_conn_id``) and checks the cluster itself (read from ZooKeeper), the run directory and the task states.
-Every test's runs are triggered at once, by the ``launched`` fixture: they snapshot, analyse, plan, validate and
-report concurrently (the stack allows several runs of a DAG, ``REBALANCER_MAX_ACTIVE_RUNS``), and each waits at its
-approval until its test answers.
 """
 
 from __future__ import annotations
@@ -14,8 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,7 +23,6 @@ from rebalancer import kafka_zk as kz
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DAG = "kafka_add_brokers"
-LEAD = "kafka_leader_rebalance"
 NEW = [12, 13, 14, 15]
 
 
@@ -37,70 +31,12 @@ def stack(airflow_stack: Any) -> Stack:
     return airflow_stack.result(timeout=600)  # the worker's shared stack (tests/conftest.py)
 
 
-@dataclass
-class Launch:
-    """One test's cluster and run, as triggered (``before``: the cluster's assignment then), and what else the test
-    started beside it (a second cluster and its run)."""
-
-    cluster: Cluster
-    run_id: str
-    before: dict[tuple[str, int], tuple[int, ...]]
-    other: Cluster | None = None
-    other_run: str | None = None
-    other_before: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
-
-
-@pytest.fixture(scope="module")
-def launched(stack: Stack, zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launch]]:
-    """Every test's clusters started and runs triggered, at once (see the module doc); stopped after the module."""
-    base = tmp_path_factory.mktemp("runbook")
-    clusters: list[Cluster] = []
-
-    def cluster(name: str, **kw: Any) -> Cluster:
-        c = start_cluster(stack, zk_server.hosts, base / name, **kw)
-        clusters.append(c)
-        return c
-
-    def leader_skewed(name: str) -> Cluster:
-        return cluster(name, scenario=leader_skewed_description(base / f"{name}.json"))
-
-    try:
-        # Every cluster (and its Airflow connection) first, then every run: the runs' tasks then write to Airflow's
-        # database while nothing else does.
-        approved, approved_leaders = cluster("approved"), leader_skewed("approved-leaders")
-        rejected, unanswered_leaders = cluster("rejected"), leader_skewed("unanswered")
-        killed = cluster("killed", acceleration=20.0)
-        balanced = cluster("balanced", new_brokers=0)
-        clicked = cluster("clicked")
-        out: dict[str, Launch] = {}
-        # Approved through REST; meanwhile, on another cluster, a leader rebalance with require_approval=false.
-        c, lc = approved, approved_leaders
-        before, lbefore = c.assignment(), lc.assignment()
-        auto = stack.admin.trigger(LEAD, {"zookeeper_conn_id": lc.conn_id, "require_approval": False, "poll_s": 0.2})
-        out["approved"] = Launch(c, stack.admin.trigger(DAG, conf(c, approvers=[APPROVER])), before, lc, auto, lbefore)
-        # Rejected by a person (through the Admin API: backend kafka); a leader rebalance nobody answers: 36 s, then
-        # the scheduler applies the default option (Reject). Not shorter: Airflow 3.3 can fail a task answered (here:
-        # timed out) before it processed the parking worker's exit (see airflow_local.wait_parked), which a loaded
-        # 2-core machine can delay by seconds.
-        c, lc = rejected, unanswered_leaders
-        before, lbefore = c.assignment(), lc.assignment()
-        unanswered = stack.admin.trigger(LEAD, {"zookeeper_conn_id": lc.conn_id, "approval_timeout_hours": 0.01})
-        out["rejected"] = Launch(c, stack.admin.trigger(DAG, conf(c, backend="kafka")), before, lc, unanswered, lbefore)
-        # A destination broker killed during execution: slower copies, two moves per broker per batch.
-        c = killed
-        before = c.assignment()
-        out["killed"] = Launch(c, stack.admin.trigger(DAG, conf(c, throttle="20MB/s", max_moves_per_broker=2)), before)
-        # A balanced cluster: nothing to change.
-        c = balanced
-        out["balanced"] = Launch(c, stack.admin.trigger(LEAD, {"zookeeper_conn_id": c.conn_id}), c.assignment())
-        # Approved by clicking in Chromium, the whole path through the Admin API (backend kafka).
-        c = clicked
-        before = c.assignment()
-        out["clicked"] = Launch(c, stack.admin.trigger(DAG, conf(c, backend="kafka", approvers=[APPROVER])), before)
-        yield out
-    finally:
-        for c in clusters:
-            c.stop()
+@pytest.fixture
+def cluster(stack: Stack, zk_server: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    params = getattr(request, "param", {})
+    c = start_cluster(stack, zk_server.hosts, tmp_path / "sim", **params)
+    yield c
+    c.stop()
 
 
 def conf(cluster: Cluster, *, backend: str = "zookeeper", **extra: Any) -> dict[str, Any]:
@@ -135,25 +71,32 @@ def finished(stack: Stack, dag_id: str, run_id: str, timeout: float = 300) -> st
     return stack.admin.wait_state(dag_id, run_id, states=["success", "failed"], timeout=timeout)
 
 
-def test_add_brokers_triggered_and_approved_through_rest(stack: Stack, launched: dict[str, Launch]) -> None:
+def test_add_brokers_triggered_and_approved_through_rest(stack: Stack, cluster: Cluster, zk_server: Any,
+                                                         tmp_path: Path) -> None:
     """Meanwhile, on another cluster, a leader rebalance triggered with require_approval=false runs unattended."""
-    launch = launched["approved"]
-    _approved_through_rest(stack, launch)
-    leaders, auto = launch.other, launch.other_run
-    assert leaders is not None and auto is not None
-    assert finished(stack, LEAD, auto) == "success", explain(stack, LEAD, auto)
-    run = stack.run_dir(LEAD, auto)
-    record = json.loads((run / "approval.json").read_text())
-    assert record["decision"] == "approved" and record["by"] == "(automatic)"
-    assert record["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
-    planned, now = planned_assignment(run), leaders.assignment()
-    assert planned and all(now[tp] == r for tp, r in planned.items())
-    assert json.loads((run / "verification.json").read_text())["passed"] is True  # preferred leaders lead
-    assert leaders.throttles() == {}
+    leaders = start_cluster(stack, zk_server.hosts, tmp_path / "sim-leaders",
+                            scenario=leader_skewed_description(tmp_path / "leader-skew.json"))
+    try:
+        auto = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": leaders.conn_id,
+                                                              "require_approval": False, "poll_s": 0.2})
+        _approved_through_rest(stack, cluster)
+        lead = "kafka_leader_rebalance"
+        assert finished(stack, lead, auto) == "success", explain(stack, lead, auto)
+        run = stack.run_dir(lead, auto)
+        record = json.loads((run / "approval.json").read_text())
+        assert record["decision"] == "approved" and record["by"] == "(automatic)"
+        assert record["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
+        planned, now = planned_assignment(run), leaders.assignment()
+        assert planned and all(now[tp] == r for tp, r in planned.items())
+        assert json.loads((run / "verification.json").read_text())["passed"] is True  # preferred leaders lead
+        assert leaders.throttles() == {}
+    finally:
+        leaders.stop()
 
 
-def _approved_through_rest(stack: Stack, launch: Launch) -> None:
-    cluster, run_id, before = launch.cluster, launch.run_id, launch.before
+def _approved_through_rest(stack: Stack, cluster: Cluster) -> None:
+    before = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, approvers=[APPROVER]))
     wait_awaiting_approval(stack, DAG, run_id)
     run = stack.run_dir(DAG, run_id)
 
@@ -206,47 +149,58 @@ def _approved_through_rest(stack: Stack, launch: Launch) -> None:
     assert cluster.throttles() == {}
 
 
-def test_reject_and_timeout_execute_nothing(stack: Stack, launched: dict[str, Launch]) -> None:
+def test_reject_and_timeout_execute_nothing(stack: Stack, cluster: Cluster, zk_server: Any, tmp_path: Path) -> None:
     """A person rejects one run; nobody answers another (a leader rebalance) and its timeout rejects it. The first
     goes through the Admin API (backend kafka): the snapshot reads the simulated brokers' Kafka listeners."""
-    launch = launched["rejected"]
-    cluster, run_id, before = launch.cluster, launch.run_id, launch.before
-    leaders, unanswered, leaders_before = launch.other, launch.other_run, launch.other_before
-    assert leaders is not None and unanswered is not None
-    wait_awaiting_approval(stack, DAG, run_id)
-    stack.client(OTHER_USER).answer(DAG, run_id, "Reject")
-    assert finished(stack, DAG, run_id) == "success", explain(stack, DAG, run_id)
-    states = stack.admin.task_states(DAG, run_id)
-    assert states["approve"] == "success"
-    for t in ("execute", "verify", "rollback", "cleanup_throttles"):
-        assert states[t] == "skipped", states
-    assert states["outcome"] == "success"
-    assert f"plan rejected by {OTHER_USER}" in stack.admin.log(DAG, run_id, "outcome")
-    run = stack.run_dir(DAG, run_id)
-    approval = json.loads((run / "approval.json").read_text())
-    assert approval["decision"] == "rejected" and approval["by"] == OTHER_USER
-    assert approval["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
-    assert not (run / "execution").exists()
-    assert cluster.assignment() == before and cluster.throttles() == {}
-    from rebalancer.snapshot import load_snapshot
+    leaders = start_cluster(stack, zk_server.hosts, tmp_path / "sim-leaders",
+                            scenario=leader_skewed_description(tmp_path / "leader-skew.json"))
+    try:
+        before, leaders_before = cluster.assignment(), leaders.assignment()
+        # 36 s to answer: then the scheduler applies the default option (Reject). Not shorter: Airflow 3.3 can fail a
+        # task answered (here: timed out) before it processed the parking worker's exit (see
+        # airflow_local.wait_parked), which a loaded 2-core machine can delay by seconds; the other run takes longer
+        # than this to reach its approval, so the wait costs nothing.
+        unanswered = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": leaders.conn_id,
+                                                                    "approval_timeout_hours": 0.01})
+        run_id = stack.admin.trigger(DAG, conf(cluster, backend="kafka"))
+        wait_awaiting_approval(stack, DAG, run_id)
+        stack.client(OTHER_USER).answer(DAG, run_id, "Reject")
+        assert finished(stack, DAG, run_id) == "success", explain(stack, DAG, run_id)
+        states = stack.admin.task_states(DAG, run_id)
+        assert states["approve"] == "success"
+        for t in ("execute", "verify", "rollback", "cleanup_throttles"):
+            assert states[t] == "skipped", states
+        assert states["outcome"] == "success"
+        assert f"plan rejected by {OTHER_USER}" in stack.admin.log(DAG, run_id, "outcome")
+        run = stack.run_dir(DAG, run_id)
+        approval = json.loads((run / "approval.json").read_text())
+        assert approval["decision"] == "rejected" and approval["by"] == OTHER_USER
+        assert approval["plan_hash"] == json.loads((run / "plan.json").read_text())["content_hash"]
+        assert not (run / "execution").exists()
+        assert cluster.assignment() == before and cluster.throttles() == {}
+        from rebalancer.snapshot import load_snapshot
 
-    assert load_snapshot(run).meta["source"].startswith("kafka://127.0.0.1:")
+        assert load_snapshot(run).meta["source"].startswith("kafka://127.0.0.1:")
 
-    # The unanswered leader rebalance: rejected by its timeout, recorded as such, nothing changed.
-    assert finished(stack, LEAD, unanswered) == "success", explain(stack, LEAD, unanswered)
-    states = stack.admin.task_states(LEAD, unanswered)
-    assert states["approve"] == "success" and states["execute"] == "skipped", states
-    hitl = stack.admin.hitl(LEAD, unanswered)
-    assert hitl["chosen_options"] == ["Reject"] and hitl["responded_by_user"] is None
-    record = json.loads((stack.run_dir(LEAD, unanswered) / "approval.json").read_text())
-    assert record["decision"] == "rejected" and record["by"] == "(timeout)" and "timeout" in record["comment"]
-    assert json.loads((stack.run_dir(LEAD, unanswered) / "plan.json").read_text())["changes"]
-    assert leaders.assignment() == leaders_before
+        # The unanswered leader rebalance: rejected by its timeout, recorded as such, nothing changed.
+        lead = "kafka_leader_rebalance"
+        assert finished(stack, lead, unanswered) == "success", explain(stack, lead, unanswered)
+        states = stack.admin.task_states(lead, unanswered)
+        assert states["approve"] == "success" and states["execute"] == "skipped", states
+        hitl = stack.admin.hitl(lead, unanswered)
+        assert hitl["chosen_options"] == ["Reject"] and hitl["responded_by_user"] is None
+        record = json.loads((stack.run_dir(lead, unanswered) / "approval.json").read_text())
+        assert record["decision"] == "rejected" and record["by"] == "(timeout)" and "timeout" in record["comment"]
+        assert json.loads((stack.run_dir(lead, unanswered) / "plan.json").read_text())["changes"]
+        assert leaders.assignment() == leaders_before
+    finally:
+        leaders.stop()
 
 
-def test_broker_killed_during_execution_rolls_back(stack: Stack, launched: dict[str, Launch]) -> None:
-    launch = launched["killed"]
-    cluster, run_id, original = launch.cluster, launch.run_id, launch.before
+@pytest.mark.parametrize("cluster", [{"acceleration": 20.0}], indirect=True)
+def test_broker_killed_during_execution_rolls_back(stack: Stack, cluster: Cluster) -> None:
+    original = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, throttle="20MB/s", max_moves_per_broker=2))
     wait_awaiting_approval(stack, DAG, run_id)
     stack.admin.answer(DAG, run_id, "Approve")
 
@@ -291,8 +245,9 @@ def test_broker_killed_during_execution_rolls_back(stack: Stack, launched: dict[
     assert cluster.throttles() == {}
 
 
-def test_nothing_to_change_ends_early_without_asking(stack: Stack, launched: dict[str, Launch]) -> None:
-    run_id = launched["balanced"].run_id
+@pytest.mark.parametrize("cluster", [{"new_brokers": 0}], indirect=True)
+def test_nothing_to_change_ends_early_without_asking(stack: Stack, cluster: Cluster) -> None:
+    run_id = stack.admin.trigger("kafka_leader_rebalance", {"zookeeper_conn_id": cluster.conn_id})
     assert finished(stack, "kafka_leader_rebalance", run_id) == "success"
     states = stack.admin.task_states("kafka_leader_rebalance", run_id)
     assert states["plan"] == "success" and states["check_changes"] == "success"
@@ -303,14 +258,13 @@ def test_nothing_to_change_ends_early_without_asking(stack: Stack, launched: dic
 
 
 @pytest.mark.browser
-def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, launched: dict[str, Launch],
-                                                                tmp_path: Path) -> None:
+def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cluster: Cluster, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
 
     # The full path through the Admin API (backend kafka): snapshot, execution, verification, cleanup.
-    launch = launched["clicked"]
-    cluster, run_id, before = launch.cluster, launch.run_id, launch.before
+    before = cluster.assignment()
+    run_id = stack.admin.trigger(DAG, conf(cluster, backend="kafka", approvers=[APPROVER]))
     wait_awaiting_approval(stack, DAG, run_id)
     shots = ARTIFACTS / "airflow"
     shutil.rmtree(shots, ignore_errors=True)

@@ -207,7 +207,8 @@ def _read_dom(markup: str) -> _DomReader:
 def test_report_charts_are_pngs(planned_run: Path) -> None:
     html_path = render_report(planned_run)
     assert html_path == planned_run / "report.html" and html_path.exists()
-    for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png"):
+    for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png",
+                 "load_disk.png", "load_nw_in.png", "load_nw_out.png"):
         data = (planned_run / "report" / name).read_bytes()
         assert data[:8] == PNG_MAGIC, name
         assert len(data) > 10_000, f"{name} is only {len(data)} bytes"
@@ -248,13 +249,16 @@ def test_report_in_chromium_shows_plan_numbers(planned_run: Path, tmp_path: Path
     assert dom.text["validation-missing"].strip() == "validation not run yet"
     assert dom.text["changes-count"].startswith(f"showing 200 of {len(plan['changes'])} changes")
     assert dom.text["source"].strip() == "simulated scenario new-brokers"
-    # Self-contained: four embedded charts, nothing fetched, no script.
-    assert len(dom.img_src) == 4 and all(src.startswith("data:image/png;base64,") for src in dom.img_src)
+    # Self-contained: seven embedded charts (counts, heat map, a utilisation chart per load dimension), nothing
+    # fetched, no script.
+    assert len(dom.img_src) == 7 and all(src.startswith("data:image/png;base64,") for src in dom.img_src)
+    assert all(f'id="load-chart-{d}"' in html_path.read_text() for d in ("disk", "nw_in", "nw_out"))
     assert not {"script", "link", "iframe", "object"} & set(dom.tags)
     assert "http://" not in html_path.read_text() and "https://" not in html_path.read_text()
 
+    # Tall enough for the headline, the count charts and the utilisation section (a chart per load dimension).
     shot = tmp_path / "report.png"
-    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,3000", "--hide-scrollbars", html_path.as_uri())
+    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4400", "--hide-scrollbars", html_path.as_uri())
     assert shot.read_bytes()[:8] == PNG_MAGIC and shot.stat().st_size > 50_000
     shutil.copyfile(shot, SCREENSHOT_COPY)
 
@@ -295,6 +299,7 @@ def test_without_a_plan_the_report_shows_current_skew(tmp_path: Path) -> None:
     summary = json.loads((run / "analysis" / "summary.json").read_text())
     assert dom.text["dev-replicas-before"] == f"{summary['before']['max_abs_deviation_pct']['replicas']:.1f}"
     assert dom.text["flag-wix-underloaded"] == "4: 12, 13, 14, 15"
-    assert len(dom.img_src) == 4
+    assert len(dom.img_src) == 4  # no plan: no utilisation charts
     for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png"):
         assert (run / "report" / name).read_bytes()[:8] == PNG_MAGIC
+    assert not list((run / "report").glob("load_*.png"))

@@ -204,7 +204,8 @@ def test_in_chromium_the_report_renders_and_no_planted_script_runs(stack: Stack,
         assert driver.title.startswith("Kafka rebalance report")
         assert driver.find_element(By.CSS_SELECTOR, ".cards").value_of_css_property("display") == "grid"
         images = driver.find_elements(By.TAG_NAME, "img")
-        assert len(images) == 4 and all(int(i.get_property("naturalWidth")) > 500 for i in images)
+        # the count charts, the heat map and a utilisation chart per load dimension
+        assert len(images) == 7 and all(int(i.get_property("naturalWidth")) > 500 for i in images)
         assert len(driver.find_elements(By.CSS_SELECTOR, "table.changes tbody tr")) == 200
         assert PWNED in driver.find_element(By.ID, "changes").text
 

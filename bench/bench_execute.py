@@ -39,6 +39,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:  # type: ignor
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
     from rebalancer.plan import plan_run_dir
     from rebalancer.sim.controller import SimulatedCluster
+    from rebalancer.sim.kafka_listener import serve
     from rebalancer.sim.scenarios import ScenarioParams, build_scenario
     from rebalancer.snapshot import take_snapshot
     from rebalancer.zkserver import ZooKeeperServer
@@ -54,7 +55,8 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:  # type: ignor
             root.stop()
             zk.start()
             cluster = build_scenario("new-brokers", ScenarioParams(partitions=args.partitions, mean_partition_mib=128))
-            sim = SimulatedCluster(zk, acceleration=args.acceleration, tick=0.01, state_dir=Path(tmp) / "sim")
+            sim = SimulatedCluster(zk, acceleration=args.acceleration, tick=0.01, state_dir=Path(tmp) / "sim",
+                                   listener_factory=serve)
             sim.load(cluster)
             sim.start()
             url = f"zk://{server.hosts}/kafka" if backend_name == "zookeeper" else f"kafka://{sim.bootstrap}"

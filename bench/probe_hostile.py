@@ -307,13 +307,15 @@ class Clusters:
     def _start_sim(self, chroot: str, *, acceleration: float = 200.0, sasl_users: dict[str, str] | None = None,
                    foreign: bool = False, tick: float = 0.05) -> dict[str, Any]:
         from rebalancer.sim.controller import SimulatedCluster
+        from rebalancer.sim.kafka_listener import serve
 
         root = self.client()
         root.ensure_path(chroot)
         self.close_client(root)
         zk = self.client(chroot)
         state_dir = self.root / ("sim" + chroot.replace("/", "-"))
-        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=state_dir, sasl_users=sasl_users)
+        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=state_dir, sasl_users=sasl_users,
+                               listener_factory=serve)
         sim.load(self.scenario())
         sim.start()
         token = CLEANUP.push(f"stop simulator {chroot}", sim.stop)
@@ -1703,8 +1705,8 @@ def table(results: list[Result]) -> str:
                      sum(r.unclean for r in rs), sum(r.half for r in rs), sum(r.cluster_change for r in rs),
                      sum(r.leak for r in rs)])
     head = ["family", *COLUMNS]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    fmt = lambda row: "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(row, widths)))  # noqa: E731
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    fmt = lambda row: "  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True)))  # noqa: E731
     lines = [fmt(head), "-" * (sum(widths) + 2 * (len(widths) - 1))]
     lines += [fmt(r) for r in rows[:-1]] + ["-" * (sum(widths) + 2 * (len(widths) - 1)), fmt(rows[-1])]
     return "\n".join(lines)

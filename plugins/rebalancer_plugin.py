@@ -7,6 +7,8 @@ Connection hooks (``zookeeper_default``, ``kafka_default``) live in ``rebalancer
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.plugins_manager import AirflowPlugin
 
 
@@ -14,7 +16,7 @@ class KafkaRebalancerPlugin(AirflowPlugin):
     name = "kafka_rebalancer"
 
     @property
-    def fastapi_apps(self):  # type: ignore[override]
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]  # AirflowPlugin declares a list attribute
         # Imported when the api-server mounts the app, not when a worker or the scheduler loads plugins.
         from rebalancer_airflow.report_app import app
 

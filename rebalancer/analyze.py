@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from .errors import InputError, SourceError
+from .rundir import RunDir
 
 __all__ = ["JOB", "check_inputs", "check_master", "run_analysis", "load_job"]
 
@@ -42,16 +43,16 @@ def check_inputs(run_dir: str | Path, history: str | None = None) -> None:
     run = Path(run_dir)
     if not run.is_dir():
         raise InputError(f"{run}: no such run directory")
-    for name, required in (("replicas.parquet", REPLICA_COLUMNS), ("brokers.parquet", BROKER_COLUMNS)):
-        cols = _parquet_columns(run / name, name)
+    for path, required in ((RunDir(run).replicas, REPLICA_COLUMNS), (RunDir(run).brokers, BROKER_COLUMNS)):
+        cols = _parquet_columns(path, path.name)
         missing = required - cols
         if missing:
-            raise InputError(f"{run / name}: missing column(s) {', '.join(sorted(missing))}")
+            raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
     if history:
         missing = HISTORY_COLUMNS - _parquet_columns(Path(history), "history")
         if missing:
             raise InputError(f"{history}: history lacks column(s) {', '.join(sorted(missing))}")
-    plan = run / "plan.json"
+    plan = RunDir(run).plan
     if plan.exists():
         try:
             json.loads(plan.read_text())
@@ -125,6 +126,6 @@ def run_analysis(run_dir: str | Path, *, master: str = "local[*]", history: str 
         errors = [ln for ln in lines if "Error" in ln or "Exception" in ln] or lines or ["(no output)"]
         raise SourceError(f"spark-submit failed (exit {proc.returncode}): {errors[-1][:300]}")
     try:
-        return dict(json.loads((run / "analysis" / "summary.json").read_text()))
+        return dict(json.loads(RunDir(run).analysis_summary.read_text()))
     except (OSError, ValueError) as exc:
         raise SourceError(f"the Spark job finished without a readable analysis/summary.json ({exc})") from None

@@ -13,9 +13,15 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .errors import InputError, RebalancerError
+from .rundir import RunDir
+
+if TYPE_CHECKING:
+    from .execute import ExecOptions
+    from .execute.runner import ProgressBar
+    from .sim.scenarios import ScenarioParams
 
 __all__ = ["main"]
 
@@ -33,7 +39,6 @@ class _Parser(argparse.ArgumentParser):
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from .balance import broker_loads, format_broker_table
     from .snapshot import REPLICAS_FILE, SNAPSHOT_FILE, take_snapshot
-    from .urls import source_scheme
 
     cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout,
                             kafka_config_file=args.kafka_config)
@@ -46,7 +51,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     )
     if cluster.meta.get("reassignment_in_progress"):
         print(f"WARNING: a reassignment of {len(cluster.meta['reassignment_in_progress'])} partitions is in progress")
-    if source_scheme(args.source) == "zk" and not args.sizes:
+    if not cluster.meta.get("sizes_known"):  # the reader says (ZooKeeper holds none; the Admin API reads log dirs)
         print("note: ZooKeeper holds no partition sizes; pass --sizes file://LOG_DIRS.json (kafka-log-dirs --describe)")
     print(f"wrote {out / SNAPSHOT_FILE} and {out / REPLICAS_FILE}")
     if not args.quiet:
@@ -113,7 +118,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         result = validate_run_dir(args.run_dir, th)
     except GateFailure:
-        path = Path(args.run_dir) / "validation" / "result.json"
+        path = RunDir.of(args.run_dir).validation_result
         print(format_gate_table(_json.loads(path.read_text())))
         raise
     print(format_gate_table(result))
@@ -121,7 +126,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminal_bar() -> object:
+def _terminal_bar() -> ProgressBar:
     """A one-line progress bar on stderr (only used when stderr is a terminal)."""
     from .balance import human_bytes
 
@@ -136,15 +141,15 @@ def _terminal_bar() -> object:
     return show
 
 
-def _exec_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from .execute import ExecOptions, parse_rate
+def _exec_options(args: argparse.Namespace) -> ExecOptions:
+    from .execute import ExecOptions
 
-    max_bytes = parse_rate(args.max_batch_bytes, "--max-batch-bytes") if getattr(args, "max_batch_bytes", None) else None
-    return ExecOptions(throttle=parse_rate(args.throttle), per_broker=args.max_moves_per_broker, total=args.max_moves,
-                       max_batch_bytes=max_bytes, order=args.order, poll=args.poll,
+    return ExecOptions.from_input(args.throttle, max_batch_bytes=getattr(args, "max_batch_bytes", None),
+                       batch_bytes_option="--max-batch-bytes",
+                       per_broker=args.max_moves_per_broker, total=args.max_moves, order=args.order, poll=args.poll,
                        timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
                        throttle_settle=args.throttle_settle,
-                       on_progress=_terminal_bar() if sys.stderr.isatty() else None,  # type: ignore[arg-type]
+                       on_progress=_terminal_bar() if sys.stderr.isatty() else None,
                        progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr, flush=True)),
                        approval=getattr(args, "approval", None))
 
@@ -292,7 +297,7 @@ def _broker_list(text: str) -> list[int]:
     return ids
 
 
-def _scenario_params(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _scenario_params(args: argparse.Namespace) -> ScenarioParams:
     from .sim.scenarios import ScenarioParams
 
     return ScenarioParams(brokers=args.brokers, racks=args.racks, partitions=args.partitions, topics=args.topics,
@@ -335,7 +340,7 @@ def cmd_sim_status(args: argparse.Namespace) -> int:
 
     state = read_state(args.dir)
     with zk_session(parse_zk_url(state["zk_url"]), timeout=5) as zk:
-        data, _ = zk.get(STATUS_PATH)  # type: ignore[attr-defined]
+        data, _ = zk.get(STATUS_PATH)
     status = json.loads(data)
     print(f"{state['zk_url']}: brokers alive {status['alive']}, in-flight moves {status['in_flight']},"
           f" completed {status['completed']}, simulated time {status['sim_time_s']:.1f} s (x{status['acceleration']:g})")
@@ -530,15 +535,17 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--timeout", type=_timeout, default=10.0, help="connection timeout, seconds")
         q.add_argument("--throttle", required=throttle_required, default="50MB/s",
                        help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
-        q.add_argument("--max-moves-per-broker", type=_count, default=5)
-        q.add_argument("--max-moves", type=_count, default=50)
+        # Left out: ExecOptions' default (rebalancer.execute.runner), the one place they live.
+        q.add_argument("--max-moves-per-broker", type=_count, help="moves at once per broker (default 5)")
+        q.add_argument("--max-moves", type=_count, help="moves at once in the cluster (default 50)")
         q.add_argument("--max-batch-bytes", help="cap on the bytes one batch copies, e.g. 100GB")
-        q.add_argument("--order", choices=["smallest", "largest"], default="smallest")
-        q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"), default=1.0, help="seconds between progress checks")
-        q.add_argument("--timeout-factor", type=_positive_float, default=3.0,
-                       help="batch timeout = factor x bytes/throttle of the busiest broker + --min-timeout")
-        q.add_argument("--min-timeout", type=_seconds, default=120.0)
-        q.add_argument("--throttle-settle", type=_seconds, default=2.0,
+        q.add_argument("--order", choices=["smallest", "largest"], help="which moves go first (default smallest)")
+        q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"),
+                       help="seconds between progress checks (default 1)")
+        q.add_argument("--timeout-factor", type=_positive_float,
+                       help="batch timeout = factor x bytes/throttle of the busiest broker + --min-timeout (default 3)")
+        q.add_argument("--min-timeout", type=_seconds, help="seconds (default 120)")
+        q.add_argument("--throttle-settle", type=_seconds,
                        help="seconds between setting throttles and starting a batch (brokers apply config changes "
                             "asynchronously; default 2)")
 

@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 from .errors import InputError, SourceError, TransientError
 from .lock import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
@@ -376,6 +377,7 @@ def _seen_errors() -> Iterator[_Seen]:
 def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any]:
     """A connected ``KafkaAdminClient``; connection and authentication failures become one-line ``SourceError``s."""
     import kafka.errors as ke
+
     from kafka import KafkaAdminClient
 
     kwargs = target.client_kwargs()
@@ -407,7 +409,8 @@ def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any
 # -- reading a cluster ---------------------------------------------------------------------------------------------
 def metadata(admin: Any, topics: list[str] | None = None) -> dict[str, Any]:
     """The Metadata response as a dict (brokers, controller_id, cluster_id, topics)."""
-    return admin._manager.run(admin._get_cluster_metadata, topics)  # the public describe_* split it in two calls
+    found: dict[str, Any] = admin._manager.run(admin._get_cluster_metadata, topics)  # describe_* takes two calls
+    return found
 
 
 def metadata_seen_by(admin: Any, broker: int, topics: list[str] | None) -> dict[str, Any]:
@@ -449,7 +452,7 @@ def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapp
             replicas = tuple(p["replica_nodes"])
             leader = p["leader_id"] if p["leader_id"] in replicas else None
             per = (sizes or {}).get(tp) or {}
-            size = per.get(leader, max(per.values())) if per and leader in per else (max(per.values()) if per else 0)
+            size = per[leader] if leader is not None and leader in per else (max(per.values()) if per else 0)
             flight = ongoing.get(tp) or {}
             out.append(Partition(tp[0], tp[1], replicas, leader, tuple(b for b in p["isr_nodes"] if b in replicas),
                                  int(size), adding=tuple(flight.get("adding_replicas", ())),
@@ -494,6 +497,8 @@ def topic_retention_ms(admin: Any, topics: list[str]) -> dict[str, int]:
     for by_name in res.values():
         for name, entries in by_name.items():
             value = (entries.get("retention.ms") or {}).get("value")
+            if value is None:
+                continue  # not described (a topic deleted meanwhile)
             try:
                 out[name] = int(value)
             except (TypeError, ValueError):

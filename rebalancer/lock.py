@@ -34,12 +34,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .errors import ClusterBusy, InputError, RebalancerError, SourceError
 from .procs import process_identity
+from .rundir import RunDir
 
-__all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "LockBackend", "ClusterLock", "LockLost", "kafka_uuid",
+if TYPE_CHECKING:
+    from .execute.backend import Backend
+
+__all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "ClusterLock", "LockLost", "kafka_uuid",
            "uuid_of", "new_topic_id", "owner_json", "process_start", "unlock"]
 
 LOCK_TOPIC = "__rebalancer_lock"
@@ -95,16 +99,6 @@ class LockLost(ClusterBusy):
     """This execution's lock was released by someone else (``rebalancer unlock``): it stops before the next batch."""
 
 
-class LockBackend(Protocol):
-    display: str  # for messages
-    source: str   # a source URL that reaches the cluster again (no credentials), for the unlock hint
-    name: str
-
-    def lock_marker(self) -> Marker | None: ...
-    def create_lock_marker(self, owner: dict[str, Any]) -> str: ...
-    def delete_lock_marker(self, topic_id: str) -> bool: ...
-
-
 def _describe(marker: Marker) -> str:
     o = marker.owner
     if not o:
@@ -116,20 +110,20 @@ def _describe(marker: Marker) -> str:
 class ClusterLock:
     """Take, check and release the cluster lock for one execution of ``run_dir``."""
 
-    def __init__(self, backend: LockBackend, run_dir: str | Path, *, command: str = "execute",
+    def __init__(self, backend: Backend, run_dir: str | Path, *, command: str = "execute",
                  source: str | None = None, deleting_grace: float = 30.0,
                  say: Callable[[str], None] = lambda _t: None) -> None:
         self.backend = backend
         self.run_dir = Path(run_dir)
         self.command = command
-        self.source = source or getattr(backend, "source", None) or backend.display
+        self.source = source or backend.source or backend.display
         self.deleting_grace = deleting_grace
         self.say = say
         self.topic_id: str | None = None
 
     @property
     def _local(self) -> Path:
-        return self.run_dir / "execution" / LOCAL_FILE
+        return RunDir(self.run_dir).lock
 
     def _owner(self) -> dict[str, Any]:
         pid = os.getpid()
@@ -234,7 +228,7 @@ class ClusterLock:
             pass
 
 
-def unlock(backend: LockBackend, topic_id: str) -> Marker:
+def unlock(backend: Backend, topic_id: str) -> Marker:
     """The operator's way out of a stale lock: delete the marker if its id is ``topic_id``."""
     marker = backend.lock_marker()
     if marker is None:

@@ -31,19 +31,18 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .balance import deviation_pct, human_bytes
 from .errors import InputError
 from .formats import StagedFiles, atomic_write_text, read_json
+from .rundir import CHARTS_DIR, PLAN_FILE, REPORT_FILE, RunDir
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
 __all__ = ["render_report", "REPORT_FILE", "CHARTS_DIR", "BAND_PCT", "MAX_CHANGE_ROWS"]
 
-REPORT_FILE = "report.html"
-CHARTS_DIR = "report"
 BAND_PCT = 15.0
 MAX_CHANGE_ROWS = 200
 MAX_TICK_LABELS = 60  # above this many brokers, label only a few ticks
@@ -88,7 +87,7 @@ def _read_summary(path: Path) -> dict[str, Any]:
     _check(isinstance(doc, dict), path, "expected a JSON object")
     _check(isinstance(doc.get("before"), dict), path, "missing the 'before' object")
     _check(doc.get("after") is None or isinstance(doc["after"], dict), path, "'after' is neither an object nor null")
-    return doc
+    return cast(dict[str, Any], doc)  # checked above
 
 
 def _check_broker_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
@@ -108,7 +107,7 @@ def _check_top(doc: Any, path: Path) -> dict[str, Any]:
            "needs 'topics', 'brokers' and 'replicas' lists")
     _check(len(matrix) == len(topics) and all(isinstance(r, list) and len(r) == len(brokers) for r in matrix),
            path, "'replicas' is not a topics x brokers matrix")
-    return doc
+    return cast(dict[str, Any], doc)  # checked above
 
 
 def _check_plan(doc: Any, path: Path) -> dict[str, Any]:
@@ -117,14 +116,14 @@ def _check_plan(doc: Any, path: Path) -> dict[str, Any]:
     _check(isinstance(doc.get("changes"), list), path, "missing the 'changes' list")
     for key in ("replica_moves", "partitions_changed", "leader_changes", "bytes_moved"):
         _check(isinstance(doc["summary"].get(key), int), path, f"summary has no integer {key!r}")
-    return doc
+    return cast(dict[str, Any], doc)  # checked above
 
 
 def _check_validation(doc: Any, path: Path) -> dict[str, Any]:
     _check(isinstance(doc, dict), path, "expected a JSON object")
     _check(isinstance(doc.get("gates"), list), path, "missing the 'gates' list")
     _check(all(isinstance(g, dict) and "name" in g for g in doc["gates"]), path, "every gate needs a 'name'")
-    return doc
+    return cast(dict[str, Any], doc)  # checked above
 
 
 def _plan_brokers_after(plan: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -143,7 +142,7 @@ def _snapshot_meta(path: Path) -> dict[str, Any]:
     """The ``"meta": {...},`` line of a snapshot written by ``write_cluster_json`` (never the whole file)."""
     try:
         with path.open(encoding="utf-8") as fh:
-            for _, line in zip(range(20), fh):
+            for _, line in zip(range(20), fh, strict=False):
                 if line.startswith('"meta":'):
                     meta = json.loads(line[len('"meta":'):].strip().rstrip(","))
                     return meta if isinstance(meta, dict) else {}
@@ -153,10 +152,11 @@ def _snapshot_meta(path: Path) -> dict[str, Any]:
 
 
 def _load_inputs(run_dir: Path) -> _Inputs:
-    analysis = run_dir / "analysis"
-    summary = _read_summary(analysis / "summary.json")
+    rd = RunDir(run_dir)
+    analysis = rd.analysis
+    summary = _read_summary(rd.analysis_summary)
     brokers = _check_broker_rows(read_json(analysis / "brokers.json"), analysis / "brokers.json")
-    plan_path = run_dir / "plan.json"
+    plan_path = rd.plan
     plan = _optional_json(plan_path)
     plan = _check_plan(plan, plan_path) if plan is not None else None
     after_path = analysis / "brokers_after.json"
@@ -166,18 +166,18 @@ def _load_inputs(run_dir: Path) -> _Inputs:
         brokers_after, after_source = _check_broker_rows(after_doc, after_path), "analysis/brokers_after.json"
     elif plan is not None:
         brokers_after = _plan_brokers_after(plan)
-        after_source = "plan.json" if brokers_after is not None else None
+        after_source = PLAN_FILE if brokers_after is not None else None
     tops = {}
     for name in ("topic_broker_top.json", "topic_broker_top_after.json"):
         doc = _optional_json(analysis / name)
         tops[name] = _check_top(doc, analysis / name) if doc is not None else None
-    val_path = run_dir / "validation" / "result.json"
+    val_path = rd.validation_result
     validation = _optional_json(val_path)
     return _Inputs(
         run_dir=run_dir, summary=summary, brokers=brokers, brokers_after=brokers_after, after_source=after_source,
         top=tops["topic_broker_top.json"], top_after=tops["topic_broker_top_after.json"], plan=plan,
         validation=_check_validation(validation, val_path) if validation is not None else None,
-        meta=_snapshot_meta(run_dir / "snapshot.json"),
+        meta=_snapshot_meta(rd.snapshot),
     )
 
 
@@ -318,7 +318,7 @@ def _broker_chart(metric: str, before: Sequence[Mapping[str, Any]], after: Seque
     width = min(16.0, max(12.0, 4.0 + 0.1 * len(ids)))
     fig = Figure(figsize=(width, 0.7 + 2.2 * len(panels)), dpi=100, layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
-    for ax, (label, values) in zip(axes, panels):
+    for ax, (label, values) in zip(axes, panels, strict=True):
         _bar_panel(ax, ids, values, metric, label)
     axes[-1].set_xlabel("broker", fontsize=9)
     handles = [
@@ -336,7 +336,8 @@ def _broker_chart(metric: str, before: Sequence[Mapping[str, Any]], after: Seque
 
 def _aligned_matrix(top: Mapping[str, Any], topics: Sequence[str], brokers: Sequence[int]) -> list[list[float]]:
     """``top``'s replicas matrix re-ordered to the given topics and brokers (0 where absent)."""
-    cells = {(t, b): v for t, row in zip(top["topics"], top["replicas"]) for b, v in zip(top["brokers"], row)}
+    cells = {(t, b): v for t, row in zip(top["topics"], top["replicas"], strict=True)
+             for b, v in zip(top["brokers"], row, strict=True)}
     return [[float(cells.get((t, b), 0)) for b in brokers] for t in topics]
 
 
@@ -371,10 +372,9 @@ def _heatmap(top: Mapping[str, Any], top_after: Mapping[str, Any] | None, out: P
     fig = Figure(figsize=(1.5 + panel_width * len(panels) + 1.0, 1.6 + 0.4 * max(len(topics), 4)), dpi=100,
                  layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    image = None
-    for k, (ax, (label, matrix)) in enumerate(zip(axes, panels)):
-        image = _heatmap_panel(ax, matrix, topics, brokers, label, vmax, show_topics=k == 0)
-    fig.colorbar(image, ax=list(axes), shrink=0.9, label="replicas", pad=0.01)
+    images = [_heatmap_panel(ax, matrix, topics, brokers, label, vmax, show_topics=k == 0)
+              for k, (ax, (label, matrix)) in enumerate(zip(axes, panels, strict=True))]
+    fig.colorbar(images[-1], ax=list(axes), shrink=0.9, label="replicas", pad=0.01)
     fig.suptitle(f"Replicas of the {len(topics)} most skewed topics per broker", fontsize=12, x=0.01, ha="left")
     fig.savefig(out, format="png")
 
@@ -382,30 +382,39 @@ def _heatmap(top: Mapping[str, Any], top_after: Mapping[str, Any] | None, out: P
 def _load_chart(dim: str, info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], out: Path) -> None:
     """One load dimension per broker, before and after the plan, against each broker's band: in % of the broker's
     capacity where it is known (with the capacity threshold), else in % of its target (its share of the total)."""
+    from matplotlib.artist import Artist
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     by_cap = bool(info.get("by_capacity"))
-    ids, before, after, low, high = [], [], [], [], []
+    ids: list[int] = []
+    before: list[float] = []
+    after: list[float] = []
+    low: list[float] = []
+    high: list[float] = []
     for r in rows:
         cell = _obj(r.get(dim))
         scale = _num(cell.get("capacity")) if by_cap else _num(cell.get("target"))
         values = [_num(cell.get(k)) for k in ("before", "after", "low", "high")]
-        if not scale or any(v is None for v in values):
+        broker = r.get("broker")
+        if not scale or not isinstance(broker, int):
             continue
-        ids.append(r.get("broker"))
-        for series, v in zip((before, after, low, high), values):
-            series.append(100.0 * float(v) / scale)  # type: ignore[arg-type]
+        known = [v for v in values if v is not None]
+        if len(known) < len(values):
+            continue
+        ids.append(broker)
+        for series, v in zip((before, after, low, high), known, strict=True):
+            series.append(100.0 * v / scale)
     n = len(ids)
     width = min(16.0, max(12.0, 4.0 + 0.1 * n))
     fig = Figure(figsize=(width, 3.4), dpi=100, layout="constrained")
     ax = fig.subplots()
     xs = list(range(n))
     # The band of each broker as a shaded bar behind its two bars.
-    ax.bar(xs, [h - lo for lo, h in zip(low, high)], bottom=low, width=0.9, color=COLOR_MEDIAN, alpha=0.18,
+    ax.bar(xs, [h - lo for lo, h in zip(low, high, strict=True)], bottom=low, width=0.9, color=COLOR_MEDIAN, alpha=0.18,
            linewidth=0, zorder=1)
-    inside = [lo <= a <= h for lo, a, h in zip(low, after, high)]
+    inside = [lo <= a <= h for lo, a, h in zip(low, after, high, strict=True)]
     ax.bar([x - 0.2 for x in xs], before, width=0.38, color="#b0b0b0", linewidth=0, zorder=2)
     ax.bar([x + 0.2 for x in xs], after, width=0.38, color=[COLOR_OK if ok else COLOR_ABOVE for ok in inside],
            linewidth=0, zorder=3)
@@ -423,7 +432,7 @@ def _load_chart(dim: str, info: Mapping[str, Any], rows: Sequence[Mapping[str, A
     ax.tick_params(axis="y", labelsize=8)
     ax.set_xlabel("broker", fontsize=9)
     _broker_ticks(ax, ids)
-    handles = [Patch(color="#b0b0b0", label="before"), Patch(color=COLOR_OK, label="after, inside the band"),
+    handles: list[Artist] = [Patch(color="#b0b0b0", label="before"), Patch(color=COLOR_OK, label="after, inside the band"),
                Patch(color=COLOR_ABOVE, label="after, outside"), Patch(color=COLOR_MEDIAN, alpha=0.18, label="band")]
     if threshold is not None:
         handles.append(Line2D([], [], color=COLOR_ABOVE, linestyle=":", label=f"capacity threshold {threshold:g}%"))
@@ -435,7 +444,7 @@ def _load_chart(dim: str, info: Mapping[str, Any], rows: Sequence[Mapping[str, A
 def _load_dims(plan: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], list[str]]:
     """plan.json's ``summary.load``: its dimensions, broker rows, and the load dimensions that carry a load."""
     load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
-    rows = [r for r in _items(load.get("brokers")) if isinstance(r, dict)]
+    rows: list[Mapping[str, Any]] = [r for r in _items(load.get("brokers")) if isinstance(r, dict)]
     dims_doc = _obj(load.get("dimensions"))
     dims = [d for d in LOAD_DIMENSIONS if isinstance(dims_doc.get(d), dict) and _num(dims_doc[d].get("total"))]
     return dims_doc, rows, dims

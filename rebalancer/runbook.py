@@ -24,13 +24,18 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .errors import InputError
+from .rundir import RunDir
+
+if TYPE_CHECKING:
+    from .execute import ExecOptions
+    from .execute.backend import Backend
 
 __all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "has_changes", "validate", "report", "approval_request", "record_decision",
            "execution_started", "execute", "verify", "rollback", "cleanup_throttles", "outcome"]
@@ -81,7 +86,7 @@ def snapshot(run_dir: str | Path, source: str, *, sizes: str | None = None,
             "brokers": len(cluster.brokers), "racks": len(cluster.racks), "topics": len(cluster.topics),
             "partitions": len(cluster.partitions), "replicas": cluster.replica_count,
             "dead_brokers": [b.id for b in cluster.brokers if not b.alive],
-            "sizes_known": bool(cluster.meta.get("sizes_known")) or _scheme(source) == "kafka",
+            "sizes_known": bool(cluster.meta.get("sizes_known")),
             "reassignment_in_progress": len(in_flight)}
 
 
@@ -137,14 +142,19 @@ def has_changes(run_dir: str | Path) -> bool:
 
 
 def validate(run_dir: str | Path, *, max_changes_per_partition: int | None = None, max_deviation_pct: float = 15.0,
-             max_leader_deviation_pct: float = 15.0, **load_thresholds: float | None) -> dict[str, Any]:
+             max_leader_deviation_pct: float = 15.0, max_disk_deviation_pct: float | None = None,
+             max_network_deviation_pct: float | None = None, max_disk_utilisation_pct: float | None = None,
+             max_network_utilisation_pct: float | None = None) -> dict[str, Any]:
     """The GX gates; raises ``GateFailure`` (the message names the failed gates) after writing the result.
-    ``load_thresholds``: ``max_disk_deviation_pct``, ``max_network_deviation_pct``, ``max_disk_utilisation_pct``,
-    ``max_network_utilisation_pct`` (None: the plan's own band or threshold)."""
+    The load thresholds (disk and network deviation, disk and network utilisation): None is the plan's own band or
+    threshold."""
     from .validate import Thresholds, format_gate_table, validate_run_dir
 
     th = Thresholds(max_changes_per_partition=max_changes_per_partition, max_deviation_pct=max_deviation_pct,
-                    max_leader_deviation_pct=max_leader_deviation_pct, **load_thresholds)
+                    max_leader_deviation_pct=max_leader_deviation_pct, max_disk_deviation_pct=max_disk_deviation_pct,
+                    max_network_deviation_pct=max_network_deviation_pct,
+                    max_disk_utilisation_pct=max_disk_utilisation_pct,
+                    max_network_utilisation_pct=max_network_utilisation_pct)
     result = validate_run_dir(run_dir, th)
     return {"run_dir": str(run_dir), "passed": result["passed"], "gates": len(result["gates"]),
             "docs": str(Path(result["docs"]).resolve()), "table": format_gate_table(result)}
@@ -169,7 +179,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     from .balance import human_bytes
 
     run = Path(run_dir)
-    doc = json.loads((run / "plan.json").read_text())
+    doc = json.loads(RunDir(run).plan.read_text())
     s = doc.get("summary", {})
     snap = _snapshot_meta(run)
     where = cluster or snap.get("source") or "the cluster"
@@ -208,7 +218,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     for metric in ("replicas", "leaders", "bytes"):
         b, a = dev.get(f"{metric}_before"), dev.get(f"{metric}_after")
         lines.append(f"| {metric} | {_pct(b)} | {_pct(a)} |")
-    result_path = run / "validation" / "result.json"
+    result_path = RunDir(run).validation_result
     if result_path.exists():
         result = json.loads(result_path.read_text())
         passed = sum(1 for g in result.get("gates", []) if g.get("passed"))
@@ -259,7 +269,8 @@ def _load_lead(load: Any, mode: str) -> list[str]:
              f"**{ratio:.3f}**." if isinstance(ratio, (int, float)) else
              f"**Bytes to copy: {_md(human_bytes(moved))}**, lower bound {_md(human_bytes(bound))}{by}."]
     worst = []
-    dims = load.get("dimensions") if isinstance(load.get("dimensions"), dict) else {}
+    raw_dims = load.get("dimensions")
+    dims: dict[str, Any] = raw_dims if isinstance(raw_dims, dict) else {}
     for name in ("disk", "nw_in", "nw_out"):
         d = dims.get(name)
         if not isinstance(d, dict) or not isinstance(d.get("worst_after"), dict):
@@ -302,7 +313,7 @@ def _pct(value: Any) -> str:
 
 def _snapshot_meta(run: Path) -> dict[str, Any]:
     """The snapshot's ``meta`` without loading every partition (snapshot.json has one partition per line)."""
-    path = run / "snapshot.json"
+    path = RunDir(run).snapshot
     try:
         with path.open() as fh:
             head = fh.read(65536)
@@ -321,11 +332,11 @@ def record_decision(run_dir: str | Path, *, decision: str, by: str, comment: str
 
 def execution_started(run_dir: str | Path) -> bool:
     """Did an execution of this run ever start (its state file exists)? Only then can it need rollback or cleanup."""
-    return (Path(run_dir) / "execution" / "state.json").exists()
+    return RunDir.of(run_dir).state.exists()
 
 
 @contextmanager
-def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float) -> Iterator[Any]:
+def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float) -> Iterator[Backend]:
     from .execute import open_backend
 
     kwargs: dict[str, Any] = {"timeout": timeout}
@@ -335,22 +346,24 @@ def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float
         yield backend
 
 
-def _options(throttle: str, *, max_moves_per_broker: int = 5, max_moves: int = 50, max_batch_bytes: str | None = None,
-             order: str = "smallest", poll: float = 1.0, min_timeout: float = 120.0, timeout_factor: float = 3.0,
-             throttle_settle: float = 2.0, progress: Callable[[str], None] | None = None) -> Any:
-    from .execute import ExecOptions, parse_rate
+def _options(throttle: str, *, max_moves_per_broker: int | None = None, max_moves: int | None = None,
+             max_batch_bytes: str | None = None, order: str | None = None, poll: float | None = None,
+             min_timeout: float | None = None, timeout_factor: float | None = None,
+             throttle_settle: float | None = None, progress: Callable[[str], None] | None = None) -> ExecOptions:
+    """ExecOptions from the runbook's arguments (None: ExecOptions' default); progress lines on stdout (task logs)."""
+    from .execute import ExecOptions
 
-    max_bytes = parse_rate(max_batch_bytes, "max_batch_bytes") if max_batch_bytes else None
-    return ExecOptions(throttle=parse_rate(throttle), per_broker=int(max_moves_per_broker), total=int(max_moves),
-                       max_batch_bytes=max_bytes, order=order, poll=float(poll), min_timeout=float(min_timeout),
-                       timeout_factor=float(timeout_factor), throttle_settle=float(throttle_settle),
-                       progress=progress or (lambda text: print(text, flush=True)))
+    return ExecOptions.from_input(throttle, max_batch_bytes=max_batch_bytes, per_broker=max_moves_per_broker,
+                                  total=max_moves, order=order, poll=poll, min_timeout=min_timeout,
+                                  timeout_factor=timeout_factor, throttle_settle=throttle_settle,
+                                  progress=progress or (lambda text: print(text, flush=True)))
 
 
 def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
             throttle: str = "50MB/s", timeout: float = 10.0, **options: Any) -> dict[str, Any]:
     """Execute the approved plan in throttled batches (resumable; a rerun of a finished execution is a no-op)."""
-    from .execute import execute as run_execute, preflight
+    from .execute import execute as run_execute
+    from .execute import preflight
 
     opts = _options(throttle, **options)  # an invalid throttle fails here, before any connection
     preflight(run_dir, kind="execute")  # the plan's hash, its approval and the state to resume, before connecting
@@ -379,7 +392,8 @@ def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any
 
     Moves still in flight are waited for up to ``wait`` seconds first (ZooKeeper mode cannot cancel them: a move
     towards a dead broker finishes only once the broker is back)."""
-    from .execute import preflight, rollback as run_rollback
+    from .execute import preflight
+    from .execute import rollback as run_rollback
 
     run = Path(run_dir)
     reason = _execution_failure(run)
@@ -392,11 +406,11 @@ def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any
 
 
 def _execution_failure(run: Path) -> str | None:
-    path = run / "execution" / "state.json"
+    path = RunDir(run).state
     if not path.exists():
         return None
-    state = json.loads(path.read_text())
-    return state.get("failed")
+    failed = json.loads(path.read_text()).get("failed")
+    return str(failed) if failed is not None else None
 
 
 def cleanup_throttles(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
@@ -418,10 +432,10 @@ def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
     """The run's verdict from its artifacts: ``{"ok": bool, "message": one line}``; ``failed`` names the tasks that
     failed. A failed run's message leads with the first cause and says whether the rollback restored the cluster."""
     run = Path(run_dir)
-    approval = _read(run / "approval.json")
-    state = _read(run / "execution" / "state.json")
-    ver = _read(run / "verification.json")
-    back = _read(run / "verification_rollback.json")
+    approval = _read(RunDir(run).approval)
+    state = _read(RunDir(run).state)
+    ver = _read(RunDir(run).verification("planned"))
+    back = _read(RunDir(run).verification("original"))
     if failed:
         parts = []
         if "execute" in failed and state and state.get("failed"):
@@ -435,7 +449,7 @@ def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
             if ver.get("throttles_left"):
                 what.append(f"throttles left on {', '.join(sorted(ver['throttles_left']))}")
             parts.append("verification failed: " + ("; ".join(what) or "see verification.json"))
-        elif "validate" in failed and (result := _read(run / "validation" / "result.json")):
+        elif "validate" in failed and (result := _read(RunDir(run).validation_result)):
             gates = [g["name"] for g in result.get("gates", []) if not g.get("passed")]
             parts.append(f"validation gates failed: {', '.join(gates) or '?'}: nothing was asked or executed")
         else:
@@ -467,10 +481,6 @@ def _read(path: Path) -> Any:
         return None
 
 
-def _scheme(source: str) -> str:
-    from .urls import source_scheme
-
-    return source_scheme(source)
 
 
 def _display(source: str) -> str:

@@ -17,17 +17,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, ModelError, SourceError
+from .errors import InputError, ModelError
 from .formats import StagedFiles, load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
+from .rundir import BROKERS_FILE, REPLICAS_FILE, SNAPSHOT_FILE
 from .urls import redact_url
 
 __all__ = ["SNAPSHOT_FILE", "REPLICAS_FILE", "BROKERS_FILE", "read_source", "take_snapshot", "load_snapshot",
            "write_replicas_parquet", "write_brokers_parquet"]
 
-SNAPSHOT_FILE = "snapshot.json"
-REPLICAS_FILE = "replicas.parquet"
-BROKERS_FILE = "brokers.parquet"
 
 
 def _file_path(url: str) -> Path:

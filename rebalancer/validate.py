@@ -62,12 +62,15 @@ from .formats import StagedFiles, atomic_write_json, read_json
 from .load import accepted_range, dimension_loads, replica_table
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
+from .rundir import DOCS_DIR, RESULT_FILE, VALIDATION_DIR, RunDir
 from .snapshot import load_snapshot
+
+# (gate name, frame, expectation, threshold shown, description)
+_GateRow = tuple[str, str, Any, Any, str]
 
 __all__ = ["Thresholds", "GateFailure", "build_frames", "run_gates", "validate_run_dir", "format_gate_table"]
 
 log = logging.getLogger(__name__)
-RESULT_FILE = "result.json"
 
 
 class GateFailure(RebalancerError):
@@ -104,7 +107,7 @@ def _excess(value: float, median: float, pct: float) -> float:
 
 
 def _changes_hash_from_files(run: Path) -> str | None:
-    re_path, rb_path = run / "reassignment.json", run / "rollback.json"
+    re_path, rb_path = RunDir(run).reassignment, RunDir(run).rollback
     if not re_path.exists() or not rb_path.exists():
         return None
     after = {(e["topic"], e["partition"]): tuple(e["replicas"]) for e in read_json(re_path).get("partitions", [])}
@@ -274,14 +277,14 @@ def _band_excess(after: float, before: float, target: float, pct: float, not_wor
     return round(max(0.0, low - after, after - high) / target * 100, 3)
 
 
-def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[tuple[str, str, Any, Any, str]]:
+def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_GateRow]:
     """Disk and network deviation (plans that balance load) and capacity headroom (every plan, where capacities
     are known), each on its own frame cut from ``load``."""
     import great_expectations as gx
 
     e = gx.expectations
     load = frames["load"]
-    gates: list[tuple[str, str, Any, Any, str]] = []
+    gates: list[_GateRow] = []
     if not len(load):
         return gates
     balances_load = plan.params.get("balance") == "load" and plan.mode != "leaders"
@@ -303,9 +306,9 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[tupl
             slack = frame["largest"] if not_worse else [0] * len(frame)
             # A broker the mode lets move one way only is held to "no worse" on the side it cannot correct.
             exempt = [not_worse or (a < t and not take) or (a > t and not give) for a, t, give, take in
-                      zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"])]
+                      zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"], strict=True)]
             frame["dev_excess_pct"] = [_band_excess(a, b, t, p, x, sl) for a, b, t, p, x, sl in
-                                       zip(frame["after"], frame["before"], frame["target"], pcts, exempt, slack)]
+                                       zip(frame["after"], frame["before"], frame["target"], pcts, exempt, slack, strict=True)]
             key = name.split("-")[0]
             frames[key] = frame
             shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(
@@ -314,15 +317,15 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[tupl
     capped = load[load["capacity"].notna()].reset_index(drop=True)
     if len(capped):
         limits = []
-        for d, lim in zip(capped["dimension"], capped["limit_pct"]):
+        for d, lim in zip(capped["dimension"], capped["limit_pct"], strict=True):
             given = th.max_disk_utilisation_pct if d == "disk" else th.max_network_utilisation_pct
             limits.append(float(given) if given is not None else float(lim))
         capped["limit_pct"] = limits
         capped["headroom_excess_pct"] = [
             round(max(0.0, a - max(lim / 100 * c, b)) / c * 100, 3)
-            for a, b, c, lim in zip(capped["after"], capped["before"], capped["capacity"], limits)]
+            for a, b, c, lim in zip(capped["after"], capped["before"], capped["capacity"], limits, strict=True)]
         frames["capacity"] = capped
-        shown = ", ".join(sorted({f"{d} {lim:g}%" for d, lim in zip(capped["dimension"], limits)}))
+        shown = ", ".join(sorted({f"{d} {lim:g}%" for d, lim in zip(capped["dimension"], limits, strict=True)}))
         gates.append(("capacity-headroom", "capacity",
                       e.ExpectColumnValuesToBeBetween(column="headroom_excess_pct", max_value=0), shown,
                       "every broker's utilisation after the plan at most the threshold, or not above what it was"))
@@ -342,10 +345,10 @@ def _gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[dict[str,
     rep_pct = th.max_deviation_pct
     if plan.mode == "leaders" and len(brokers):
         rep_pct = max(rep_pct, float(brokers["replica_dev_before_pct"].max()))
-    brokers["replica_dev_excess"] = [_excess(r, m, rep_pct) for r, m in zip(brokers["replicas"], brokers["med_replicas"])]
+    brokers["replica_dev_excess"] = [_excess(r, m, rep_pct) for r, m in zip(brokers["replicas"], brokers["med_replicas"], strict=True)]
     brokers["leader_dev_excess"] = [_excess(v, m, th.max_leader_deviation_pct)
-                                    for v, m in zip(brokers["leaders"], brokers["med_leaders"])]
-    gates = [
+                                    for v, m in zip(brokers["leaders"], brokers["med_leaders"], strict=True)]
+    gates: list[_GateRow] = [
         ("max-changes-per-partition", "partitions", e.ExpectColumnValuesToBeBetween(column="replica_changes", max_value=cap),
          cap, "at most N replicas added per partition"),
         ("replica-balance", "brokers", e.ExpectColumnValuesToBeBetween(column="replica_dev_excess", max_value=0),
@@ -446,19 +449,18 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
     run = Path(run_dir)
     cluster = load_snapshot(run)
     plan = load_plan(run)
-    for name in ("reassignment.json", "rollback.json"):
-        path = run / name
+    for path in (RunDir(run).reassignment, RunDir(run).rollback):
         if path.exists():
             doc = read_json(path)
             if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
                 raise InputError(f"{path}: not a Kafka reassignment document")
-    out = run / "validation"
+    out = RunDir(run).validation
     frames = build_frames(cluster, plan, run)
     # The whole directory (result and Data Docs) or nothing: built aside, renamed into place when complete.
     with StagedFiles(run) as stage:
-        staged = stage.path("validation")
-        result = run_gates(frames, plan, thresholds or Thresholds(), staged / "docs")
-        result["docs"] = str(out / "docs" / "index.html")
+        staged = stage.path(VALIDATION_DIR)
+        result = run_gates(frames, plan, thresholds or Thresholds(), staged / DOCS_DIR)
+        result["docs"] = str(RunDir(run).data_docs / "index.html")
         atomic_write_json(staged / RESULT_FILE, result)
     if not result["passed"]:
         failed = [g["name"] for g in result["gates"] if not g["passed"]]

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -145,7 +146,7 @@ def init(home: Path, env: Mapping[str, str]) -> None:
         raise AirflowError(f"SQLite refused write-ahead logging for {home / 'airflow.db'} (journal mode {mode})")
 
 
-def configure(client: "Client", *, sim_dir: Path | None = None, kafka_dir: Path | None = None) -> None:
+def configure(client: Client, *, sim_dir: Path | None = None, kafka_dir: Path | None = None) -> None:
     """Pool ``kafka_cluster`` (1 slot) and the connections, through the REST API (idempotent)."""
     client.upsert("/pools", "pool_name", POOL, {"name": POOL, "slots": 1, "include_deferred": False,
                                                 "description": "one mutating Kafka runbook task at a time"})
@@ -242,9 +243,9 @@ class Client:
         self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, note: str | None = None) -> str:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        body: dict[str, Any] = {"logical_date": datetime.now(timezone.utc).isoformat(), "conf": dict(conf or {})}
+        body: dict[str, Any] = {"logical_date": datetime.now(UTC).isoformat(), "conf": dict(conf or {})}
         if note:
             body["note"] = note
         return str(self.request("POST", f"/dags/{dag_id}/dagRuns", json=body)["dag_run_id"])

@@ -8,7 +8,7 @@
 #   bash scripts/test.sh --fast     the tier for working: everything that needs no real Kafka, no Airflow and no
 #                                   browser (markers kafka, airflow, browser; tests/conftest.py), in minutes
 #
-# Extra arguments go to pytest (-n 0 runs in one process).
+# ruff and mypy run first and stop the run on a finding. Extra arguments go to pytest (-n 0 runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=0
@@ -17,6 +17,12 @@ if [ "${1:-}" = "--fast" ]; then
     shift
 fi
 bash scripts/setup.sh
+# The contracts machines check, before any test (pyproject.toml: [tool.ruff], [tool.mypy]): seconds once mypy's cache
+# (.mypy_cache/) exists, about a minute on a fresh clone.
+echo "[test] ruff check" >&2
+.venv/bin/ruff check .
+echo "[test] mypy (strict on rebalancer/)" >&2
+.venv/bin/mypy
 if [ "$fast" = 1 ]; then
     # Most of these tests wait on simulated clusters and subprocesses, not the CPU: four workers, a test at a time.
     exec .venv/bin/python -m pytest -n 4 --dist load --durations=15 -m "not kafka and not airflow and not browser" "$@"

@@ -58,11 +58,13 @@ def zk(zk_url: str) -> Iterator[object]:
 def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
     """Factory: load a cluster into the test's chroot and start the simulated controller in a thread."""
     from rebalancer.sim.controller import SimulatedCluster
+    from rebalancer.sim.kafka_listener import serve
 
     sims: list[SimulatedCluster] = []
 
     def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01, **kw) -> SimulatedCluster:  # type: ignore[no-untyped-def]
-        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim", **kw)
+        sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim",
+                               listener_factory=serve, **kw)
         sim.load(cluster)
         sims.append(sim.start())
         return sim

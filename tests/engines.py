@@ -224,7 +224,6 @@ class RealCluster:
     def fresh_topics(self) -> Cluster:
         """Delete the previous test's topics, then create and fill this test's (a new name prefix)."""
         from kafka import KafkaAdminClient
-
         from rebalancer.localkafka.load import load_cluster
 
         self.heal()
@@ -346,8 +345,9 @@ def keep_logs(cluster: RealCluster | None, dest: Path) -> None:
 
 def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3) -> None:
     """Someone else creates a topic (Kafka's Admin API, as any application would): the cluster changes beside the run."""
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
+
+    from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=str(engine.extra["bootstrap"]).removeprefix("kafka://").split(","),
                              client_id="someone-else")

@@ -16,9 +16,20 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from airflow_support import (
+    APPROVER,
+    ARTIFACTS,
+    OTHER_USER,
+    Cluster,
+    Stack,
+    airflow_local,
+    leader_skewed_description,
+    planned_assignment,
+    signed_in_browser,
+    start_cluster,
+    wait_for,
+)
 
-from airflow_support import (APPROVER, ARTIFACTS, OTHER_USER, Cluster, Stack, airflow_local, leader_skewed_description,
-                             planned_assignment, signed_in_browser, start_cluster, wait_for)
 from rebalancer import kafka_zk as kz
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

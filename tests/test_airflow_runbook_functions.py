@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from rebalancer import runbook
 from rebalancer.errors import InputError
 from rebalancer.formats import write_cluster_json

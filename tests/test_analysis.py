@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import run_cli
+
 from rebalancer.analyze import load_job, run_analysis
 from rebalancer.errors import InputError, SourceError
+from rebalancer.formats import write_cluster_json
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import take_snapshot
-from rebalancer.formats import write_cluster_json
 from rebalancer.zkserver import free_port
 
 

@@ -184,7 +184,7 @@ def airflow_config_options() -> dict[str, set[str]]:
         path = Path(location) / "config_templates" / "config.yml"
         if path.exists():
             data = yaml.safe_load(path.read_text())
-            return {section: set((body.get("options") or {})) for section, body in data.items()}
+            return {section: set(body.get("options") or {}) for section, body in data.items()}
     raise AssertionError("config_templates/config.yml not found in the installed Airflow")
 
 
@@ -488,7 +488,7 @@ def check_mounts(compose: Compose, root: Path = REPO) -> Problems:
     common_env = env(compose["x-airflow-common"])
     runs = common_env.get("REBALANCER_RUNS_DIR", "")
     for name, svc in services(compose).items():
-        for src, dst, bind in mounts(svc):
+        for src, _dst, bind in mounts(svc):
             if bind and not (root / src).exists():
                 problems.append(f"{name}: bind source {src} does not exist in the repository")
             if not bind and src and src not in declared:
@@ -515,7 +515,7 @@ def check_scripts(compose: Compose, root: Path = REPO) -> Problems:
     problems = []
     for name, svc in services(compose).items():
         mounted = {dst: src for src, dst, bind in mounts(svc) if bind}
-        for dst, src in mounted.items():
+        for src in mounted.values():
             path = root / src
             if not src.lstrip("./").startswith("docker/") or not path.is_file():
                 continue

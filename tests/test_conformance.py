@@ -22,13 +22,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO
-from engines import (ENGINES, Engine, RealCluster, agreed_throttles, create_topic_elsewhere, keep_logs, real_cluster,
-                     real_engine, sim_engine)
+from engines import (
+    ENGINES,
+    Engine,
+    RealCluster,
+    agreed_throttles,
+    create_topic_elsewhere,
+    keep_logs,
+    real_cluster,
+    real_engine,
+    sim_engine,
+)
+
 from rebalancer.errors import ClusterBusy
-from rebalancer.execute import (ExecOptions, ExecutionFailed, approve, execute, open_backend, release_throttles,
-                                rollback, verify)
+from rebalancer.execute import (
+    ExecOptions,
+    ExecutionFailed,
+    approve,
+    execute,
+    open_backend,
+    release_throttles,
+    rollback,
+    verify,
+)
 from rebalancer.plan.result import build_plan, load_plan, write_plan
 from rebalancer.snapshot import load_snapshot
 
@@ -159,18 +176,24 @@ class _Action(threading.Thread):
             raise AssertionError(f"the injected fault failed: {type(self.error).__name__}: {self.error}") from self.error
 
 
+def _submitted(state_file: Path) -> bool:
+    try:
+        return any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"])
+    except (OSError, ValueError, KeyError):
+        return False  # not written yet, or being replaced
+
+
 def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) -> threading.Thread:
-    """A started thread that runs ``action`` once a batch of this run is submitted (``delay`` s later)."""
+    """A started thread that runs ``action`` once a batch of this run is submitted (``delay`` s later). No batch
+    submitted within two minutes fails the test (through ``join``) without the fault: a fault injected at the wrong
+    moment would test something else."""
     state_file = engine.run / "execution" / "state.json"
 
     def run() -> None:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if any(b["status"] == "submitted" for b in json.loads(state_file.read_text())["batches"]):
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
+        deadline = time.monotonic() + 120
+        while not _submitted(state_file):
+            if time.monotonic() > deadline:
+                raise TimeoutError("no batch of the run was submitted within 120 s: the fault was not injected")
             time.sleep(0.02)
         time.sleep(delay)
         action()

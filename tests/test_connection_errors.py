@@ -11,8 +11,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from rebalancer.errors import InputError, SourceError
 from rebalancer.kafka_admin import load_client_config, parse_kafka_url
 from rebalancer.zkclient import parse_zk_url, zk_session

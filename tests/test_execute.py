@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from rebalancer import kafka_zk as kz
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, approve, execute, verify

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli, wait_for
+
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, approve, execute, open_backend, verify
 from rebalancer.execute.admin_backend import AdminBackend

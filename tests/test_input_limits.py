@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
 from test_cli import assert_one_line_error
 

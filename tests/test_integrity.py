@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+from test_cli import assert_one_line_error
+from test_execute import assignment, opts, prepared
+
 from rebalancer import kafka_zk as kz
 from rebalancer.errors import InputError
 from rebalancer.execute import approve, execute
 from rebalancer.zkserver import free_port
-from test_cli import assert_one_line_error
-from test_execute import assignment, opts, prepared
 
 FOREIGN_BROKER = {"leader.replication.throttled.rate": "1000", "follower.replication.throttled.rate": "1000"}
 

@@ -123,7 +123,7 @@ def admin_cases() -> list[Case]:
 def tool_cases() -> list[Case]:
     rnd = random.Random(7)
     cases: list[Case] = []
-    for i in range(500):
+    for _ in range(500):
         n = rnd.randint(3, 60)
         order, rack_of = random_brokers(rnd, n, rnd.choice([0, 0, 1, 2, 3, 4, 5, 6]))
         n_topics = rnd.choice([1, 1, 2, 3, 5, 14, 30])  # 13+ topics resize the HashMap
@@ -138,7 +138,7 @@ def tool_cases() -> list[Case]:
         cases.append({"order": order, "rack_of": rack_of, "topics": topics})
     # Around the HashMap's first resize (13 keys in 16 buckets): computeIfAbsent resizes at the start of the call
     # after the one that went past 3/4, so 13 single-partition topics stay in 16 buckets.
-    for i in range(60):
+    for _ in range(60):
         n = rnd.randint(3, 20)
         order, rack_of = random_brokers(rnd, n, rnd.choice([0, 2, 3]))
         names = [f"t{rnd.randint(0, 99999)}" for _ in range(rnd.choice([12, 13, 13, 14, 25]))]
@@ -370,7 +370,7 @@ def test_real_generate_4x_is_the_striped_placer_for_some_draws(tmp_path: Path) -
     for topic, parts in TOPICS.items():
         rf = len(parts[0])
         outcomes = set()
-        for placed in every_outcome(lambda rng: tuple(map(tuple, kg.striped_place(len(parts), rf, sorted(RACKS),
+        for placed in every_outcome(lambda rng, parts=parts, rf=rf: tuple(map(tuple, kg.striped_place(len(parts), rf, sorted(RACKS),
                                                                                      RACKS, rng)))):
             outcomes.add(placed)
         mine = tuple(tuple(proposal[topic][p]) for p in range(len(parts)))

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

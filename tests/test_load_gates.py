@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+from test_report import _read_dom, _write_analysis
+
 from rebalancer import runbook
 from rebalancer.errors import InputError
 from rebalancer.formats import write_cluster_json
@@ -21,7 +22,6 @@ from rebalancer.plan.targets import make_targets
 from rebalancer.report import render_report
 from rebalancer.sim.scenarios import build_scenario
 from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
-from test_report import _read_dom, _write_analysis
 
 LOAD_GATES = {"disk-balance", "network-balance"}
 
@@ -212,7 +212,7 @@ def test_the_spark_stages_p95_rates_drive_the_plan_and_the_gates(tmp_path: Path)
     plan = plan_run_dir(tmp_path, "add-brokers", brokers=new)
     load = plan.summary["load"]
     assert load["rate_sources"] == {"history": len(cluster.partitions)}
-    total_in = sum(round(r) * len(cluster.partition(*tp).replicas) for tp, r in zip(base, rows["bytes_in_p95"]))
+    total_in = sum(round(r) * len(cluster.partition(*tp).replicas) for tp, r in zip(base, rows["bytes_in_p95"], strict=True))
     assert abs(load["dimensions"]["nw_in"]["total"] - total_in) <= len(base)
     gates = _gates(tmp_path)
     assert gates["network-balance"]["passed"] and gates["disk-balance"]["passed"]

@@ -13,8 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer.errors import InputError
-from rebalancer.load import (DEFAULT_RETENTION_MS, DIMENSIONS, CapacityError, capacities, dimension_loads,
-                             load_bands, partition_loads, read_capacity_file)
+from rebalancer.load import (
+    DEFAULT_RETENTION_MS,
+    DIMENSIONS,
+    CapacityError,
+    capacities,
+    dimension_loads,
+    load_bands,
+    partition_loads,
+    read_capacity_file,
+)
 from rebalancer.model import Broker, Cluster, Partition
 
 MiB = 1024 * 1024

@@ -25,7 +25,6 @@ from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from load_cases import heavy_tailed, mixed_hardware, network_hot  # noqa: E402
-
 from test_plan_budget import _assert_valid  # noqa: E402
 
 

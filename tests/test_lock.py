@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli, wait_for
+from test_cli import assert_one_line_error
+from test_execute import opts
+
 from rebalancer import kafka_zk as kz
 from rebalancer.execute import approve, execute
 from rebalancer.execute.zk_backend import ZkBackend
@@ -22,8 +24,6 @@ from rebalancer.lock import LOCK_TOPIC, ClusterLock
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import take_snapshot
-from test_cli import assert_one_line_error
-from test_execute import opts
 
 SLOW = ["--throttle", "20MB/s", "--poll", "0.1", "--max-moves", "8", "--throttle-settle", "0.2"]
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rebalancer.formats import write_cluster_json
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.plan import PlanError, content_hash, load_plan, make_plan, plan_run_dir
-from rebalancer.plan.leaders import LeaderItem, balance_leaders, leader_objective, topic_bands
+from rebalancer.plan.leaders import LeaderItem, balance_leaders, leader_objective
 from rebalancer.plan.pinterest import pinterest_leaders
-from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+from rebalancer.sim.scenarios import build_scenario
 
 
 # -- the leader flow is exact ---------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ def leader_instances(draw):  # type: ignore[no-untyped-def]
         rf = draw(st.integers(1, min(3, nb)))
         reps = draw(st.permutations(range(nb)))[:rf]
         keep = draw(st.lists(st.booleans(), min_size=rf, max_size=rf))
-        cands = tuple(b for b, k in zip(reps, keep) if k) or (reps[0],)
+        cands = tuple(b for b, k in zip(reps, keep, strict=True) if k) or (reps[0],)
         items.append(LeaderItem((f"t{draw(st.integers(0, topics - 1))}", i), cands, reps[0]))
     return items, frozenset(range(nb))
 
@@ -38,7 +38,7 @@ def leader_instances(draw):  # type: ignore[no-untyped-def]
 def _brute(items, brokers, order):  # type: ignore[no-untyped-def]
     best = None
     for choice in itertools.product(*[it.candidates for it in items]):
-        tv, wv, ch, cv = leader_objective({it.key: b for it, b in zip(items, choice)}, items, brokers)
+        tv, wv, ch, cv = leader_objective({it.key: b for it, b in zip(items, choice, strict=True)}, items, brokers)
         obj = (tv, wv, ch, cv) if order == "changes" else (tv, wv, cv, ch)
         best = obj if best is None or obj < best else best
     return best

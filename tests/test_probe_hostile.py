@@ -20,7 +20,7 @@ def parse_table(stdout: str) -> dict[str, dict[str, int]]:
     for ln in lines:
         parts = ln.split()
         if len(parts) == len(header) and parts[0] != "family" and all(p.isdigit() for p in parts[1:]):
-            rows[parts[0]] = dict(zip(header[1:], map(int, parts[1:])))
+            rows[parts[0]] = dict(zip(header[1:], map(int, parts[1:]), strict=True))
     return rows
 
 

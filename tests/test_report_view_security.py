@@ -18,11 +18,11 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-
 from airflow_support import APPROVER, Stack, signed_in_browser
+from test_report import _make_run, _read_dom
+
 from rebalancer import runbook
 from rebalancer.report import render_report
-from test_report import _make_run, _read_dom
 
 pytestmark = pytest.mark.timeout(600)  # the first Airflow test also starts Airflow and renders a report
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import wait_for
+from test_execute import opts, prepared
+
 from rebalancer import kafka_zk as kz
 from rebalancer.execute import ExecutionFailed, execute, open_backend, rollback, verify
-from test_execute import opts, prepared
 
 MB = 1_000_000
 

@@ -10,10 +10,10 @@ import json
 import time
 
 import pytest
+from conftest import wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import wait_for
 from rebalancer import kafka_zk as kz
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.sim.controller import _Flow, allocate_rates

@@ -17,7 +17,7 @@ from typing import Any
 
 import kafka.errors as ke
 import pytest
-from kafka import KafkaAdminClient, TopicPartition
+from conftest import run_cli, wait_for
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest,
@@ -38,7 +38,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from conftest import run_cli, wait_for
+from kafka import KafkaAdminClient, TopicPartition
 from rebalancer import kafka_zk as kz
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.sim import kafka_listener
@@ -139,6 +139,7 @@ def test_brokers_advertise_their_listeners_in_zookeeper_and_describe_cluster(zk,
 
 def test_kafka_port_base_gives_each_broker_base_plus_id(zk, make_sim):  # type: ignore[no-untyped-def]
     from rebalancer.sim.controller import SimulatedCluster
+    from rebalancer.sim.kafka_listener import serve
 
     probes = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]
     base = probes[0].getsockname()[1]  # a free port; the next two are checked below
@@ -149,7 +150,7 @@ def test_kafka_port_base_gives_each_broker_base_plus_id(zk, make_sim):  # type: 
             socket.create_server(("127.0.0.1", base + offset)).close()
         except OSError:
             pytest.skip("no three consecutive free ports")
-    sim = SimulatedCluster(zk, state_dir=None, kafka_port_base=base)
+    sim = SimulatedCluster(zk, state_dir=None, kafka_port_base=base, listener_factory=serve)
     sim.load(Cluster.build([Broker(0), Broker(1), Broker(2)], [Partition("t", 0, (0, 1), 0, (0, 1), 1)]))
     sim.start()
     try:

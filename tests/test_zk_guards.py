@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
-
 from conftest import run_cli
 from engines import sim_engine
+from kazoo.security import READ_ACL_UNSAFE, make_digest_acl
+
 from rebalancer import kafka_zk as kz
 
 

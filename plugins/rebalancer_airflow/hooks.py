@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk.bases.hook import BaseHook
+
 from rebalancer.errors import InputError
 
 __all__ = ["ZooKeeperHook", "KafkaClusterHook", "cluster_source"]
@@ -38,7 +39,7 @@ KAFKA_SECURITY_KEYS = frozenset({
 
 def _connection(hook: BaseHook, conn_id: str) -> Any:
     """The Airflow connection, or one line saying it is not defined."""
-    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         return hook.get_connection(conn_id)

@@ -45,16 +45,17 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.models.dag import DagModel
 from airflow.models.dagrun import DagRun
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from rebalancer import rundir as rd
 
 __all__ = ["app", "resolve_inside", "run_directory", "PAGE_CSP", "REPORT_CSP", "DOCS_CSP", "FILES_CSP"]
 
@@ -151,13 +152,13 @@ def _field(doc: Any, key: str) -> Any:
 
 # The first of these files that exists tells the run's state (report.html by its existence alone).
 _STATES: tuple[tuple[str, Callable[[dict[str, Any]], str] | None], ...] = (
-    ("verification_rollback.json", lambda d: "rolled back"),
-    ("verification.json", lambda d: "verified" if d.get("passed") is True else "verification failed"),
-    ("execution/state.json",
+    (rd.VERIFICATION_ROLLBACK_FILE, lambda d: "rolled back"),
+    (rd.VERIFICATION_FILE, lambda d: "verified" if d.get("passed") is True else "verification failed"),
+    (f"{rd.EXECUTION_DIR}/{rd.STATE_FILE}",
      lambda d: "execution failed" if d.get("failed") else "executed" if d.get("finished") else "executing"),
-    ("approval.json", lambda d: str(d.get("decision", "?"))),
-    ("report.html", None),
-    ("plan.json", lambda d: "planned" if d.get("changes") else "nothing to change"),
+    (rd.APPROVAL_FILE, lambda d: str(d.get("decision", "?"))),
+    (rd.REPORT_FILE, None),
+    (rd.PLAN_FILE, lambda d: "planned" if d.get("changes") else "nothing to change"),
 )
 
 
@@ -206,12 +207,12 @@ def index(user: GetUserDep, session: SessionDep) -> HTMLResponse:
     rows.sort(reverse=True)
     lines = ["<table><tr><th>DAG</th><th>run</th><th>state</th><th>plan</th><th>updated</th><th></th></tr>"]
     for mtime, dag_id, run_id, run in rows[:500]:
-        plan = _json(run / "plan.json")
+        plan = _json(rd.RunDir(run).plan)
         s = _field(plan, "summary")
         what = (f"{_text(plan.get('mode'))}: {_number(_field(s, 'replica_moves'))} moves, "
                 f"{_number(_field(s, 'leader_changes'))} leader changes" if isinstance(plan, dict) else "")
         href = _href(dag_id, run_id)
-        report = f"<a href='{href}report.html' target='_blank'>report</a>" if (run / "report.html").exists() else ""
+        report = f"<a href='{href}report.html' target='_blank'>report</a>" if rd.RunDir(run).report.exists() else ""
         lines.append(f"<tr><td>{_text(dag_id)}</td><td><a href='{href}' title='{_text(run_id)}'>{_text(run.name)}"
                      f"</a></td><td>{_text(_state(run))}</td><td>{what}</td>"
                      f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(mtime))} UTC</td><td>{report}</td></tr>")
@@ -226,14 +227,15 @@ def run_redirect(dag_id: str, run_id: str) -> RedirectResponse:
     return RedirectResponse(f"{quote(run_id, safe='')}/")
 
 
-_ARTIFACTS = ("plan.json", "reassignment.json", "rollback.json", "validation/result.json", "approval.json",
-              "execution/state.json", "verification.json", "verification_rollback.json", "analysis/summary.json")
+_ARTIFACTS = (rd.PLAN_FILE, rd.REASSIGNMENT_FILE, rd.ROLLBACK_FILE, f"{rd.VALIDATION_DIR}/{rd.RESULT_FILE}",
+              rd.APPROVAL_FILE, f"{rd.EXECUTION_DIR}/{rd.STATE_FILE}", rd.VERIFICATION_FILE,
+              rd.VERIFICATION_ROLLBACK_FILE, f"{rd.ANALYSIS_DIR}/{rd.SUMMARY_FILE}")
 
 
 @app.get("/runs/{dag_id}/{run_id}/", response_class=HTMLResponse, dependencies=_RUN_ACCESS)
 def run_page(dag_id: str, run_id: str, run: RunDir) -> HTMLResponse:
     items = [f"<p>State: <b>{_text(_state(run))}</b> &middot; directory <code>{_text(run)}</code></p>"]
-    plan = _json(run / "plan.json")
+    plan = _json(rd.RunDir(run).plan)
     if isinstance(plan, dict):
         s = _field(plan, "summary")
         items.append(f"<p>{_text(plan.get('mode'))} plan <code>{_text(str(plan.get('content_hash'))[:12])}</code>: "
@@ -241,18 +243,18 @@ def run_page(dag_id: str, run_id: str, run: RunDir) -> HTMLResponse:
                      f"{_number(_field(s, 'leader_changes'))} leader changes, "
                      f"{_number(_field(s, 'bytes_moved'), ',')} bytes; "
                      f"moves / lower bound = {_number(_field(s, 'moves_to_bound'), '.3f')}</p>")
-    elif (run / "plan.json").exists():
+    elif rd.RunDir(run).plan.exists():
         items.append("<p>plan.json is malformed</p>")
-    approval = _json(run / "approval.json")
+    approval = _json(rd.RunDir(run).approval)
     if isinstance(approval, dict):
         items.append(f"<p>Decision: <b>{_text(approval.get('decision'))}</b> by {_text(approval.get('by'))} at "
                      f"{_text(approval.get('at'))} {_text(approval.get('comment') or '')}</p>")
-    elif (run / "approval.json").exists():
+    elif rd.RunDir(run).approval.exists():
         items.append("<p>approval.json is malformed</p>")
     links = []
-    if (run / "report.html").exists():
+    if rd.RunDir(run).report.exists():
         links.append("<li><a href='report.html'>Approver's report</a></li>")
-    if (run / "validation" / "docs" / "index.html").exists():
+    if (rd.RunDir(run).data_docs / "index.html").exists():
         links.append("<li><a href='docs/index.html'>Validation Data Docs</a></li>")
     links += [f"<li><a href='files/{quote(name)}'>{_text(name)}</a></li>" for name in _ARTIFACTS
               if (run / name).exists()]
@@ -262,14 +264,14 @@ def run_page(dag_id: str, run_id: str, run: RunDir) -> HTMLResponse:
 
 @app.get("/runs/{dag_id}/{run_id}/report.html", dependencies=_RUN_ACCESS)
 def report(run: RunDir) -> FileResponse:
-    if not (run / "report.html").exists():
+    if not rd.RunDir(run).report.exists():
         raise HTTPException(404, "no report yet: it is written by the run's report task")
-    return FileResponse(resolve_inside(run, "report.html"), media_type="text/html", headers=_headers(REPORT_CSP))
+    return FileResponse(resolve_inside(run, rd.REPORT_FILE), media_type="text/html", headers=_headers(REPORT_CSP))
 
 
 @app.get("/runs/{dag_id}/{run_id}/docs/{path:path}", dependencies=_RUN_ACCESS)
 def data_docs(path: str, run: RunDir) -> FileResponse:
-    return FileResponse(resolve_inside(run / "validation" / "docs", path), headers=_headers(DOCS_CSP))
+    return FileResponse(resolve_inside(rd.RunDir(run).data_docs, path), headers=_headers(DOCS_CSP))
 
 
 @app.get("/runs/{dag_id}/{run_id}/files/{path:path}", dependencies=_RUN_ACCESS)

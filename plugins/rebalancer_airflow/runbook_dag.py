@@ -55,6 +55,10 @@ LOAD_GATE_PARAMS = {
 }
 
 
+def _upper_bound(maximum: float | None) -> dict[str, Any]:
+    return {"maximum": maximum} if maximum is not None else {}
+
+
 def common_params(mode: str) -> dict[str, Param]:
     """Params shared by every runbook DAG (trigger form and REST ``conf``); the planner choices of ``mode`` come from
     the strategy registry (``rebalancer.strategies``)."""
@@ -100,7 +104,7 @@ def common_params(mode: str) -> dict[str, Param]:
                                           title="Gate: leader deviation from median (%)", section="Validation"),
         **({k: Param(None, type=["null", "number"], minimum=0, title=title,
                      description=f"empty: the plan's own ({default})", section="Validation",
-                     **({"maximum": maximum} if maximum is not None else {}))
+                     **_upper_bound(maximum))
             for k, (title, default, maximum) in LOAD_GATE_PARAMS.items()} if mode in REPLICA_MODES else {}),
         "approvers": Param([], type="array", items={"type": "string"}, title="Approvers",
                            description="user names allowed to approve (empty: anyone with access to the DAG)",
@@ -141,6 +145,7 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from airflow.sdk.exceptions import AirflowFailException
+
         from rebalancer.errors import RebalancerError
 
         try:
@@ -273,6 +278,7 @@ def verify_task(**context: Any) -> dict[str, Any]:
 def rollback_task(**context: Any) -> dict[str, Any]:
     """After a failed execute or verify: revert this run's moves to rollback.json and verify the original."""
     from airflow.sdk.exceptions import AirflowSkipException
+
     from rebalancer import runbook
 
     rd = run_dir(context)
@@ -290,6 +296,7 @@ def rollback_task(**context: Any) -> dict[str, Any]:
 def cleanup_task(**context: Any) -> dict[str, Any]:
     """Teardown: whatever happened, no replication throttle of this run stays on the cluster."""
     from airflow.sdk.exceptions import AirflowSkipException
+
     from rebalancer import runbook
 
     rd = run_dir(context)
@@ -308,6 +315,7 @@ def cleanup_task(**context: Any) -> dict[str, Any]:
 def outcome_task(**context: Any) -> str:
     """The run's verdict in one line; fails the run, with the first cause, when any task failed."""
     from airflow.sdk.exceptions import AirflowFailException
+
     from rebalancer import runbook
 
     run_id = context["dag_run"].run_id

@@ -1,7 +1,17 @@
 """Execution: batches, throttles, the ZooKeeper and Admin-API backends, execute/verify/rollback."""
 
-from .runner import (ExecOptions, ExecutionFailed, VerificationFailed, approve, execute, open_backend, preflight,
-                     release_throttles, rollback, verify)
+from .runner import (
+                     ExecOptions,
+                     ExecutionFailed,
+                     VerificationFailed,
+                     approve,
+                     execute,
+                     open_backend,
+                     preflight,
+                     release_throttles,
+                     rollback,
+                     verify,
+)
 from .throttle import parse_rate
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "approve", "execute", "open_backend", "parse_rate",

@@ -306,7 +306,8 @@ class AdminBackend:
             return False
         res = self._call("deleting the cluster lock topic", lambda: self.admin.delete_topics(
             [uuid_of(topic_id)], raise_errors=False))
-        code = next(iter(res["topics"]), {}).get("error_code", 0)
+        first: dict[str, Any] = next(iter(res["topics"]), {})
+        code = first.get("error_code", 0)
         if code in (0, ke.RequestTimedOutError.errno):  # timed out: marked for deletion, the controller finishes it
             return True
         if code in (ke.UnknownTopicOrPartitionError.errno, ke.UnknownTopicIdError.errno):

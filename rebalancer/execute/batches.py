@@ -13,8 +13,9 @@ one preferred leader election per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Step", "steps_of", "make_batches"]
 
@@ -53,9 +54,9 @@ class Step:
                 "size_bytes": self.size_bytes, "bytes": self.bytes, "seq": self.seq}
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> Step:
-        return cls(str(d["topic"]), int(d["partition"]), tuple(d["from"]), tuple(d["to"]),  # type: ignore[arg-type,call-overload]
-                   int(d["size_bytes"]), int(d.get("seq", 0)))  # type: ignore[call-overload]
+    def from_dict(cls, d: Mapping[str, Any]) -> Step:
+        return cls(str(d["topic"]), int(d["partition"]), tuple(d["from"]), tuple(d["to"]), int(d["size_bytes"]),
+                   int(d.get("seq", 0)))
 
 
 def steps_of(topic: str, partition: int, before: tuple[int, ...], after: tuple[int, ...], size_bytes: int) -> list[Step]:
@@ -66,7 +67,7 @@ def steps_of(topic: str, partition: int, before: tuple[int, ...], after: tuple[i
         return [Step(topic, partition, before, after, size_bytes, 0)]
     steps = []
     current = list(before)
-    for i, (gone, new) in enumerate(zip(removed, added)):
+    for i, (gone, new) in enumerate(zip(removed, added, strict=False)):
         nxt = [new if b == gone else b for b in current]
         if i == len(added) - 1:
             nxt = list(after)

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..errors import ClusterBusy, InputError, RebalancerError, SourceError, Tran
 from ..formats import atomic_write_json, read_json
 from ..lock import ClusterLock
 from ..plan.result import Change, Plan, content_hash, load_plan
+from ..rundir import APPROVAL_FILE, LEDGER_FILE, ROLLBACK_STATE_FILE, STATE_FILE, RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
@@ -41,10 +43,6 @@ __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend
            "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
 
 log = logging.getLogger(__name__)
-APPROVAL_FILE = "approval.json"
-STATE_FILE = "state.json"
-ROLLBACK_STATE_FILE = "rollback_state.json"
-LEDGER_FILE = "throttles.json"
 
 
 class ExecutionFailed(RebalancerError):
@@ -61,16 +59,23 @@ class VerificationFailed(RebalancerError):
     exit_code = 8
 
 
+# batch, batches, moves done, moves, bytes done, bytes, elapsed s, ETA s
+ProgressBar = Callable[[int, int, int, int, int, int, float, float], None]
+
+
 @dataclass(frozen=True)
 class ExecOptions:
+    """How an execution, rollback or throttle release runs. The defaults here are the operator's defaults: the CLI,
+    the runbook and the DAG leave a setting out (None) rather than repeat its value (``from_input``)."""
+
     throttle: int                      # bytes/s
-    per_broker: int = 5
-    total: int = 50
+    per_broker: int = 5                # moves at once per broker
+    total: int = 50                    # moves at once in the cluster
     max_batch_bytes: int | None = None
-    order: str = "smallest"
-    poll: float = 0.5
+    order: str = "smallest"            # which moves go first: "smallest" or "largest"
+    poll: float = 1.0                  # seconds between progress checks
     timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
-    min_timeout: float = 60.0
+    min_timeout: float = 120.0
     stall_grace: float = 5.0           # a destination broker down this long fails the batch
     settle_grace: float = 15.0         # a move no longer in flight and not at its target this long fails the batch
     throttle_settle: float = 2.0       # seconds between setting throttles and moving: brokers learn of config changes
@@ -79,7 +84,17 @@ class ExecOptions:
     progress: Callable[[str], None] | None = None   # log lines (default: stderr)
     report_every: float = 5.0          # seconds between progress lines while a batch copies
     # Live progress for a terminal: (batch, batches, moves done, moves, bytes done, bytes, elapsed s, eta s).
-    on_progress: Callable[[int, int, int, int, int, int, float, float], None] | None = None
+    on_progress: ProgressBar | None = None
+
+    @classmethod
+    def from_input(cls, throttle: str, *, max_batch_bytes: str | None = None,
+                   batch_bytes_option: str = "max_batch_bytes", **settings: Any) -> ExecOptions:
+        """The options an operator gave (CLI flags, runbook arguments, DAG params): the throttle and the batch cap as
+        text (``50MB/s``, ``100GB``; a bad one is a one-line error naming ``batch_bytes_option``); a setting left out
+        or None keeps its default above."""
+        return cls(throttle=thr.parse_rate(throttle),
+                   max_batch_bytes=thr.parse_rate(max_batch_bytes, batch_bytes_option) if max_batch_bytes else None,
+                   **{k: v for k, v in settings.items() if v is not None})
 
 
 # -- approval ---------------------------------------------------------------------------------------------------
@@ -104,7 +119,7 @@ def preflight(run_dir: str | Path, approval: str | None = None, kind: str | None
     if kind is not None:
         _resumable_state(run, plan, kind)
         thr.Ledger(_state_path(run, LEDGER_FILE))  # a ledger that cannot be read would leak throttles: refuse now
-        _check_writable(run / "execution")
+        _check_writable(RunDir(run).execution)
     return plan
 
 
@@ -160,7 +175,7 @@ def _check_approval(run: Path, plan: Plan, path: str | None) -> dict[str, Any]:
 
 # -- state ------------------------------------------------------------------------------------------------------
 def _state_path(run: Path, kind: str = STATE_FILE) -> Path:
-    return run / "execution" / kind
+    return RunDir(run).execution / kind
 
 
 def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> dict[str, Any]:
@@ -234,8 +249,8 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
         todo, done_already = [], 0
         batch["skipped"] = []
         for s in steps:
-            p = current.get(s.tp)
-            have = p.replicas if p else None
+            part = current.get(s.tp)
+            have = part.replicas if part else None
             if have == s.after:
                 done_already += 1
             elif have == s.before:
@@ -315,7 +330,7 @@ def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts
     pending = dict(want)
     asked: dict[tuple[str, int], float] = {}  # when each partition's last election was asked for
     while True:
-        current = _retrying(lambda: _current(backend, set(pending)), "reading partitions")
+        current = _retrying(partial(_current, backend, set(pending)), "reading partitions")
         pending = {tp: b for tp, b in pending.items() if current.get(tp) is not None and current[tp].leader != b}
         if not pending or time.monotonic() > deadline:
             return pending
@@ -329,7 +344,7 @@ def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts
                 if time.monotonic() > deadline:
                     raise ExecutionFailed("a preferred leader election by someone else did not finish")
                 time.sleep(opts.poll)
-            _retrying(lambda: backend.elect_preferred(ready), "electing preferred leaders")
+            _retrying(partial(backend.elect_preferred, ready), "electing preferred leaders")
             asked.update({tp: time.monotonic() for tp in ready})
         time.sleep(opts.poll)
 
@@ -772,7 +787,7 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
     # Recorded and not removed yet, unless on a broker that is down now (the Admin API cannot reach its config;
     # a rate alone throttles nothing once the topic lists are gone): reported, removed by a later throttle --clear.
     unreachable = {f"brokers/{b}" for b in backend.unreachable_brokers({int(b) for b in ledger.brokers})}
-    recorded = {e: {} for e in ledger.entities() if e not in unreachable}
+    recorded: dict[str, dict[str, str]] = {e: {} for e in ledger.entities() if e not in unreachable}
 
     def seen_throttles() -> dict[str, dict[str, str]]:
         # Throttles removed a moment ago may still show on the broker asked (KRaft metadata, ZooKeeper
@@ -803,8 +818,7 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
               "foreign_throttles": theirs, "throttles_on_down_brokers": sorted(unreachable),
               "balance_differences": balance, "passed": not problems and not throttles}
     if write:
-        name = "verification.json" if expect == "planned" else "verification_rollback.json"
-        atomic_write_json(run / name, result)
+        atomic_write_json(RunDir(run).verification(expect), result)
     if not result["passed"]:
         what = []
         if problems:

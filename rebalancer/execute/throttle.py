@@ -22,11 +22,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
 from ..model import topic_name_problem
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 __all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
@@ -151,7 +154,7 @@ class Ledger:
         return _join(theirs) if theirs else None
 
 
-def apply(backend: Any, ledger: Ledger, rate: int, throttles: Throttles) -> bool:
+def apply(backend: Backend, ledger: Ledger, rate: int, throttles: Throttles) -> bool:
     """Add these throttles to whatever is set (recording them in the ledger first); returns whether anything changed."""
     brokers, topics = throttles
     current = backend.throttle_configs()
@@ -175,14 +178,14 @@ def apply(backend: Any, ledger: Ledger, rate: int, throttles: Throttles) -> bool
     for t, sides in sorted(topics.items()):
         have = current.get(("topics", t), {})
         want = {}
-        for key, entries in zip(THROTTLE_TOPIC_KEYS, sides):
+        for key, entries in zip(THROTTLE_TOPIC_KEYS, sides, strict=True):
             existing = _items(have.get(key))
             if existing == ["*"]:
                 continue  # someone throttles every replica of this topic already
             new = sorted(set(entries) - set(existing))
             if new:
-                mine = ledger.topics.setdefault(t, {}).setdefault(key, [])
-                mine.extend(x for x in new if x not in mine)
+                listed = ledger.topics.setdefault(t, {}).setdefault(key, [])
+                listed.extend(x for x in new if x not in listed)
                 want[key] = _join([*existing, *new])
         if want:
             writes.append(("topics", t, want))
@@ -194,7 +197,7 @@ def apply(backend: Any, ledger: Ledger, rate: int, throttles: Throttles) -> bool
     return True
 
 
-def release(backend: Any, ledger: Ledger, keep: Throttles = (set(), {})) -> list[str]:
+def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> list[str]:
     """Undo what the ledger records, except what ``keep`` still needs; returns the entities changed."""
     keep_brokers, keep_topics = keep
     if not ledger:
@@ -224,7 +227,7 @@ def release(backend: Any, ledger: Ledger, keep: Throttles = (set(), {})) -> list
         have = current.get(("topics", t), {})
         kept_sides = keep_topics.get(t, (set(), set()))
         set_, delete = {}, []
-        for key, side in zip(THROTTLE_TOPIC_KEYS, kept_sides):
+        for key, side in zip(THROTTLE_TOPIC_KEYS, kept_sides, strict=True):
             mine = set(ledger.topics[t].get(key, ()))
             drop = mine - side
             existing = _items(have.get(key))
@@ -249,7 +252,7 @@ def release(backend: Any, ledger: Ledger, keep: Throttles = (set(), {})) -> list
     return changed
 
 
-def foreign(backend: Any, ledger: Ledger) -> dict[str, dict[str, str]]:
+def foreign(backend: Backend, ledger: Ledger) -> dict[str, dict[str, str]]:
     """Throttles set in the cluster that this run did not set: {"brokers/1": {key: value}} (topic lists: only the
     entries that are not this run's)."""
     out: dict[str, dict[str, str]] = {}

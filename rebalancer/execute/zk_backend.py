@@ -28,7 +28,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .. import kafka_zk as kz
 from ..errors import SourceError, TransientError
@@ -49,8 +49,14 @@ def _translated(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(self: ZkBackend, *args: Any, **kwargs: Any) -> Any:
-        from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, NoAuthError,
-                                      OperationTimeoutError, SessionExpiredError)
+        from kazoo.exceptions import (
+            ConnectionClosedError,
+            ConnectionLoss,
+            KazooException,
+            NoAuthError,
+            OperationTimeoutError,
+            SessionExpiredError,
+        )
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
@@ -65,7 +71,7 @@ def _translated(fn: F) -> F:
         except KazooException as exc:
             raise SourceError(f"ZooKeeper at {self.display}: {type(exc).__name__} while {what}") from None
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps fn's signature
 
 
 def _public_translated(cls: type) -> type:

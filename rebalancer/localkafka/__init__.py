@@ -29,9 +29,9 @@ process identities: ``rebalancer.localkafka.nodes``; scenario loading: ``rebalan
 
 from __future__ import annotations
 
-from .cli import add_kafka_parser, main
+from .cli import add_kafka_parser
 from .cluster import active_controller, down, kill_broker, kill_controller, local_cluster, restart_broker, up
 from .nodes import STATE_FILE, read_state, status
 
 __all__ = ["up", "down", "status", "local_cluster", "kill_broker", "restart_broker", "kill_controller",
-           "active_controller", "read_state", "add_kafka_parser", "main", "STATE_FILE"]
+           "active_controller", "read_state", "add_kafka_parser", "STATE_FILE"]

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["add_kafka_parser", "main", "cmd_up", "cmd_down", "cmd_status", "cmd_kill_broker", "cmd_restart_broker",
+__all__ = ["add_kafka_parser", "cmd_up", "cmd_down", "cmd_status", "cmd_kill_broker", "cmd_restart_broker",
            "cmd_kill_controller"]
 
 
@@ -221,21 +219,8 @@ def _add_commands(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None
 def add_kafka_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Register ``kafka`` and its sub-commands on the main parser's sub-parsers (``sub``); returns the ``kafka``
     parser. ``parser_class`` is the main CLI's parser class (one-line errors)."""
-    kafka = sub.add_parser("kafka", help="real Apache Kafka on this machine (3.9 with ZooKeeper, or 4.x KRaft) for"
+    kafka: argparse.ArgumentParser = sub.add_parser("kafka", help="real Apache Kafka on this machine (3.9 with ZooKeeper, or 4.x KRaft) for"
                                          " tests, benches and demos")
     ksub = kafka.add_subparsers(dest="kafka_command", required=True, parser_class=parser_class)
     _add_commands(ksub, parser_class)
     return kafka
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rebalancer.localkafka ARGS`` is ``rebalancer kafka ARGS`` (the same parser and one-line errors)."""
-    from ..cli import main as rebalancer_main
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = ["--debug"] if "--debug" in args else []
-    return rebalancer_main([*debug, "kafka", *(a for a in args if a != "--debug")])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -14,8 +14,20 @@ from typing import Any
 
 from ..errors import InputError, RebalancerError, SimulationError
 from ..model import Cluster
-from .nodes import (LOG_DIRS_FILE, admin_client, is_ours, node_record, normalize_version, read_state, signal_all,
-                    start_cluster, start_node, stop_cluster, wait_brokers, write_state)
+from .nodes import (
+    LOG_DIRS_FILE,
+    admin_client,
+    is_ours,
+    node_record,
+    normalize_version,
+    read_state,
+    signal_all,
+    start_cluster,
+    start_node,
+    stop_cluster,
+    wait_brokers,
+    write_state,
+)
 
 __all__ = ["up", "down", "local_cluster", "kill_broker", "restart_broker", "kill_controller",
            "active_controller", "MAX_BROKERS"]

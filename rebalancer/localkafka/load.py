@@ -78,9 +78,8 @@ def create_topics(state: Mapping[str, Any], cluster: Cluster, *, timeout: float 
     """Create every topic of ``cluster`` with its partitions' exact replica lists; wait until every broker's Metadata
     shows them all, each with a leader (a producer may ask any broker, and a broker learns of a new topic a moment
     after the controller), and check the lists came back as given (order too)."""
-    from kafka.admin import NewTopic
-
     import kafka.errors as ke
+    from kafka.admin import NewTopic
 
     wanted = {p.tp: tuple(p.replicas) for p in cluster.partitions if not p.topic.startswith("__")}
     topics = sorted({t for t, _ in wanted})
@@ -174,9 +173,9 @@ def _rounds(left: Mapping[TopicPartition, int], record_bytes: int,
 def _produce_python(state: Mapping[str, Any], left: dict[TopicPartition, int], record_bytes: int, timeout: float,
                     seed: int, counts: Mapping[str, int]) -> None:
     """kafka-python's producer, explicit partition per record."""
-    from kafka import KafkaProducer
-
     import kafka.errors as ke
+
+    from kafka import KafkaProducer
 
     rng = random.Random(seed)
     pool = os.urandom(_POOL_BYTES)
@@ -197,8 +196,9 @@ def _produce_python(state: Mapping[str, Any], left: dict[TopicPartition, int], r
     finally:
         producer.close(timeout=10)
     if failures:
-        exc = failures[0]
-        raise SimulationError(f"producing the scenario's data failed ({len(failures)} records): {type(exc).__name__} {exc}")
+        first = failures[0]
+        raise SimulationError(f"producing the scenario's data failed ({len(failures)} records): "
+                              f"{type(first).__name__} {first}")
     if time.monotonic() - started > timeout:
         raise SimulationError(f"producing the scenario's data took more than {timeout:g} s")
 
@@ -220,9 +220,9 @@ class SteadyProducer:
         self._thread.start()
 
     def _run(self) -> None:
-        from kafka import KafkaProducer
-
         import kafka.errors as ke
+
+        from kafka import KafkaProducer
 
         pool = os.urandom(_POOL_BYTES)
         rng = random.Random(0)

@@ -405,13 +405,13 @@ def start_cluster(directory: str | os.PathLike[str], *, version: str, brokers: M
             old = read_state(d)
         except InputError:
             old = {"nodes": []}
-        if any(is_ours(n.get("process")) for n in old["nodes"]) or is_ours((old.get("zookeeper") or {})):
+        if any(is_ours(n.get("process")) for n in old["nodes"]) or is_ours(old.get("zookeeper") or {}):
             raise InputError(f"a local Kafka cluster is already running from {d} (stop it with 'kafka down --dir {d}')")
     # A new cluster starts empty: never on a previous run's data (its cluster id would not match).
     for stale in [*d.glob("node-*"), d / "zookeeper"]:
         shutil.rmtree(stale, ignore_errors=True)
-    for stale in (STATE_FILE, LOG_DIRS_FILE):
-        (d / stale).unlink(missing_ok=True)
+    for name in (STATE_FILE, LOG_DIRS_FILE):
+        (d / name).unlink(missing_ok=True)
     started = time.monotonic()
     ids = sorted(brokers)
     version_info = VERSIONS[key]

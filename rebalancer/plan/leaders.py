@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -137,7 +138,7 @@ def leader_objective(leaders: Mapping[tuple[str, int], int], items: Sequence[Lea
     return tv, wv, changes, cv
 
 
-def _tiers(g: nx.MultiDiGraph, u: object, v: object, b: Band, weight: int, room: int) -> None:
+def _tiers(g: nx.MultiDiGraph[Any], u: object, v: object, b: Band, weight: int, room: int) -> None:
     """Tiered arcs u -> v: reward ``weight`` per unit up to floor, free to ceil, penalty beyond."""
     if b.floor:
         g.add_edge(u, v, capacity=b.floor, weight=-weight)
@@ -147,19 +148,19 @@ def _tiers(g: nx.MultiDiGraph, u: object, v: object, b: Band, weight: int, room:
         g.add_edge(u, v, capacity=room - b.ceil, weight=weight)
 
 
-def _tiers2(g: nx.MultiDiGraph, u: object, v: object, tight: Band, wide: Band, w_tight: int, w_wide: int,
+def _tiers2(g: nx.MultiDiGraph[Any], u: object, v: object, tight: Band, wide: Band, w_tight: int, w_wide: int,
             room: int) -> None:
     """Two nested bands as convex tiers: marginal costs -(w_wide+w_tight), -w_tight, 0, +w_tight, +(w_wide+w_tight)."""
     cuts = [0, wide.floor, tight.floor, tight.ceil, wide.ceil, max(room, wide.ceil)]
     costs = [-(w_wide + w_tight), -w_tight, 0, w_tight, w_wide + w_tight]
-    for lo, hi, cost in zip(cuts, cuts[1:], costs):
+    for lo, hi, cost in zip(cuts, cuts[1:], costs, strict=False):
         lo, hi = min(lo, room), min(hi, room)
         if hi > lo:
             g.add_edge(u, v, capacity=hi - lo, weight=cost)
 
 
 def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
-                priority: str = "changes", cluster_bands: Mapping[int, Band] | None = None) -> tuple[nx.MultiDiGraph, int, int]:
+                priority: str = "changes", cluster_bands: Mapping[int, Band] | None = None) -> tuple[nx.MultiDiGraph[Any], int, int]:
     n = len(items)
     # Integer weights that make the objectives lexicographic: each level outweighs the whole range of those below.
     if priority == "changes":
@@ -172,7 +173,7 @@ def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
         raise ValueError(f"priority must be 'changes' or 'balance', not {priority!r}")
     wide_w = 2 * n * cluster_w + n * change + 1
     m1 = 2 * n * (wide_w + cluster_w) + n * change + 1
-    g = nx.MultiDiGraph()
+    g: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
     g.add_node("s", demand=-n)
     g.add_node("t", demand=n)
     bands = topic_bands(items)

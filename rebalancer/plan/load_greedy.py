@@ -33,11 +33,11 @@ valid on its own, so a cut-short placement is valid and less balanced.
 from __future__ import annotations
 
 import bisect
-import math
 import heapq
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ..load import Band
 from .budget import Deadline
@@ -73,7 +73,18 @@ class LoadInput:
     gate_bands: Mapping[str, Mapping[int, Band]] | None = None  # the bands the gates measure (``bands`` lie inside)
 
 
-def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[int, tuple[int, ...]], dict[str, object]]:
+class GreedyStats(TypedDict):
+    """What load_greedy did: moves made, brokers it left outside a band, brokers it could not improve, whether its
+    deadline cut it short, and its steps."""
+
+    moves: int
+    outside_bands: list[int]
+    stuck_brokers: list[int]
+    cut_short: bool
+    steps: int
+
+
+def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[int, tuple[int, ...]], GreedyStats]:
     """New replicas for the partitions that change (by index), and stats."""
     deadline = deadline or Deadline.never()
     dims = [d for d in inp.bands if d in inp.units]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..load import DIMENSIONS, CapacityError, Band, LoadModel, dimension_loads, replica_table
+from ..load import DIMENSIONS, Band, CapacityError, LoadModel, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
 from .bounds import bytes_moved_bound
 from .targets import Targets

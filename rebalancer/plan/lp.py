@@ -125,7 +125,7 @@ def _solver(time_limit: float, warm: bool, gap: float | None = None, ends: float
     if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2, gapRel=gap)
 
-    class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc,name-defined]
+    class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP is untyped: pulp.HiGHS is Any
         """PuLP's HiGHS API ignores warm starts; hand the variables' initial values to HiGHS as a MIP start."""
 
         def callSolver(self, lp: Any) -> None:
@@ -239,13 +239,13 @@ def build(inp: LpInput) -> CountProgram:
             topics.setdefault(k[0], []).append(k)
         brokers_all = sorted(by_broker)
         n_eligible = len([b for b in brokers_all if inp.count_hi.get(b, 1) > 0])
-        for t, keys in topics.items():
-            total = sum(len(inp.replicas[k]) for k in keys)
+        for t, topic_keys in topics.items():
+            total = sum(len(inp.replicas[k]) for k in topic_keys)
             if n_eligible == 0:
                 continue
             lo_t, hi_t = total // n_eligible, math.ceil(total / n_eligible)
             for b in brokers_all:
-                members = [x[(k, b)] for k in keys if (k, b) in x]
+                members = [x[(k, b)] for k in topic_keys if (k, b) in x]
                 if not members or inp.count_hi.get(b, 1) == 0:
                     continue
                 over = prob.add_variable(f"tover_{t}_{b}", lowBound=0)
@@ -285,11 +285,9 @@ def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, .
         current = inp.replicas[k]
         kept = [b for b in current if b in chosen]
         new = [b for b in chosen if b not in current]
-        order = []
         it = iter(new)
-        for b in current:
-            order.append(b if b in chosen else next(it, None))
-        order = [b for b in order if b is not None] + list(it)
+        slots = [b if b in chosen else next(it, None) for b in current]
+        order = [b for b in slots if b is not None] + list(it)
         if leader is not None and leader in order:
             order.remove(leader)
             order.insert(0, leader)
@@ -394,7 +392,7 @@ def lp_balance(
                 group_bytes[b] += sizes.get(k, 0)
             group_leaders[assignment[k][0]] += 1
         total_counts = {b: 0 for b in rack}
-        for k, reps in assignment.items():
+        for reps in assignment.values():
             for b in reps:
                 total_counts[b] += 1
         rest = {b: total_counts[b] - group_counts[b] for b in rack}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import networkx as nx
 
@@ -48,7 +49,7 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
             counts[it.current] += 1
     avg = len(items) / len(eligible)
 
-    g = nx.DiGraph()
+    g: nx.DiGraph[Any] = nx.DiGraph()
     over = [b for b in eligible if counts[b] > avg]
     under = [b for b in eligible if counts[b] < avg]
     leftover_over = 0.0
@@ -77,7 +78,7 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
     flow = nx.max_flow_min_cost(g, SRC, SNK)
 
     # Swaps: partition nodes with a unit in and out.
-    core = nx.DiGraph()
+    core: nx.DiGraph[Any] = nx.DiGraph()
     swaps: dict[tuple[str, int], tuple[int, int]] = {}
     for u, outs in flow.items():
         for v, f in outs.items():
@@ -87,10 +88,10 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
     for node in core.nodes:
         if node[0] != "p":
             continue
-        ins = [u for u in core.predecessors(node)]
-        outs = [v for v in core.successors(node)]
-        if ins and outs:
-            swaps[node[1]] = (ins[0][1], outs[0][1])
+        into = list(core.predecessors(node))
+        out_of = list(core.successors(node))
+        if into and out_of:
+            swaps[node[1]] = (into[0][1], out_of[0][1])
 
     # Pruning: keep the components that reduce skew.
     for comp in nx.weakly_connected_components(core):

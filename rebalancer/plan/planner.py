@@ -33,20 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file, read_history
 from ..model import Cluster, Partition
-from ..strategies import BALANCES, STRATEGIES
 from ..snapshot import load_snapshot
+from ..strategies import BALANCES, STRATEGIES
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
 from .budget import Budget, Deadline, default_time_limit
 from .greedy import GreedyInput, greedy_balance
-from ..load import (DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file,
-                    read_history)
-from .leaders import LeaderItem, balance_leaders, topic_bands
 from .leader_load import LeaderLoadInput, leader_load
+from .leaders import LeaderItem, balance_leaders, topic_bands
 from .load_greedy import COUNT_MARGIN, evaluate, load_greedy, load_input
-from .lp_load import lp_load
 from .load_summary import load_summary
 from .lp import lp_balance
+from .lp_load import lp_load
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
 from .targets import PlanError, Targets, make_targets
@@ -494,7 +493,9 @@ def _place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve
            if b.network_capacity_bytes_per_s and b.id in targets.eligible}
     rates = {p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions} if net else None
     warm = {k: greedy_changed.get(k, v) for k, v in replicas.items()}
-    with budget.phase("lp", LP_SHARE, reserve) as deadline:
+    # As on load: the leader flow keeps its time whatever the program takes (PuLP handing a large model to HiGHS
+    # can overrun the program's share on a loaded machine, and left the leaders a second or two).
+    with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
         changed, lstats = lp_balance(
             replicas, sizes, rack, eligible=targets.eligible, receivers=targets.receivers, givers=targets.givers,
             removed=targets.removed, floor=targets.replicas.floor, ceil=targets.replicas.ceil,

@@ -21,13 +21,11 @@ from ..balance import max_abs_deviation
 from ..errors import InputError
 from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
 from ..model import INT32_MAX, INT64_MAX, Cluster, topic_name_problem
+from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
 
 __all__ = ["Change", "Plan", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
            "REASSIGNMENT_FILE", "ROLLBACK_FILE"]
 
-PLAN_FILE = "plan.json"
-REASSIGNMENT_FILE = "reassignment.json"
-ROLLBACK_FILE = "rollback.json"
 PLAN_FORMAT = "kafka-rebalancer/plan"
 
 
@@ -161,9 +159,9 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
     """Turn a new assignment (changed partitions only, or all) into a Plan with its summary and hash."""
     changes = []
     for p in cluster.partitions:
-        after = assignment.get(p.tp)
-        if after is not None and tuple(after) != p.replicas:
-            changes.append(Change(p.topic, p.partition, p.replicas, tuple(after), p.leader, p.size_bytes))
+        new = assignment.get(p.tp)
+        if new is not None and tuple(new) != p.replicas:
+            changes.append(Change(p.topic, p.partition, p.replicas, tuple(new), p.leader, p.size_bytes))
     changes_t = tuple(changes)
     before = _Tally.of(cluster)
     after = before.after(changes_t)
@@ -249,7 +247,7 @@ def _change(c: Any, i: int) -> Change:
     leader = c.get("leader_before")
     if leader is not None and (isinstance(leader, bool) or not isinstance(leader, int)):
         raise ValueError(f"changes[{i}]: leader_before is not a broker id")
-    return Change(topic, partition, before, after, leader, size)
+    return Change(str(topic), partition, before, after, leader, size)  # topic_name_problem: a str
 
 
 def load_plan(run_dir: str | Path) -> Plan:

@@ -63,26 +63,34 @@ written to ``STATE_DIR/log-dirs.json`` in ``kafka-log-dirs --describe`` format a
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from .. import kafka_zk as kz
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, parse_log_dirs, read_json
 from ..model import Broker, Cluster, TopicPartition
-
-if TYPE_CHECKING:
-    from .kafka_listener import BrokerListener
+from .common import (
+    DELETE_TOPICS,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    LISTEN_HOST,
+    ApiError,
+    Listener,
+    ListenerFactory,
+    delete_topic_path,
+    new_topic_id,
+)
 
 __all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "new_topic_id",
            "delete_topic_path", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DELETE_TOPICS", "DEFAULT_NIC",
@@ -95,8 +103,6 @@ STATUS_PATH = f"{SIM_ROOT}/status"
 COMMANDS_PATH = f"{SIM_ROOT}/commands"
 DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
 UNLIMITED = math.inf
-LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
-DELETE_TOPICS = "/admin/delete_topics"  # Kafka's DeleteTopicsZNode: one child per topic marked for deletion
 MAX_BROKER_ID = 2**31 - 1
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors) of the controller requests answered here.
@@ -106,11 +112,6 @@ INVALID_REPLICA_ASSIGNMENT = 39
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
-
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 @dataclass
@@ -137,15 +138,6 @@ class Reassignment(NamedTuple):
     replicas: list[int]  # the full replica set: target, then the original replicas leaving
     adding: list[int]
     removing: list[int]
-
-
-class ApiError(Exception):
-    """A Kafka error code with its message, the answer for one partition of a controller request (Kafka's ApiError)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -178,35 +170,26 @@ def allocate_rates(flows: list[_Flow], nic_out: dict[int, float], nic_in: dict[i
     for f in flows:
         f.rate = 0.0
     active = {id(f): f for f in flows}
-    caps = [[cap, members] for cap, members in constraints]
+    room = [cap for cap, _ in constraints]  # what each constraint has left
     while active:
         best = UNLIMITED
-        for cap, members in caps:
+        for left, (_, members) in zip(room, constraints, strict=True):
             n = sum(1 for m in members if id(m) in active)
             if n:
-                best = min(best, cap / n)
+                best = min(best, left / n)
         if best == UNLIMITED:  # no constraint binds (cannot happen with NIC limits set); leave rates at 0
             break
         for f in active.values():
             f.rate += best
         saturated: set[int] = set()
-        for c in caps:
-            n = sum(1 for m in c[1] if id(m) in active)
+        for i, (_, members) in enumerate(constraints):
+            n = sum(1 for m in members if id(m) in active)
             if n:
-                c[0] -= best * n
-                if c[0] <= 1e-9 * max(1.0, best):
-                    saturated.update(id(m) for m in c[1])
+                room[i] -= best * n
+                if room[i] <= 1e-9 * max(1.0, best):
+                    saturated.update(id(m) for m in members)
         for key in saturated:
             active.pop(key, None)
-
-
-def new_topic_id() -> str:
-    """A fresh topic id as ZooKeeper holds it: a random UUID in unpadded base64url (Kafka's ``Uuid.toString``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def delete_topic_path(topic: str) -> str:
-    return f"{DELETE_TOPICS}/{topic}"
 
 
 def _parse_throttled(value: str) -> set[tuple[int, int]] | str:
@@ -240,10 +223,12 @@ class SimulatedCluster:
 
     def __init__(self, zk: Any, *, acceleration: float = 1.0, tick: float = 0.02,
                  state_dir: str | Path | None = None, nic_bytes_per_s: float = DEFAULT_NIC,
-                 kafka_port_base: int | None = None, sasl_users: dict[str, str] | None = None) -> None:
+                 kafka_port_base: int | None = None, sasl_users: dict[str, str] | None = None,
+                 listener_factory: ListenerFactory) -> None:
         if acceleration <= 0:
             raise SimulationError(f"acceleration must be positive, got {acceleration}")
         self.zk = zk
+        self.listener_factory = listener_factory
         self.acceleration = float(acceleration)
         self.tick = tick
         self.state_dir = Path(state_dir) if state_dir else None
@@ -280,7 +265,7 @@ class SimulatedCluster:
         self.kafka_port_base = kafka_port_base
         self.sasl_users = dict(sasl_users or {})  # SASL/PLAIN users of the listeners (none: PLAINTEXT)
         self.kafka_ports: dict[int, int] = {}  # broker -> listener port, kept while the broker is down
-        self._listeners: dict[int, BrokerListener] = {}
+        self._listeners: dict[int, Listener] = {}
         zk.add_listener(self._on_state)
 
     @property
@@ -449,13 +434,11 @@ class SimulatedCluster:
     # -- brokers -------------------------------------------------------------------------------------------
     def _listen(self, bid: int) -> int:
         """Open the broker's Kafka listener unless it is open; returns its port."""
-        from .kafka_listener import BrokerListener, KafkaApis
-
         if bid in self._listeners:
             return self._listeners[bid].port
         port = self.kafka_ports.get(bid, 0 if self.kafka_port_base is None else self.kafka_port_base + bid)
         try:
-            listener = BrokerListener(KafkaApis(self, bid), LISTEN_HOST, port)
+            listener = self.listener_factory(self, bid, LISTEN_HOST, port)
         except OSError as exc:
             reason = exc.strerror or exc
             raise SimulationError(f"broker {bid} cannot listen on {LISTEN_HOST}:{port}: {reason}") from None
@@ -609,7 +592,7 @@ class SimulatedCluster:
 
     def _throttled(self, topic: str, key: str, partition: int, broker: int) -> bool:
         listed = _parse_throttled(self.topic_config.get(topic, {}).get(key, ""))
-        return listed == "*" or (partition, broker) in listed  # type: ignore[operator]
+        return listed == "*" or (partition, broker) in listed
 
     # -- topics: creation and deletion ---------------------------------------------------------------------
     def in_metadata(self, topic: str) -> bool:

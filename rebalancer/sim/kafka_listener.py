@@ -106,7 +106,7 @@ from kafka.protocol.sasl import (
 from .. import kafka_zk as kz
 from ..errors import SourceError
 from ..model import TopicPartition
-from .controller import (
+from .common import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
     LEADER_RATE,
@@ -120,7 +120,7 @@ from .controller import (
 if TYPE_CHECKING:
     from .controller import SimulatedCluster
 
-__all__ = ["BrokerListener", "KafkaApis", "APIS", "SUPPORTED_VERSIONS", "KAFKA_ZK_BROKER_VERSIONS", "SASL_VERSIONS",
+__all__ = ["BrokerListener", "KafkaApis", "serve", "APIS", "SUPPORTED_VERSIONS", "KAFKA_ZK_BROKER_VERSIONS", "SASL_VERSIONS",
            "MAX_FRAME_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ KAFKA_ZK_BROKER_VERSIONS: dict[int, tuple[int, int]] = {
     k: v for k, v in BROKER_API_VERSIONS[(3, 9)].items() if k not in SASL_VERSIONS}
 
 # With no authorizer, Kafka reports every operation a resource type supports as authorized.
-TOPIC_OPERATIONS = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
+TOPIC_OPERATIONS: set[int] = {ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DELETE,
                     ACLOperation.ALTER, ACLOperation.DESCRIBE, ACLOperation.DESCRIBE_CONFIGS,
                     ACLOperation.ALTER_CONFIGS}
 CLUSTER_OPERATIONS = {ACLOperation.CREATE, ACLOperation.CLUSTER_ACTION, ACLOperation.DESCRIBE_CONFIGS,
@@ -584,7 +584,9 @@ class KafkaApis:
                 replica_nodes=list(replicas), isr_nodes=list(isr),
                 offline_replicas=[b for b in replicas if b not in sim.alive]))
         return R(error_code=0, name=name, topic_id=_topic_uuid(assignment.topic_id), is_internal=False,
-                 partitions=partitions, authorized_operations=TOPIC_OPERATIONS if with_operations else None)
+                 partitions=partitions,
+                 # kafka-python's stub says set[int]; None encodes Kafka's "not requested" (-2^31), as a broker sends
+                 authorized_operations=TOPIC_OPERATIONS if with_operations else None)  # type: ignore[arg-type]
 
     def describe_cluster(self, request: Any, version: int) -> dict[str, Any]:
         R = DescribeClusterResponse
@@ -764,12 +766,12 @@ class KafkaApis:
                     code = Errors.UnknownTopicIdError.errno if name is None else 0
                 else:
                     code = Errors.TopicAuthorizationFailedError.errno if name is None else 0  # no name, no id
-                if code == 0 and not sim.in_metadata(name):  # type: ignore[arg-type]
+                if name is not None and code == 0 and not sim.in_metadata(name):
                     code = Errors.UnknownTopicOrPartitionError.errno
-                if code == 0:
-                    code = self._mark_for_deletion(name)  # type: ignore[arg-type]
-                if code == 0:
-                    marked.add(name)  # type: ignore[arg-type]
+                if name is not None and code == 0:
+                    code = self._mark_for_deletion(name)
+                if name is not None and code == 0:
+                    marked.add(name)
                 results.append({"name": name, "topic_id": topic_id, "error_code": code, "error_message": None})
 
         def gone() -> bool:
@@ -859,15 +861,18 @@ class KafkaApis:
                       (default, ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG)]
             out = {}
             for key in {k for config, _ in layers for k in config}:
-                synonyms = [(config[key], source) for config, source in layers if key in config]
+                synonyms: list[tuple[str | None, ConfigSourceType]] = [
+                    (config[key], source) for config, source in layers if key in config]
                 if key in KNOWN_KEYS[rtype]:
                     synonyms.append((KNOWN_KEYS[rtype][key].default, ConfigSourceType.DEFAULT_CONFIG))
                 out[key] = _Entry(synonyms[0][0], synonyms[0][1], synonyms)
         for key, spec in KNOWN_KEYS[rtype].items():
             if key not in out:
                 default_layer = (spec.default, ConfigSourceType.DEFAULT_CONFIG)
-                synonyms = [] if rtype == ConfigResourceType.TOPIC else [default_layer]  # topic keys have no broker one
-                out[key] = _Entry(spec.default, ConfigSourceType.DEFAULT_CONFIG, synonyms)
+                # topic keys have no broker one
+                no_layers: list[tuple[str | None, ConfigSourceType]] = []
+                out[key] = _Entry(spec.default, ConfigSourceType.DEFAULT_CONFIG,
+                                  no_layers if rtype == ConfigResourceType.TOPIC else [default_layer])
         return out
 
     def describe_configs(self, request: Any, version: int) -> dict[str, Any]:
@@ -1093,3 +1098,8 @@ class BrokerListener:
             with self._mutex:
                 self._connections.pop(conn, None)
             conn.close()
+
+
+def serve(sim: SimulatedCluster, broker_id: int, host: str, port: int) -> BrokerListener:
+    """The Kafka protocol listener of one simulated broker (the controller's ``listener_factory``)."""
+    return BrokerListener(KafkaApis(sim, broker_id), host, port)

@@ -32,11 +32,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..procs import process_alive, process_identity
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, read_json
+from ..procs import process_alive, process_identity
 from ..zkclient import ZkTarget, parse_zk_url, zk_session
 from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
+from .kafka_listener import serve
 from .scenarios import ScenarioParams, build_scenario
 
 __all__ = ["run_foreground", "up", "down", "read_state", "send_command", "wait_ready", "DEFAULT_CHROOT"]
@@ -55,7 +56,7 @@ def run_foreground(zk_url: str, *, scenario: str | None, params: ScenarioParams,
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     with zk_session(target, create_chroot=True) as zk:
-        sim = SimulatedCluster(zk, acceleration=acceleration, state_dir=state_dir)
+        sim = SimulatedCluster(zk, acceleration=acceleration, state_dir=state_dir, listener_factory=serve)
         if attach:
             sim.attach()
         else:
@@ -115,8 +116,8 @@ def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path:
     deadline = time.monotonic() + timeout
     with zk_session(target, timeout=min(10.0, timeout), create_chroot=True) as zk:
         while time.monotonic() < deadline:
-            if zk.exists(STATUS_PATH):  # type: ignore[attr-defined]
-                data, _ = zk.get(STATUS_PATH)  # type: ignore[attr-defined]
+            if zk.exists(STATUS_PATH):
+                data, _ = zk.get(STATUS_PATH)
                 status = dict(json.loads(data))
                 if proc is None or status.get("pid") == proc.pid:
                     return status
@@ -223,13 +224,13 @@ def send_command(zk_url: str, op: str, broker: int, *, timeout: float = 30.0) ->
     """Ask the running controller to ``kill-broker`` or ``restart-broker``; waits until it has done so."""
     target = parse_zk_url(zk_url)
     with zk_session(target, timeout=min(timeout, 10.0)) as zk:
-        if not zk.exists(STATUS_PATH):  # type: ignore[attr-defined]
+        if not zk.exists(STATUS_PATH):
             raise SourceError(f"no simulated cluster at {target.display}")
-        path = zk.create(f"{COMMANDS_PATH}/cmd-", json.dumps({"op": op, "broker": broker, "id": uuid.uuid4().hex}).encode(),  # type: ignore[attr-defined]
+        path = zk.create(f"{COMMANDS_PATH}/cmd-", json.dumps({"op": op, "broker": broker, "id": uuid.uuid4().hex}).encode(),
                          sequence=True, makepath=True)
         deadline = time.monotonic() + timeout
-        while zk.exists(path):  # type: ignore[attr-defined]
+        while zk.exists(path):
             if time.monotonic() > deadline:
-                zk.delete(path)  # type: ignore[attr-defined]
+                zk.delete(path)
                 raise SimulationError(f"the simulated controller did not act on {op} {broker} within {timeout:g} s")
             time.sleep(0.05)

@@ -1,0 +1,58 @@
+"""What the simulated controller and its Kafka listener share, in a leaf module that imports neither: the throttle
+config keys, where listeners bind, the controller's per-partition error, topic-id helpers, and the shape of a
+listener. The controller is given its listener as a factory (``SimulatedCluster(listener_factory=...)``;
+``kafka_listener.serve`` is the Kafka protocol one), so the controller never imports the listener."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .controller import SimulatedCluster
+
+__all__ = ["LISTEN_HOST", "DELETE_TOPICS", "LEADER_RATE", "FOLLOWER_RATE", "LEADER_REPLICAS", "FOLLOWER_REPLICAS",
+           "ApiError", "new_topic_id", "delete_topic_path", "Listener", "ListenerFactory"]
+
+LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
+DELETE_TOPICS = "/admin/delete_topics"  # Kafka's DeleteTopicsZNode: one child per topic marked for deletion
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+
+
+class ApiError(Exception):
+    """A Kafka error code with its message, the answer for one partition of a controller request (Kafka's ApiError)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def new_topic_id() -> str:
+    """A fresh topic id as ZooKeeper holds it: a random UUID in unpadded base64url (Kafka's ``Uuid.toString``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+class Listener(Protocol):
+    """One broker's listener: bound on creation (``port``), serving after ``start``; ``close`` stops it without
+    waiting, ``join`` waits for its threads."""
+
+    port: int
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def join(self, timeout: float = 10.0) -> None: ...
+
+
+# (cluster, broker id, host, port or 0) -> a bound listener of that broker; OSError when the port cannot be bound
+ListenerFactory = Callable[["SimulatedCluster", int, str, int], Listener]

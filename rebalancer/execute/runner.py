@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ClusterBusy, InputError, RebalancerError, SourceError, TransientError
 from ..formats import atomic_write_json, read_json
@@ -38,6 +38,7 @@ from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
 from .progress import QUOTA_WINDOW_S, CopyProgress
+from .state import BatchState, ExecutionState
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
            "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
@@ -178,7 +179,7 @@ def _state_path(run: Path, kind: str = STATE_FILE) -> Path:
     return RunDir(run).execution / kind
 
 
-def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> dict[str, Any]:
+def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> ExecutionState:
     batches = make_batches(steps, per_broker=opts.per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)
     return {"kind": kind, "plan_hash": plan.hash, "throttle_bytes_per_s": opts.throttle,
             "params": {"per_broker": opts.per_broker, "total": opts.total, "max_batch_bytes": opts.max_batch_bytes, "order": opts.order},
@@ -187,7 +188,7 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> d
                         for i, b in enumerate(batches)]}
 
 
-def _save(run: Path, state: dict[str, Any], kind: str = STATE_FILE) -> None:
+def _save(run: Path, state: ExecutionState, kind: str = STATE_FILE) -> None:
     atomic_write_json(_state_path(run, kind), state)
 
 
@@ -228,7 +229,7 @@ def _expected_seconds(steps: list[Step], rate: int) -> float:
     return busiest / rate
 
 
-def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, Any], opts: ExecOptions,
+def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
                state_file: str, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
@@ -306,7 +307,7 @@ def _run_batch(run: Path, backend: Backend, state: dict[str, Any], batch: dict[s
     _save(run, state, state_file)
 
 
-def _elect(backend: Backend, todo: list[Step], batch: dict[str, Any], opts: ExecOptions, total_batches: int) -> None:
+def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOptions, total_batches: int) -> None:
     """Make each moved partition's preferred replica its leader (``_elect_preferred``); when some are still led by
     another replica after ``max(min_timeout, 30)`` s the batch is still done (its data moved), the leaders left are
     reported, and ``verify`` names them."""
@@ -349,7 +350,7 @@ def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts
         time.sleep(opts.poll)
 
 
-def _next_throttles(backend: Backend, state: dict[str, Any], batch: dict[str, Any]) -> tuple[set[int], dict[str, Any]]:
+def _next_throttles(backend: Backend, state: ExecutionState, batch: BatchState) -> tuple[set[int], dict[str, Any]]:
     """Throttles of the next pending batch (assuming its steps start from where the plan expects)."""
     later = [b for b in state["batches"] if b["index"] > batch["index"] and b["status"] == "pending"]
     if not later:
@@ -374,7 +375,7 @@ def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int],
     return out
 
 
-def _wait(run: Path, backend: Backend, state: dict[str, Any], batch: dict[str, Any], todo: list[Step], opts: ExecOptions,
+def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
           state_file: str, total_batches: int) -> None:
     """Poll until every move of the batch reached its target.
 
@@ -511,7 +512,7 @@ def _allowed(plan: Plan, kind: str) -> _Allowed:
     return _Allowed(plan, kind)
 
 
-def _resumable_state(run: Path, plan: Plan, kind: str) -> dict[str, Any] | None:
+def _resumable_state(run: Path, plan: Plan, kind: str) -> ExecutionState | None:
     """The state to resume (checked against the plan), or None to start afresh."""
     path = _state_path(run, STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE)
     state = read_json(path) if path.exists() else None
@@ -519,7 +520,7 @@ def _resumable_state(run: Path, plan: Plan, kind: str) -> dict[str, Any] | None:
             or state.get("finished"):
         return None
     _check_state(path, state, _allowed(plan, kind))
-    return state
+    return cast(ExecutionState, state)  # its steps checked against the plan; the rest is ours
 
 
 def _check_state(path: Path, state: Mapping[str, Any], allowed: _Allowed) -> None:
@@ -575,7 +576,7 @@ def _release(run: Path, backend: Backend, ledger: thr.Ledger, opts: ExecOptions)
 
 
 def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
-         make_steps: Callable[[], list[Step]]) -> dict[str, Any]:
+         make_steps: Callable[[], list[Step]]) -> ExecutionState:
     state_file = STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE
     allowed = _allowed(plan, kind)
     state = _resumable_state(run, plan, kind)
@@ -645,18 +646,20 @@ def _waypoints(c: Change) -> list[tuple[int, ...]]:
     return [st.after for st in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after, c.size_bytes)]
 
 
-def execute(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> dict[str, Any]:
+def execute(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> ExecutionState:
     run = Path(run_dir)
     plan = preflight(run, opts.approval, kind="execute")
     if not plan.changes:
-        return {"finished": True, "batches": [], "plan_hash": plan.hash}
+        nothing = _new_state(plan, opts, "execute", [])  # not written: there is nothing to resume
+        nothing["finished"] = True
+        return nothing
     existing = load_state(run)
     if existing and existing.get("plan_hash") == plan.hash and existing.get("finished"):
         return existing  # already executed: a rerun is a no-op
     return _run(run, backend, plan, opts, "execute", lambda: _plan_steps(plan))
 
 
-def rollback(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> dict[str, Any]:
+def rollback(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> ExecutionState:
     """Revert every partition of the approved plan that this run moved back to its recorded original replicas
     (only partitions found in a state the plan's steps produce; anything else was changed by someone else)."""
     run = Path(run_dir)
@@ -830,6 +833,6 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
     return result
 
 
-def load_state(run_dir: str | Path) -> dict[str, Any] | None:
+def load_state(run_dir: str | Path) -> ExecutionState | None:
     path = _state_path(Path(run_dir))
-    return json.loads(path.read_text()) if path.exists() else None
+    return cast(ExecutionState, json.loads(path.read_text())) if path.exists() else None

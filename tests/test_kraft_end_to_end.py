@@ -409,6 +409,7 @@ def test_cli_add_brokers_execute_verify_rollback(kafka: Kafka, tmp_path: Path) -
 
 
 # -- 3. one Airflow run ----------------------------------------------------------------------------------------------
+@pytest.mark.timeout(2400)  # a deadline for a hung run, not a speed target (tests/airflow_support.Stack.wait_parked)
 def test_airflow_add_brokers_run_against_kraft(kafka: Kafka, airflow_stack: Future[Any]) -> None:
     from airflow_support import APPROVER, airflow_local
 
@@ -457,7 +458,7 @@ def test_airflow_add_brokers_run_against_kraft(kafka: Kafka, airflow_stack: Futu
     assert answer["responded_by"]["name"] == APPROVER
     approved = time.monotonic()
 
-    state = stack.admin.wait_state(dag, run_id, states=["success", "failed"], timeout=600)
+    state = stack.admin.wait_state(dag, run_id, states=["success", "failed"], timeout=1200)
     record(sec, "approval_to_finished", time.monotonic() - approved)
     record(sec, "run_total", time.monotonic() - started)
     assert state == "success", explain()

@@ -5,14 +5,48 @@ band before and after the plan, and the bytes moved against the fewest any plan 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from ..load import DIMENSIONS, Band, CapacityError, LoadModel, dimension_loads, replica_table
 from ..model import Cluster, TopicPartition
 from .bounds import bytes_moved_bound
 from .targets import Targets
 
-__all__ = ["load_summary"]
+__all__ = ["load_summary", "LoadSummary", "DimensionSummary"]
+
+
+class WorstBroker(TypedDict):
+    broker: int
+    deviation_pct: float
+
+
+class DimensionSummary(TypedDict, total=False):
+    """One dimension against its bands; only ``error`` when its capacity cannot hold its load."""
+    error: str
+    title: str
+    unit: str
+    total: int
+    band_pct: float
+    by_capacity: bool
+    threshold_pct: float | None
+    max_deviation_pct_before: float
+    max_deviation_pct_after: float
+    outside_before: list[int]
+    outside_after: list[int]
+    worst_after: WorstBroker
+
+
+class LoadSummary(TypedDict):
+    """plan.json's ``summary.load``. ``brokers``: per eligible broker, ``broker`` and, per dimension name, its
+    before/after/target/low/high/capacity (keys are the dimension names, hence not a TypedDict)."""
+    dimensions: dict[str, DimensionSummary]
+    bytes_moved: int
+    bytes_bound: int
+    bytes_bound_by: str | None
+    bytes_bound_per_dimension: dict[str, Any]
+    bytes_to_bound: float | None
+    rate_sources: Any
+    brokers: list[dict[str, Any]]
 
 
 def _deviation(value: int, band: Band) -> float:
@@ -23,14 +57,14 @@ def _deviation(value: int, band: Band) -> float:
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
-                 model: LoadModel, bytes_moved: int) -> dict[str, Any]:
+                 model: LoadModel, bytes_moved: int) -> LoadSummary:
     """``assignment``: the changed partitions' replicas after the plan (first = preferred leader); ``bytes_moved``:
     the plan's (its summary's)."""
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
     after = dimension_loads(cluster, model.loads, assignment)
     eligible = sorted(targets.eligible)
-    dims: dict[str, Any] = {}
+    dims: dict[str, DimensionSummary] = {}
     all_bands: dict[str, dict[int, Band]] = {}
     per_broker: dict[int, dict[str, Any]] = {b: {} for b in eligible}
     for name, d in DIMENSIONS.items():

@@ -621,12 +621,13 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
     validation measure: |count - median| <= max(band x median, 1))."""
     rows = [b for b in plan.summary["brokers"] if b["eligible"]]
     out: set[int] = set()
-    for key, dim in (("replicas_after", "replicas"), ("leaders_after", "leaders")):
+    counts = {"replicas": [r["replicas_after"] for r in rows], "leaders": [r["leaders_after"] for r in rows]}
+    for dim, after in counts.items():
         if not rows:
             break
-        med = statistics.median(r[key] for r in rows)
+        med = statistics.median(after)
         allowed = max(model.band[dim] * med, 1.0)
-        out |= {r["broker"] for r in rows if abs(r[key] - med) > allowed + 1e-9}
+        out |= {r["broker"] for r, n in zip(rows, after, strict=True) if abs(n - med) > allowed + 1e-9}
     return sorted(out)
 
 

@@ -15,15 +15,16 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from ..balance import max_abs_deviation
 from ..errors import InputError
 from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
 from ..model import INT32_MAX, INT64_MAX, Cluster, topic_name_problem
 from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
+from .load_summary import LoadSummary
 
-__all__ = ["Change", "Plan", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
+__all__ = ["Change", "Plan", "PlanSummary", "BrokerSummary", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
            "REASSIGNMENT_FILE", "ROLLBACK_FILE"]
 
 PLAN_FORMAT = "kafka-rebalancer/plan"
@@ -82,12 +83,61 @@ def content_hash(changes: Iterable[Change]) -> str:
     return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
 
 
+class MaxDeviation(TypedDict):
+    """Largest |value - median| / median over the eligible brokers, in percent, before and after the plan."""
+    replicas_before: float
+    replicas_after: float
+    leaders_before: float
+    leaders_after: float
+    bytes_before: float
+    bytes_after: float
+
+
+class BeforeAfter(TypedDict):
+    before: int
+    after: int
+
+
+class BrokerSummary(TypedDict):
+    """One broker's counts and bytes before and after the plan (``summary.brokers``)."""
+    broker: int
+    rack: str | None
+    alive: bool
+    eligible: bool
+    replicas_before: int
+    replicas_after: int
+    leaders_before: int
+    leaders_after: int
+    bytes_before: int
+    bytes_after: int
+
+
+class PlanSummary(TypedDict):
+    """plan.json's ``summary``: what the plan changes, against the lower bounds, and the cluster before and after.
+    ``load`` (``plan.load_summary``) is added once the load model has measured the plan."""
+    replica_moves: int
+    partitions_changed: int
+    leader_changes: int
+    bytes_moved: int
+    max_changes_in_a_partition: int
+    lower_bounds: dict[str, Any]
+    moves_to_bound: float | None
+    leader_changes_to_bound: float | None
+    max_deviation_pct: MaxDeviation
+    replica_spread: BeforeAfter
+    topic_leader_spread: BeforeAfter
+    partitions_not_led_by_preferred: int
+    eligible_brokers: list[int]
+    brokers: list[BrokerSummary]
+    load: NotRequired[LoadSummary]
+
+
 @dataclass
 class Plan:
     mode: str
     strategy: str
     changes: tuple[Change, ...]
-    summary: dict[str, Any]
+    summary: PlanSummary
     params: dict[str, Any] = field(default_factory=dict)
     solver: dict[str, Any] = field(default_factory=dict)
     hash: str = ""
@@ -176,7 +226,7 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
             return 1.0 if value == 0 else None
         return round(value / bound, 4)
 
-    summary = {
+    summary: PlanSummary = {
         "replica_moves": moves,
         "partitions_changed": len(changes_t),
         "leader_changes": leader_changes,
@@ -270,5 +320,6 @@ def load_plan(run_dir: str | Path) -> Plan:
             raise ValueError("'params' and 'solver' must be objects")
     except ValueError as exc:
         raise InputError(f"{path}: malformed plan: {exc}") from None
-    return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes, summary=doc["summary"], params=params,
+    return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes,
+                summary=cast(PlanSummary, doc["summary"]), params=params,
                 solver=solver, hash=doc["content_hash"])

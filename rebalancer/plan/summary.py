@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..balance import human_bytes
+from .load_summary import LoadSummary
 from .result import Plan
 
 __all__ = ["format_plan_summary"]
@@ -34,7 +35,7 @@ def _status(solver: dict[str, Any]) -> str:
     return line
 
 
-def _load_lines(load: dict[str, Any] | None) -> list[str]:
+def _load_lines(load: LoadSummary | None) -> list[str]:
     """Bytes moved against their bound, then each load dimension: brokers outside the band before -> after."""
     if not load:
         return []

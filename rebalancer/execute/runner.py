@@ -33,7 +33,7 @@ from ..errors import ClusterBusy, InputError, RebalancerError, SourceError, Tran
 from ..formats import atomic_write_json, read_json
 from ..lock import ClusterLock
 from ..plan.result import Change, Plan, content_hash, load_plan
-from ..rundir import APPROVAL_FILE, LEDGER_FILE, ROLLBACK_STATE_FILE, STATE_FILE, RunDir
+from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
@@ -41,7 +41,7 @@ from .progress import QUOTA_WINDOW_S, CopyProgress
 from .state import BatchState, ExecutionState
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
-           "verify", "rollback", "release_throttles", "APPROVAL_FILE"]
+           "verify", "rollback", "release_throttles"]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def approve(run_dir: str | Path, *, by: str, decision: str = "approved", comment
     plan = _checked_plan(Path(run_dir))
     record = {"plan_hash": plan.hash, "decision": decision, "by": by, "comment": comment,
               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    atomic_write_json(Path(run_dir) / APPROVAL_FILE, record)
+    atomic_write_json(RunDir.of(run_dir).approval, record)
     return record
 
 
@@ -119,7 +119,7 @@ def preflight(run_dir: str | Path, approval: str | None = None, kind: str | None
     _check_approval(run, plan, approval)
     if kind is not None:
         _resumable_state(run, plan, kind)
-        thr.Ledger(_state_path(run, LEDGER_FILE))  # a ledger that cannot be read would leak throttles: refuse now
+        thr.Ledger(RunDir(run).ledger)  # a ledger that cannot be read would leak throttles: refuse now
         _check_writable(RunDir(run).execution)
     return plan
 
@@ -162,7 +162,7 @@ def _checked_plan(run: Path) -> Plan:
 
 
 def _check_approval(run: Path, plan: Plan, path: str | None) -> dict[str, Any]:
-    p = Path(path) if path else run / APPROVAL_FILE
+    p = Path(path) if path else RunDir(run).approval
     if not p.exists():
         raise InputError(f"no approval record at {p}: nothing touches the cluster before this plan is approved")
     record = read_json(p)
@@ -175,8 +175,9 @@ def _check_approval(run: Path, plan: Plan, path: str | None) -> dict[str, Any]:
 
 
 # -- state ------------------------------------------------------------------------------------------------------
-def _state_path(run: Path, kind: str = STATE_FILE) -> Path:
-    return RunDir(run).execution / kind
+def _state_path(run: Path, kind: str) -> Path:
+    """Where an execution ("execute") or a rollback ("rollback") keeps its state."""
+    return RunDir(run).state if kind == "execute" else RunDir(run).rollback_state
 
 
 def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> ExecutionState:
@@ -188,8 +189,8 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> E
                         for i, b in enumerate(batches)]}
 
 
-def _save(run: Path, state: ExecutionState, kind: str = STATE_FILE) -> None:
-    atomic_write_json(_state_path(run, kind), state)
+def _save(path: Path, state: ExecutionState) -> None:
+    atomic_write_json(path, state)
 
 
 def _say(opts: ExecOptions, text: str) -> None:
@@ -230,7 +231,7 @@ def _expected_seconds(steps: list[Step], rate: int) -> float:
 
 
 def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
-               state_file: str, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
+               state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
     flight = backend.in_flight()
@@ -265,7 +266,7 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
         if not todo:
             batch["status"] = "done"
             batch["finished_at"] = time.time()
-            _save(run, state, state_file)
+            _save(state_path, state)
             return
         down = sorted({(b, s.topic, s.partition) for s in todo for b in s.added if b not in live})
         if down:
@@ -282,11 +283,11 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
             time.sleep(opts.throttle_settle)
         batch["status"] = "submitting"
         batch["submitting_at"] = time.time()  # a controller may start copying before submit() returns
-        _save(run, state, state_file)
+        _save(state_path, state)
         backend.submit({s.tp: s.after for s in todo})
         batch["status"] = "submitted"
         batch["submitted_at"] = time.time()
-        _save(run, state, state_file)
+        _save(state_path, state)
         _say(opts, f"batch {batch['index'] + 1}/{total_batches}: submitted {len(todo)} moves "
                    f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
     todo = [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
@@ -298,13 +299,13 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
         except TransientError as exc:  # best effort: the next batch sets its own throttles before it starts
             log.warning("could not throttle the next batch ahead (%s); it will be throttled when it starts", exc)
             upcoming = (set(), {})
-    _wait(run, backend, state, batch, todo, opts, state_file, total_batches)
+    _wait(run, backend, state, batch, todo, opts, state_path, total_batches)
     # Leadership: a preferred election where the preferred leader changed.
     _elect(backend, todo, batch, opts, total_batches)
     thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
     batch["status"] = "done"
     batch["finished_at"] = time.time()
-    _save(run, state, state_file)
+    _save(state_path, state)
 
 
 def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOptions, total_batches: int) -> None:
@@ -376,7 +377,7 @@ def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int],
 
 
 def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
-          state_file: str, total_batches: int) -> None:
+          state_path: Path, total_batches: int) -> None:
     """Poll until every move of the batch reached its target.
 
     Fails the batch when a destination broker is down past ``stall_grace``, when a move is no longer in flight and
@@ -444,7 +445,7 @@ def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState,
                 tp = outpaced[0]
                 warned_ingest = True
                 batch["ingest_outpaces_throttle"] = [f"{t}-{p}" for t, p in outpaced]
-                _save(run, state, state_file)
+                _save(state_path, state)
                 _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(outpaced)} move(s) do not catch up "
                            f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
                            f"producers write into it): Kafka counts in-sync replication of a throttled partition "
@@ -514,7 +515,7 @@ def _allowed(plan: Plan, kind: str) -> _Allowed:
 
 def _resumable_state(run: Path, plan: Plan, kind: str) -> ExecutionState | None:
     """The state to resume (checked against the plan), or None to start afresh."""
-    path = _state_path(run, STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE)
+    path = _state_path(run, kind)
     state = read_json(path) if path.exists() else None
     if not isinstance(state, dict) or state.get("plan_hash") != plan.hash or state.get("kind") != kind \
             or state.get("finished"):
@@ -561,7 +562,8 @@ def _refuse_foreign(backend: Backend, state: Mapping[str, Any] | None) -> None:
 
 def _release(run: Path, backend: Backend, ledger: thr.Ledger, opts: ExecOptions) -> None:
     """Remove this run's throttles, except those of its moves still copying (reported)."""
-    states = [read_json(p) if (p := _state_path(run, f)).exists() else None for f in (STATE_FILE, ROLLBACK_STATE_FILE)]
+    rd = RunDir(run)
+    states = [read_json(p) if p.exists() else None for p in (rd.state, rd.rollback_state)]
     copying = _retrying(lambda: _our_moves_in_flight(backend, states), "listing reassignments")
     # Every broker of a move still copying keeps its rate, a dead one too: it throttles again when it is back.
     keep = thr.batch_throttles(copying, {b for s in copying for b in (*s.before, *s.after)}) if copying else (set(), {})
@@ -577,7 +579,7 @@ def _release(run: Path, backend: Backend, ledger: thr.Ledger, opts: ExecOptions)
 
 def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
          make_steps: Callable[[], list[Step]]) -> ExecutionState:
-    state_file = STATE_FILE if kind == "execute" else ROLLBACK_STATE_FILE
+    state_path = _state_path(run, kind)
     allowed = _allowed(plan, kind)
     state = _resumable_state(run, plan, kind)
     if state is not None:
@@ -589,14 +591,14 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
     _retrying(lock.acquire, "taking the cluster lock")
     ledger = None
     try:
-        ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+        ledger = thr.Ledger(RunDir(run).ledger)
         if state is None:
             steps = make_steps()
             unknown = [st for st in steps if (st.topic, st.partition, st.before, st.after) not in allowed]
             if unknown:  # a bug, not an input: the steps come from the checked plan
                 raise ExecutionFailed(f"internal check: step {unknown[0]} is not one of the plan's")
             state = _new_state(plan, opts, kind, steps)
-        _save(run, state, state_file)
+        _save(state_path, state)
         theirs = thr.foreign(backend, ledger)
         if theirs:
             _say(opts, f"throttles set by someone else are left alone: {', '.join(sorted(theirs))}")
@@ -605,19 +607,19 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
             if batch["status"] == "done":
                 continue
             try:
-                _run_batch(run, backend, state, batch, opts, state_file, n, lock, ledger)
+                _run_batch(run, backend, state, batch, opts, state_path, n, lock, ledger)
             except ClusterBusy:
                 raise  # a refusal: the batch was never started
             except RebalancerError as exc:
                 batch["status"] = "failed"
                 batch["error"] = str(exc)
                 state["failed"] = str(exc)
-                _save(run, state, state_file)
+                _save(state_path, state)
                 raise
         state["finished"] = True
         state["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         state.pop("failed", None)
-        _save(run, state, state_file)
+        _save(state_path, state)
         return state
     except TransientError as exc:
         raise SourceError(f"{exc} during {kind}; rerun the same command to resume") from None
@@ -743,7 +745,7 @@ def release_throttles(run_dir: str | Path, backend: Backend, opts: ExecOptions) 
     still copying), under the cluster lock; throttles set by others are reported, never removed."""
     run = Path(run_dir)
     preflight(run, opts.approval)
-    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    ledger = thr.Ledger(RunDir(run).ledger)
     before = ledger.entities()
     if before:
         lock = ClusterLock(backend, run, command="throttle --clear", say=lambda text: _say(opts, text))
@@ -785,7 +787,7 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
     run = Path(run_dir)
     plan = load_plan(run)
     tps = {(c.topic, c.partition) for c in plan.changes}
-    ledger = thr.Ledger(_state_path(run, LEDGER_FILE))
+    ledger = thr.Ledger(RunDir(run).ledger)
     theirs = thr.foreign(backend, ledger)
     # Recorded and not removed yet, unless on a broker that is down now (the Admin API cannot reach its config;
     # a rate alone throttles nothing once the topic lists are gone): reported, removed by a later throttle --clear.
@@ -834,5 +836,5 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
 
 
 def load_state(run_dir: str | Path) -> ExecutionState | None:
-    path = _state_path(Path(run_dir))
+    path = RunDir.of(run_dir).state
     return cast(ExecutionState, json.loads(path.read_text())) if path.exists() else None

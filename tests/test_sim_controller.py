@@ -7,7 +7,6 @@ tools write them.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from conftest import wait_for
@@ -64,7 +63,7 @@ def test_reassignment_completes_with_target_replicas_isr_leader_and_throttled_du
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), size)), acceleration=50)
     rate = 10 * MB
     throttle(zk, rate, [0, 3, 4], "t", "0:0,0:1,0:2", "0:3,0:4")
-    time.sleep(0.1)
+    sim.settle()
     reassign(zk, {("t", 0): [3, 4, 1]})
 
     during = wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="adding replicas in the topic znode")
@@ -93,7 +92,7 @@ def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):
                    acceleration=40)
     rate = 5 * MB
     throttle(zk, rate, [0, 1, 5], "t", "0:0,0:1", "0:5")
-    time.sleep(0.1)
+    sim.settle()
     reassign(zk, {("t", 0): [0, 5]})
     wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=60, what="reassignment to complete")
     event = sim.completed[-1]
@@ -154,7 +153,10 @@ def test_dead_destination_stalls_the_move_until_it_returns(zk, make_sim):  # typ
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=20)
     sim.kill_broker(5)
     reassign(zk, {("t", 0): [0, 5]})
-    time.sleep(1.0)  # 20 simulated seconds: at interface speed the copy would have finished ten times over
+    sim.settle()  # the controller has started the move
+    started = sim.sim_time
+    # 20 simulated seconds: at interface speed the copy would have finished ten times over
+    wait_for(lambda: sim.sim_time >= started + 20, timeout=60, what="20 simulated seconds to pass")
     assert zk.exists(kz.REASSIGN)
     assert assignment(zk, "t")["adding_replicas"] == {"0": [5]}
     sim.restart_broker(5)
@@ -177,12 +179,12 @@ def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):  #
     target replica was down, and the move completes when that replica comes back in sync."""
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5 * MB)), acceleration=5)
     throttle(zk, MB, [0, 2], "t", "*", "*")
-    time.sleep(0.1)
+    sim.settle()
     reassign(zk, {("t", 0): [0, 1, 2]})
     wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="move to start")
     sim.kill_broker(1)
     wait_for(lambda: 2 in state(zk, "t", 0)["isr"], what="broker 2 to catch up")
-    time.sleep(0.2)
+    sim.settle()
     assert assignment(zk, "t")["adding_replicas"] == {"0": [2]}  # not complete: broker 1 is out of the ISR
     sim.restart_broker(1)
     wait_for(lambda: not assignment(zk, "t")["adding_replicas"], what="the move to complete")
@@ -190,13 +192,13 @@ def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):  #
 
 
 def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, make_sim):  # type: ignore[no-untyped-def]
-    make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 50 * MB), Partition("t", 1, (0, 1), 0, (0, 1), 1)), acceleration=5)
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 50 * MB), Partition("t", 1, (0, 1), 0, (0, 1), 1)), acceleration=5)
     throttle(zk, MB, [0, 2], "t", "*", "*")
-    time.sleep(0.1)
+    sim.settle()
     reassign(zk, {("t", 0): [0, 2]})
     wait_for(lambda: assignment(zk, "t")["adding_replicas"], what="move to start")
     zk.set(kz.REASSIGN, kz.encode({"version": 1, "partitions": [{"topic": "t", "partition": 1, "replicas": [1, 3]}]}))
-    time.sleep(0.3)
+    sim.settle()
     assert assignment(zk, "t")["partitions"]["1"] == [0, 1]
 
 
@@ -311,7 +313,7 @@ def test_topic_whose_replicas_are_all_down_gets_a_leader_when_one_returns(zk, ma
     sim.kill_broker(5)
     create_topic(zk, "lonely", {0: [5]}, None)
     wait_for(lambda: "lonely" in sim.topics, timeout=5, what="the controller to see the topic")
-    time.sleep(0.1)
+    sim.settle()
     assert not zk.exists(kz.state_path("lonely", 0))  # no live replica: Kafka elects no leader and writes no state
     sim.restart_broker(5)
     assert state(zk, "lonely", 0)["leader"] == 5 and state(zk, "lonely", 0)["isr"] == [5]
@@ -340,7 +342,7 @@ def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):
     # A replica's broker is down: the topic stays marked for deletion until the broker is back.
     sim.kill_broker(2)
     delete_topic(zk, "d")
-    time.sleep(0.3)
+    sim.settle()
     assert zk.exists(kz.topic_path("d")) and zk.get_children("/admin/delete_topics") == ["d"]
     sim.restart_broker(2)
     wait_for(lambda: deleted(zk, "d"), timeout=2, what="the deletion to resume")
@@ -348,11 +350,11 @@ def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):
 
     # A reassignment is in progress: deletion waits until it finishes, then runs.
     throttle(zk, MB, [0, 3], "m", "*", "*")
-    time.sleep(0.1)
+    sim.settle()
     reassign(zk, {("m", 0): [0, 3]})
     wait_for(lambda: assignment(zk, "m")["adding_replicas"], what="the move to start")
     delete_topic(zk, "m")
-    time.sleep(0.3)
+    sim.settle()
     assert zk.exists(kz.topic_path("m")) and assignment(zk, "m")["adding_replicas"] == {"0": [3]}
     wait_for(lambda: deleted(zk, "m"), timeout=20, what="the move to finish and the topic to go")
     assert not zk.exists(kz.REASSIGN) and zk.get_children("/admin/delete_topics") == []

@@ -350,7 +350,7 @@ def test_cancel_mid_copy_reverts_to_the_original_replicas(zk, make_sim, connect)
     state = znode(zk, kz.state_path("t", 0))
     assert state["leader"] == 0 and state["isr"] == [0, 1] and state["leader_epoch"] > epoch
     assert set(sim.disk[("t", 0)]) == {0, 1}  # the partial copies are gone
-    time.sleep(0.2)
+    sim.settle()
     assert not sim.completed and not sim.moves
     logdirs = {d["broker"]: d["log_dirs"][0]["topics"] for d in admin.describe_log_dirs()}
     assert logdirs[4] == [] and logdirs[5] == []
@@ -758,7 +758,7 @@ def test_a_topic_marked_for_deletion_cannot_be_created_until_it_is_gone(zk, make
     with pytest.raises(ke.TopicAlreadyExistsError):
         admin.create_topics({LOCK: {"assignments": {0: [4]}}})
     assert admin.delete_topics([LOCK], raise_errors=False)["topics"][0]["error_code"] == 3  # no longer in metadata
-    time.sleep(0.2)
+    sim.settle()
     assert zk.exists(kz.topic_path(LOCK))
 
     sim.restart_broker(5)
@@ -862,7 +862,7 @@ def test_create_topics_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-
     (ghost,) = create_raw(sim.kafka_ports[0], creatable("ghost", assignments={0: [99]}), timeout_ms=300)
     assert (ghost.error_code, ghost.error_message) == (7, None)
     assert znode(zk, kz.topic_path("ghost"))["partitions"] == {"0": [99]}
-    time.sleep(0.1)
+    sim.settle()
     assert not zk.exists(kz.state_path("ghost", 0))
     assert connect(sim).describe_topics(["ghost"])[0]["error_code"] == 3
 

@@ -251,6 +251,7 @@ class SimulatedCluster:
         self._ignored_topics: set[str] = set()  # malformed topic znodes, reported once
         self._topics_cversion: int | None = None
         self.sim_time = 0.0
+        self.steps = 0  # whole ticks run: ``settle`` waits on it
         self._last_wall: float | None = None
         self._seen_config_change = -1
         self._reassign_czxid: int | None = None
@@ -425,6 +426,7 @@ class SimulatedCluster:
                 self._publish_status()
                 self._flush_sizes()
                 self._last_flush = now
+            self.steps += 1
 
     def _on_state(self, state: str) -> None:
         # Kazoo calls this from its own thread: only flag the work, the loop does it.
@@ -601,6 +603,16 @@ class SimulatedCluster:
         if topic not in self.topics or topic in self.deletion_started:
             return False
         return any((topic, p) in self.state for p in self.topics[topic].partitions)
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Return once the loop has run a whole tick that started after this call: every step reads ZooKeeper, so
+        whatever was written there before the call has been seen and acted on (a command, a config change, a
+        reassignment, a deletion). What a test asserts did *not* happen has then had its chance to happen."""
+        with self._lock:
+            target = self.steps + 2  # the tick in progress may have read ZooKeeper before the write
+        if not self.wait_until(lambda: self.steps >= target, timeout_s):
+            raise TimeoutError(f"the simulated controller ran no whole tick in {timeout_s:g} s"
+                               + (f" (it failed: {self.error!r})" if self.error else ""))
 
     def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
         """Poll ``done`` under the lock until it holds (True), ``timeout_s`` passes or the cluster stops (False): the

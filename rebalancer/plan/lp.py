@@ -337,44 +337,23 @@ def lp_balance(
     write_lp: str | None = None,
     deadline: Deadline | None = None,
 ) -> tuple[dict[Key, tuple[int, ...]], dict[str, Any]]:
-    """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``.
+    """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``: set up
+    the cluster's bands, then per group (in turn) build its sub-problem, solve it, apply its placement.
 
     ``deadline`` bounds the whole call (default: ``time_limit`` seconds from now)."""
     if deadline is None:
         deadline = Deadline(time.monotonic() + time_limit)
-    counts: dict[int, int] = {b: 0 for b in rack}
-    leaders: dict[int, int] = {b: 0 for b in rack}
-    for reps in replicas.values():
-        for b in reps:
-            counts[b] = counts.get(b, 0) + 1
-        leaders[reps[0]] = leaders.get(reps[0], 0) + 1
-
-    # Brokers that are down but not being removed keep what they hold (moving off them is not this plan's job).
-    dead = frozenset(b for b in rack if b not in eligible and b not in removed)
-
-    def lo(b: int) -> int:
-        if b in dead:
-            return counts.get(b, 0)
-        return floor if b in receivers else min(floor, counts.get(b, 0))
-
-    def hi(b: int) -> int:
-        if b in removed:
-            return 0
-        if b in dead:
-            return counts.get(b, 0)
-        return ceil if b in givers else max(ceil, counts.get(b, 0))
-
+    state = _Rolling(replicas, sizes, rack)
+    limits = _CountLimits.of(state.counts, rack, eligible, receivers, givers, removed, floor, ceil)
     # Large models: only brokers with room below their ceiling receive (a full broker would have to give one
     # replica to take another: never fewer moves). Small models keep every receiver, so they stay exact.
     restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
-    n_recv = len([b for b in receivers if counts.get(b, 0) < hi(b)]) if restrict else len(receivers)
+    n_recv = len([b for b in receivers if state.counts[b] < limits.hi[b]]) if restrict else len(receivers)
     groups = _topic_groups(replicas, 2 * (n_recv + 3), max_variables)
     decomposed = len(groups) > 1
-    assignment = {k: tuple(v) for k, v in replicas.items()}
-    disk_used = {b: 0 for b in rack}
-    for k, reps in replicas.items():
-        for b in reps:
-            disk_used[b] += sizes.get(k, 0)
+    whole_leaders = {b: 0 for b in rack}
+    for reps in replicas.values():
+        whole_leaders[reps[0]] += 1
     stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": decomposed,
                              "receivers_restricted": restrict, "cut_short": False}
     solved: list[dict[str, Any]] = []
@@ -382,49 +361,37 @@ def lp_balance(
         if deadline.expired():
             stats["cut_short"] = True
             break
-        in_group = set(keys)
-        group_counts = {b: 0 for b in rack}
-        group_leaders = {b: 0 for b in rack}
-        group_bytes = {b: 0 for b in rack}
-        for k in keys:
-            for b in assignment[k]:
-                group_counts[b] += 1
-                group_bytes[b] += sizes.get(k, 0)
-            group_leaders[assignment[k][0]] += 1
-        total_counts = {b: 0 for b in rack}
-        for reps in assignment.values():
-            for b in reps:
-                total_counts[b] += 1
-        rest = {b: total_counts[b] - group_counts[b] for b in rack}
         left = deadline.remaining()
-        budget = min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))
-        # Leaders: the group's own band (groups balanced one by one add up to a balanced cluster).
-        n_el = max(1, len(eligible))
-        g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
-        if restrict:
-            room = frozenset(b for b in receivers - removed if total_counts[b] < hi(b))
+        group_counts, group_leaders, group_bytes = state.group_totals(keys)
+        rest = {b: state.counts[b] - group_counts[b] for b in rack}
+        if decomposed:  # the group's own leader band (groups balanced one by one add up to a balanced cluster)
+            n_el = max(1, len(eligible))
+            g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
+            leader_lo = {b: (g_floor if b in eligible else 0) for b in rack}
+            leader_hi = {b: (g_ceil if b in eligible else group_leaders[b]) for b in rack}
         else:
-            room = frozenset(receivers - removed)
+            leader_lo = {b: (leader_floor if b in eligible else 0) for b in rack}
+            leader_hi = {b: (leader_ceil if b in eligible else whole_leaders[b]) for b in rack}
+        room = (frozenset(b for b in receivers - removed if state.counts[b] < limits.hi[b]) if restrict
+                else frozenset(receivers - removed))
         sub = LpInput(
-            replicas={k: assignment[k] for k in keys},
+            replicas={k: state.assignment[k] for k in keys},
             sizes={k: sizes.get(k, 0) for k in keys},
             rack=rack,
             candidates=room,
-            keep=frozenset(eligible | dead),
-            count_lo={b: max(0, lo(b) - rest[b]) for b in rack},
-            count_hi={b: max(0, hi(b) - rest[b]) for b in rack},
-            leader_lo=({b: (g_floor if b in eligible else 0) for b in rack} if decomposed else
-                       {b: (leader_floor if b in eligible else 0) for b in rack}),
-            leader_hi=({b: (g_ceil if b in eligible else group_leaders[b]) for b in rack} if decomposed else
-                       {b: (leader_ceil if b in eligible else leaders.get(b, 0)) for b in rack}),
+            keep=frozenset(eligible | limits.dead),
+            count_lo={b: max(0, limits.lo[b] - rest[b]) for b in rack},
+            count_hi={b: max(0, limits.hi[b] - rest[b]) for b in rack},
+            leader_lo=leader_lo,
+            leader_hi=leader_hi,
             soft_counts=True,
             rates={k: (rates or {}).get(k, 0.0) for k in keys},
-            disk_room={b: d - (disk_used[b] - group_bytes[b]) for b, d in (disk or {}).items()},
+            disk_room={b: d - (state.disk_used[b] - group_bytes[b]) for b, d in (disk or {}).items()},
             net_room=dict(network or {}),
             max_changes=max_changes,
             keep_racks=keep_racks,
             objective=objective,
-            time_limit=budget,
+            time_limit=min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi))),
             warm_start={k: warm_start[k] for k in keys if k in warm_start} if warm_start else None,
             write_lp=write_lp if not decomposed else None,
         )
@@ -444,18 +411,73 @@ def lp_balance(
             # A sub-problem the solver proved unsolvable (infeasible) has no plan to fall back on.
             raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
                             "(try --max-changes-per-partition 2, or --strategy greedy)")
-        for k in in_group:
-            new = out.assignment[k]
-            for b in assignment[k]:
-                disk_used[b] -= sizes.get(k, 0)
-            for b in new:
-                disk_used[b] += sizes.get(k, 0)
-            assignment[k] = new
+        state.take(keys, out.assignment)
         solved.append(sub_stats)
     stats["groups_solved"] = len(solved)
     stats["status"], stats["gap"] = _overall_status(solved, len(groups))
-    changed = {k: v for k, v in assignment.items() if v != tuple(replicas[k])}
+    changed = {k: v for k, v in state.assignment.items() if v != tuple(replicas[k])}
     return changed, stats
+
+
+@dataclass(frozen=True)
+class _CountLimits:
+    """Per broker, the replica count the whole plan may leave: removed brokers empty; brokers that are down but
+    not being removed keep what they hold (moving off them is not this plan's job); receivers reach the floor,
+    givers come down to the ceiling, the others are not pushed further from the band."""
+    lo: dict[int, int]
+    hi: dict[int, int]
+    dead: frozenset[int]
+
+    @classmethod
+    def of(cls, counts: Mapping[int, int], rack: Mapping[int, str | None], eligible: frozenset[int],
+           receivers: frozenset[int], givers: frozenset[int], removed: frozenset[int], floor: int,
+           ceil: int) -> _CountLimits:
+        dead = frozenset(b for b in rack if b not in eligible and b not in removed)
+        lo = {b: counts[b] if b in dead else (floor if b in receivers else min(floor, counts[b])) for b in rack}
+        hi = {b: 0 if b in removed else counts[b] if b in dead else (ceil if b in givers else max(ceil, counts[b]))
+              for b in rack}
+        return cls(lo, hi, dead)
+
+
+class _Rolling:
+    """The cluster while its groups are solved in turn: the placement so far, and per broker its replica count and
+    bytes (kept as each group's placement is taken, so every group sees the groups before it)."""
+
+    def __init__(self, replicas: Mapping[Key, tuple[int, ...]], sizes: Mapping[Key, int],
+                 rack: Mapping[int, str | None]) -> None:
+        self.sizes = sizes
+        self.assignment = {k: tuple(v) for k, v in replicas.items()}
+        self.counts = {b: 0 for b in rack}
+        self.disk_used = {b: 0 for b in rack}
+        for k, reps in self.assignment.items():
+            for b in reps:
+                self.counts[b] = self.counts.get(b, 0) + 1
+                self.disk_used[b] = self.disk_used.get(b, 0) + sizes.get(k, 0)
+
+    def group_totals(self, keys: list[Key]) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        """The group's replicas, preferred leaders and bytes per broker."""
+        counts = dict.fromkeys(self.counts, 0)
+        leaders = dict.fromkeys(self.counts, 0)
+        bytes_ = dict.fromkeys(self.counts, 0)
+        for k in keys:
+            reps = self.assignment[k]
+            for b in reps:
+                counts[b] += 1
+                bytes_[b] += self.sizes.get(k, 0)
+            leaders[reps[0]] += 1
+        return counts, leaders, bytes_
+
+    def take(self, keys: list[Key], placed: Mapping[Key, tuple[int, ...]]) -> None:
+        for k in keys:
+            size = self.sizes.get(k, 0)
+            for b in self.assignment[k]:
+                self.counts[b] -= 1
+                self.disk_used[b] -= size
+            new = placed[k]
+            for b in new:
+                self.counts[b] += 1
+                self.disk_used[b] += size
+            self.assignment[k] = new
 
 
 def _topic_groups(replicas: Mapping[Key, tuple[int, ...]], per_partition: int, max_variables: int) -> list[list[Key]]:

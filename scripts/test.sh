@@ -6,7 +6,8 @@
 #
 #   bash scripts/test.sh            the whole suite (what CI runs)
 #   bash scripts/test.sh --fast     the tier for working: everything that needs no real Kafka, no Airflow and no
-#                                   browser (markers kafka, airflow, browser; tests/conftest.py), in minutes
+#                                   browser (markers kafka, airflow, browser; tests/conftest.py), in minutes;
+#                                   property tests run a quarter of their examples there
 #
 # ruff and mypy run first and stop the run on a finding. Extra arguments go to pytest (-n 0 runs in one process).
 set -euo pipefail
@@ -25,6 +26,8 @@ echo "[test] mypy (strict on rebalancer/)" >&2
 .venv/bin/mypy
 if [ "$fast" = 1 ]; then
     # Most of these tests wait on simulated clusters and subprocesses, not the CPU: four workers, a test at a time.
+    # Property tests check the same properties on a quarter of the generated examples (tests/conftest.examples).
+    export REBALANCER_TEST_TIER=fast
     exec .venv/bin/python -m pytest -n 4 --dist load --durations=15 -m "not kafka and not airflow and not browser" "$@"
 fi
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then

@@ -17,6 +17,13 @@ import pytest
 from rebalancer.zkserver import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parent.parent
+FAST_TIER = os.environ.get("REBALANCER_TEST_TIER") == "fast"  # set by scripts/test.sh --fast
+
+
+def examples(n: int) -> int:
+    """A property test's example count: ``n`` in the whole suite (what CI runs), a quarter of it (at least 20) in
+    the fast tier, where the same properties are checked on fewer generated clusters."""
+    return max(20, n // 4) if FAST_TIER else n
 
 
 @pytest.fixture(scope="session")

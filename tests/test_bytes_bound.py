@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from conftest import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +48,7 @@ def test_network_in_prefers_the_replicas_with_the_most_rate_per_byte() -> None:
     assert result["by"] == "nw_in"
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(data=st.data(), brokers=st.integers(2, 4), n=st.integers(1, 4), rf=st.integers(1, 2),
        half=st.sampled_from([0.0, 0.1, 0.3, 0.6]))
 def test_never_above_the_best_plan(data: st.DataObject, brokers: int, n: int, rf: int, half: float) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,7 +140,7 @@ def test_capacity_that_cannot_hold_the_load_is_refused() -> None:
         load_bands("disk", 10, [0], band=1.5)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(total=st.integers(0, 10**15), caps=st.lists(st.integers(1, 10**12), min_size=1, max_size=12),
        half=st.floats(0, 0.5))
 def test_bands_hold_every_target_and_can_hold_the_total(total: int, caps: list[int], half: float) -> None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -158,7 +159,7 @@ def clusters(draw: st.DrawFn) -> tuple[Cluster, str, list[int]]:
     return Cluster.build(brokers, parts), mode, named
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=clusters(), band=st.sampled_from([0.05, 0.2, 0.5]))
 def test_every_load_plan_keeps_the_hard_rules_and_never_beats_the_bound(case, band) -> None:  # type: ignore[no-untyped-def]
     cluster, mode, named = case

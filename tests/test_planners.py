@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,7 @@ def _brute(items, brokers, order):  # type: ignore[no-untyped-def]
     return best
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(leader_instances(), st.sampled_from(["changes", "balance"]))
 def test_leader_flow_equals_brute_force_optimum(instance, priority):  # type: ignore[no-untyped-def]
     items, brokers = instance
@@ -56,7 +57,7 @@ def test_leader_flow_equals_brute_force_optimum(instance, priority):  # type: ig
     assert all(res.leaders[it.key] in it.candidates for it in items)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(leader_instances())
 def test_flow_never_needs_more_changes_than_pinterest(instance):  # type: ignore[no-untyped-def]
     items, brokers = instance
@@ -229,7 +230,7 @@ def _check_invariants(cluster: Cluster, plan, mode: str, named: list[int], tmp_p
     assert applied == {p.tp: p.replicas for p in cluster.partitions}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(clusters(), st.sampled_from([(m, s) for m in ("rebalance", "add-brokers", "remove-brokers") for s in ("lp", "greedy")]
                                     + [("leaders", "flow"), ("leaders", "pinterest")]))
 def test_every_plan_keeps_the_invariants(tmp_path: Path, case, mode_strategy) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import wait_for
+from conftest import examples, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -219,7 +219,7 @@ flows_strategy = st.lists(
 caps_strategy = st.dictionaries(st.integers(0, 4), st.integers(1, 1000), min_size=0, max_size=5)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(flows_strategy, st.integers(1, 1000), caps_strategy, caps_strategy)
 def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead, follow):  # type: ignore[no-untyped-def]
     flows = [_Flow(("t", i), s, d, 1.0, to, ti) for i, (s, d, to, ti) in enumerate(raw)]

@@ -71,6 +71,9 @@ class LoadInput:
     keep_racks: bool = True
     weight: Mapping[str, float] = field(default_factory=dict)  # dimension -> weight of its violation (default 1)
     gate_bands: Mapping[str, Mapping[int, Band]] | None = None  # the bands the gates measure (``bands`` lie inside)
+    origin: Sequence[tuple[int, ...]] | None = None  # a repair pass over a placement planned already (``split``):
+    #   the partitions' replicas before any planning; max_changes then counts the replicas not in ``origin`` (a
+    #   replica added by the earlier planning may move again: the plan still adds it once)
 
 
 class GreedyStats(TypedDict):
@@ -147,7 +150,11 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
 
     for b in brokers:
         refresh(b)
-    changes = [0] * n
+    origin = inp.origin
+    if origin is not None:
+        changes = [sum(1 for b in reps if b not in origin[i]) for i, reps in enumerate(assign)]
+    else:
+        changes = [0] * n
     holding = {b: len(holders[b]) for b in brokers}
 
     # Each broker's movable partitions sorted by each dimension, built when first needed and kept exact.
@@ -156,7 +163,8 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
     def listing(d: str, b: int) -> list[tuple[float, int]]:
         got = sorted_on[d].get(b)
         if got is None:
-            got = sorted((units[d][i], i) for i in holders[b] if b in assign[i] and changes[i] < inp.max_changes)
+            got = sorted((units[d][i], i) for i in holders[b]
+                         if b in assign[i] and (changes[i] < inp.max_changes or (origin is not None and b not in origin[i])))
             sorted_on[d][b] = got
         return got
 
@@ -283,7 +291,10 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
     def apply(i: int, g: int, r: int) -> None:
         reps = assign[i]
         reps[reps.index(g)] = r
-        changes[i] += 1
+        if origin is None:
+            changes[i] += 1
+        else:
+            changes[i] = sum(1 for b in reps if b not in origin[i])
         holding[g] -= 1
         holding[r] += 1
         for d in dims:
@@ -293,14 +304,14 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
         topic_count[(g, t)] -= 1
         topic_count[(r, t)] = topic_count.get((r, t), 0) + 1
         forget(i, g)
-        if changes[i] < inp.max_changes:  # it may move again: a candidate on its new broker
+        if changes[i] < inp.max_changes or origin is not None:  # it may move again: a candidate on its new broker
             holders[r].append(i)
             for d in dims:
                 if r in sorted_on[d]:
                     bisect.insort(sorted_on[d][r], (units[d][i], i))
-        else:  # it may not move again: no candidate anywhere
+        if changes[i] >= inp.max_changes:  # its replicas may not move again (a repair: those it had at first)
             for b in reps:
-                if b != r:
+                if b != r and (origin is None or b in origin[i]):
                     forget(i, b)
 
     moves = steps = 0

@@ -1,0 +1,213 @@
+"""Load placement split into independent groups of topics, then merged and repaired: the shape that lets a cluster
+of millions of replicas be planned as parallel tasks (issue 26), each task a pure function of plain data.
+
+1. **Groups.** Whole topics are packed into ``groups`` sets of about equal replica counts (largest topic first, into
+   the lightest group); a topic larger than a group's share is cut into runs of partitions.
+2. **Targets per group** (a transportation problem, solved in closed form). For each placement dimension, broker
+   b's surplus ``s_b = load_b - target_b`` must leave it (a removed broker's target is 0) and its deficit arrive.
+   Group g sheds from every broker above its target in proportion to what g holds there
+   (``x_gb = s_b * load_gb / load_b``, never more than g holds), and the ``r_g = sum_b x_gb`` it shed arrives at the
+   brokers below their target in proportion to their deficit (``y_gb = deficit_b * r_g / sum of deficits``). Each
+   group's targets sum to its own load (nothing is created or lost), and, summed over the groups, every broker's
+   target is the cluster's. A group's band around its target is the cluster band scaled by the group's share of
+   the broker's target, narrowed to ``GROUP_BAND_SHARE`` of it, so groups inside their bands add up to a cluster
+   inside its bands with room left for the repair; the hard capacity limit is shared out the same way.
+3. **Plan each group** with ``load_greedy`` on its own ``LoadInput`` (``GroupTask``: plain data, picklable, no
+   reference to the cluster), through ``map_fn``: the builtin ``map`` in process; a Spark ``map`` over the tasks
+   on a cluster.
+4. **Merge and repair.** The groups' new replicas are put together, and one ``load_greedy`` pass over the whole
+   problem repairs what the split left (each group stops at its own band edge, so a broker can end just outside
+   the cluster's): it starts from the merged placement with ``origin`` = the replicas before planning, so a replica
+   a group added may move on (the plan still adds it once) and the change cap counts against the original.
+
+Balance is measured, like everywhere else, by ``load_greedy.evaluate`` on the whole problem; the bytes moved against
+``bounds.bytes_moved_bound``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
+
+from ..load import Band
+from .budget import Deadline
+from .load_greedy import GreedyStats, LoadInput, load_greedy
+
+__all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "split_greedy", "GROUP_REPLICAS"]
+
+GROUP_REPLICAS = 250_000  # replicas per group when the caller does not say how many groups
+# Groups aim at this share of their band: each stops at its own band edge with a partition's worth of granularity,
+# so bands of full width add up to brokers at the cluster band's edge (a heavy broker at its disk floor with its
+# count still above: no single move helps it). The rest of the width is the repair pass's room.
+GROUP_BAND_SHARE = 0.6
+
+
+def split_groups(replicas: Sequence[tuple[int, ...]], topics: Sequence[str], groups: int) -> list[list[int]]:
+    """Partition indices in ``groups`` groups of whole topics (a topic above a group's share is cut into runs of
+    partitions), about equal in replicas. Deterministic: the same input gives the same groups."""
+    groups = max(1, min(groups, len(replicas)))
+    by_topic: dict[str, list[int]] = {}
+    for i, t in enumerate(topics):
+        by_topic.setdefault(t, []).append(i)
+    total = sum(len(r) for r in replicas)
+    share = math.ceil(total / groups)
+    pieces: list[tuple[int, str, list[int]]] = []  # (replicas, topic, partition indices)
+    for t, idx in by_topic.items():
+        run: list[int] = []
+        weight = 0
+        for i in idx:
+            run.append(i)
+            weight += len(replicas[i])
+            if weight >= share:
+                pieces.append((weight, t, run))
+                run, weight = [], 0
+        if run:
+            pieces.append((weight, t, run))
+    pieces.sort(key=lambda p: (-p[0], p[1], p[2][0]))
+    heap = [(0, g) for g in range(groups)]
+    out: list[list[int]] = [[] for _ in range(groups)]
+    for weight, _, run in pieces:
+        held, g = heapq.heappop(heap)
+        out[g].extend(run)
+        heapq.heappush(heap, (held + weight, g))
+    return [sorted(g) for g in out if g]
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One group's placement problem: its partitions' global indices, its ``LoadInput`` (bands = the group's share
+    of the cluster's), and the seconds it may take. Plain data: it can be shipped to another process."""
+    index: int
+    partitions: tuple[int, ...]
+    problem: LoadInput
+    seconds: float
+
+
+def _group_bands(band: Band | None, target: float, cluster_target: float, held: float,
+                 cluster_held: float, groups: int) -> Band | None:
+    if band is None:
+        return None
+    if cluster_target > 0:
+        share = target / cluster_target
+    else:
+        share = held / cluster_held if cluster_held > 0 else 1.0 / groups
+    floor = math.floor(target - (band.average - band.floor) * share * GROUP_BAND_SHARE)
+    ceil = math.ceil(target + (band.ceil - band.average) * share * GROUP_BAND_SHARE)
+    limit = None if band.limit is None else max(0, math.floor(target + (band.limit - band.average) * share))
+    return Band(max(0, floor), max(max(0, floor), ceil if limit is None else min(ceil, limit)), target, limit)
+
+
+def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float) -> list[GroupTask]:
+    """Each group's ``LoadInput``, its bands from the transportation of every broker's surplus to the deficits."""
+    dims = [d for d in inp.bands if d in inp.units]
+    brokers = sorted(set(inp.rack))
+    n_groups = len(groups)
+    held: list[dict[str, dict[int, float]]] = []
+    for idx in groups:
+        per = {d: dict.fromkeys(brokers, 0.0) for d in dims}
+        for i in idx:
+            for b in inp.replicas[i]:
+                for d in dims:
+                    per[d][b] += inp.units[d][i]
+        held.append(per)
+    # targets[g][d][b]
+    targets: list[dict[str, dict[int, float]]] = [{d: {} for d in dims} for _ in groups]
+    for d in dims:
+        bands = inp.bands[d]
+        load = {b: sum(h[d][b] for h in held) for b in brokers}
+        # Brokers left as they are (down, not part of this plan): every group keeps its load there.
+        planned = [b for b in brokers if b in inp.removed or (b in bands and b in inp.givers | inp.receivers)]
+        goal = {b: (0.0 if b in inp.removed else bands[b].average) for b in planned}
+        surplus = {b: load[b] - goal[b] for b in planned if load[b] > goal[b]}
+        deficit = {b: goal[b] - load[b] for b in planned if load[b] < goal[b]}
+        missing = sum(deficit.values())
+        for g, h in enumerate(held):
+            shed = {b: s * h[d][b] / load[b] for b, s in surplus.items() if load[b] > 0}
+            moving = sum(shed.values())
+            for b in brokers:
+                t = h[d][b] - shed.get(b, 0.0)
+                if b in deficit and missing > 0:
+                    t += deficit[b] * moving / missing
+                targets[g][d][b] = t
+    tasks = []
+    for g, idx in enumerate(groups):
+        bands_g: dict[str, dict[int, Band]] = {}
+        for d in dims:
+            cluster_bands = inp.bands[d]
+            bands_g[d] = {}
+            for b in cluster_bands:
+                gb = _group_bands(cluster_bands[b], targets[g][d][b], cluster_bands[b].average, held[g][d][b],
+                                  sum(h[d][b] for h in held), n_groups)
+                if gb is not None:
+                    bands_g[d][b] = gb
+        problem = replace(inp, replicas=[inp.replicas[i] for i in idx], topics=[inp.topics[i] for i in idx],
+                          units={d: [inp.units[d][i] for i in idx] for d in inp.units}, bands=bands_g,
+                          gate_bands=None, origin=None)
+        tasks.append(GroupTask(g, tuple(idx), problem, seconds))
+    return tasks
+
+
+def plan_group(task: GroupTask) -> tuple[int, dict[int, tuple[int, ...]], GreedyStats, float]:
+    """Plan one group (a pure function of its task): (group, new replicas by global index, stats, seconds)."""
+    started = time.monotonic()
+    changed, stats = load_greedy(task.problem, Deadline(started + task.seconds))
+    return task.index, {task.partitions[i]: reps for i, reps in changed.items()}, stats, time.monotonic() - started
+
+
+class SplitStats(TypedDict):
+    """What split_greedy did: the groups, each group's moves and seconds, the repair pass, and the totals in the
+    shape of ``GreedyStats``."""
+    groups: int
+    group_moves: list[int]
+    group_seconds: list[float]
+    group_outside: list[int]
+    repair_moves: int
+    moves: int
+    outside_bands: list[int]
+    stuck_brokers: list[int]
+    cut_short: bool
+    steps: int
+
+
+MapFn = Callable[[Callable[[GroupTask], Any], Iterable[GroupTask]], Iterator[Any] | list[Any]]
+
+
+def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: int | None = None,
+                 map_fn: MapFn = map, repair_share: float = 0.3) -> tuple[dict[int, tuple[int, ...]], SplitStats]:
+    """``load_greedy``'s result (new replicas of the partitions that change, by index) planned group by group
+    through ``map_fn``, merged, then repaired over the whole problem. ``repair_share``: the part of the time left
+    kept for the repair pass."""
+    deadline = deadline or Deadline.never()
+    n_replicas = sum(len(r) for r in inp.replicas)
+    k = groups if groups is not None else max(1, math.ceil(n_replicas / GROUP_REPLICAS))
+    parts = split_groups(inp.replicas, inp.topics, k)
+    left = deadline.remaining()
+    seconds = left * (1 - repair_share) if math.isfinite(left) else 1e9
+    tasks = group_tasks(inp, parts, seconds)
+    merged = [tuple(r) for r in inp.replicas]
+    group_moves = [0] * len(tasks)
+    group_seconds = [0.0] * len(tasks)
+    group_outside = [0] * len(tasks)
+    cut = False
+    steps = 0
+    for g, changed, stats, took in map_fn(plan_group, tasks):
+        for i, reps in changed.items():
+            merged[i] = reps
+        group_moves[g], group_seconds[g] = stats["moves"], round(took, 3)
+        group_outside[g] = len(stats["outside_bands"])
+        cut |= stats["cut_short"]
+        steps += stats["steps"]
+    whole = replace(inp, replicas=merged, origin=inp.replicas)
+    repaired, rstats = load_greedy(whole, deadline)
+    for i, reps in repaired.items():
+        merged[i] = reps
+    changed_all = {i: reps for i, reps in enumerate(merged) if reps != tuple(inp.replicas[i])}
+    return changed_all, SplitStats(
+        groups=len(tasks), group_moves=group_moves, group_seconds=group_seconds, group_outside=group_outside,
+        repair_moves=rstats["moves"], moves=sum(group_moves) + rstats["moves"],
+        outside_bands=rstats["outside_bands"], stuck_brokers=rstats["stuck_brokers"],
+        cut_short=cut or rstats["cut_short"], steps=steps + rstats["steps"])

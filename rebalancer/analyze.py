@@ -76,7 +76,7 @@ def check_master(master: str, timeout: float = 3.0) -> None:
     raise SourceError(f"Spark master {master} is unreachable (no answer within {timeout:g} s)")
 
 
-def _env(master: str) -> dict[str, str]:
+def spark_env(master: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -104,7 +104,7 @@ def run_analysis(run_dir: str | Path, *, master: str = "local[*]", history: str 
         job = load_job()
         own = spark is None
         if own:
-            os.environ.update({k: v for k, v in _env(master).items() if k.startswith(("SPARK_", "PYSPARK_"))})
+            os.environ.update({k: v for k, v in spark_env(master).items() if k.startswith(("SPARK_", "PYSPARK_"))})
             from pyspark.sql import SparkSession
 
             spark = (SparkSession.builder.master(master).appName("kafka-skew-analysis")
@@ -120,7 +120,7 @@ def run_analysis(run_dir: str | Path, *, master: str = "local[*]", history: str 
            "--conf", "spark.sql.shuffle.partitions=16", str(JOB), "--run-dir", str(run)]
     if history:
         cmd += ["--history", str(history)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(master))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=spark_env(master))
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith((" ", "\t"))]
         errors = [ln for ln in lines if "Error" in ln or "Exception" in ln] or lines or ["(no output)"]

@@ -121,3 +121,17 @@ def test_every_split_plan_keeps_the_hard_rules(seed: int, groups: int, light: in
         came = [b for b in new if b not in old]
         if gone:
             assert keeps_racks(inp.rack, old, gone[0], came[0])
+
+
+def test_groups_planned_as_spark_tasks_give_the_in_process_plan() -> None:
+    """Each group is a pure function of its task: planned in Spark tasks (local[2], real Spark) the merged and
+    repaired placement is the one planned in process, move for move."""
+    from rebalancer.plan.spark_tasks import spark_map
+
+    cluster = unequal(24, 3, 2_400, light=5, topics=20)
+    inp, _, _ = _problem(cluster)
+    here, here_stats = split_greedy(inp, groups=4)
+    with spark_map("local[2]") as on_spark:
+        there, there_stats = split_greedy(inp, groups=4, map_fn=on_spark)
+    assert there == here
+    assert there_stats["group_moves"] == here_stats["group_moves"] and sum(here_stats["group_moves"]) > 0

@@ -80,7 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         objective=args.objective, write_lp=args.write_lp, capacity=args.capacity,
                         fanout=_dimension_values(args.fanout, "--fanout", topics=True),
                         bands=_dimension_values(args.band, "--band", percent=True),
-                        thresholds=_dimension_values(args.threshold, "--threshold", percent=True))
+                        thresholds=_dimension_values(args.threshold, "--threshold", percent=True),
+                        groups=args.groups, master=args.master)
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -493,6 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=["replicas", "bytes"], default="replicas",
                    help="minimise replicas moved (default) or bytes moved")
     p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
+    p.add_argument("--groups", type=_count,
+                   help="on load, split the replica placement in this many groups of topics, planned apart, merged "
+                        "and repaired (default: one pass below 1,000,000 replicas, a group per 250,000 from there)")
+    p.add_argument("--master",
+                   help="Spark master that plans the groups as tasks (default: in process below 1,000,000 replicas, "
+                        "local[*] from there)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("analyze", help="Spark skew analysis of a run directory (writes RUN_DIR/analysis/)")

@@ -135,3 +135,38 @@ def test_groups_planned_as_spark_tasks_give_the_in_process_plan() -> None:
         there, there_stats = split_greedy(inp, groups=4, map_fn=on_spark)
     assert there == here
     assert there_stats["group_moves"] == here_stats["group_moves"] and sum(here_stats["group_moves"]) > 0
+
+
+def test_split_plan_defaults_keep_small_clusters_in_one_pass() -> None:
+    from rebalancer.plan.planner import SPLIT_MASTER, SPLIT_MIN_REPLICAS, split_plan
+
+    assert split_plan(600_000, None, None) == (1, None)  # every case the single-process benchmarks cover
+    groups, master = split_plan(3_000_000, None, None)
+    assert groups == 12 and master == SPLIT_MASTER
+    assert split_plan(SPLIT_MIN_REPLICAS, None, "local[2]") == (4, "local[2]")
+    assert split_plan(50_000, 3, None) == (3, None) and split_plan(50_000, 1, "local[2]") == (1, None)
+
+
+def test_plan_with_groups_is_a_valid_load_plan_and_says_how_it_was_made(tmp_path: Path) -> None:
+    from rebalancer.plan import make_plan
+
+    cluster = unequal(24, 3, 3_000, light=5, topics=30)
+    plan = make_plan(cluster, "rebalance", groups=3)
+    assert "3 groups of topics planned apart" in plan.solver["greedy"]["algorithm"]
+    assert plan.solver["greedy"]["groups"] == 3
+    load = plan.summary["load"]
+    assert not load["dimensions"]["disk"]["outside_after"] and not load["dimensions"]["replicas"]["outside_after"]
+    assert load["bytes_to_bound"] <= 1.15
+    assert plan.summary["max_changes_in_a_partition"] <= 1
+
+
+def test_cli_refuses_zero_groups_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+
+    from rebalancer.formats import write_cluster_json
+
+    write_cluster_json(unequal(6, 3, 60, light=1, topics=3), tmp_path / "snapshot.json")
+    proc = subprocess.run([sys.executable, "-m", "rebalancer", "plan", str(tmp_path), "--mode", "rebalance",
+                           "--groups", "0"], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--groups" in proc.stderr and not (tmp_path / "plan.json").exists()

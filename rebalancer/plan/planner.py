@@ -42,12 +42,13 @@ from .budget import Budget, Deadline, default_time_limit
 from .greedy import GreedyInput, greedy_balance
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
-from .load_greedy import COUNT_MARGIN, evaluate, load_greedy, load_input
+from .load_greedy import COUNT_MARGIN, GreedyStats, LoadInput, evaluate, load_greedy, load_input
 from .load_summary import load_summary
 from .lp import lp_balance
 from .lp_load import lp_load
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
+from .split import GROUP_REPLICAS, SplitStats, split_greedy
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
@@ -68,6 +69,8 @@ LP_AUTO_SECONDS = 10.0        # auto's program where greedy fell short: seconds,
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
 LEADERS_RESERVE = 0.1         # of the limit, kept for the leader passes after the load program
+SPLIT_MIN_REPLICAS = 1_000_000  # on load, from this many replicas the placement is split in groups run as Spark tasks
+SPLIT_MASTER = "local[*]"     # their Spark master when --master is not given
 
 
 def choose_balance(cluster: Cluster, balance: str) -> str:
@@ -216,18 +219,38 @@ def _mark_cut_short(plan: Plan, budget: Budget) -> None:
                              f"leader changes/bound {ratio(s['leader_changes_to_bound'])}")
 
 
-def _place_on_load(cluster: Cluster, model: LoadModel, targets: Targets, chosen: str, requested: str,
-                   max_changes: int | None, budget: Budget, reserve: float, solver: dict[str, Any],
-                   write_lp: str | None) -> tuple[dict[Key, tuple[int, ...]], str]:
-    """Replica placement on load: ``load_greedy``, then the program (``lp_load``, warm-started from it) when ``lp``
-    was chosen, or under ``auto`` when greedy left a broker outside a band of a cluster small enough for the
-    program. The better placement (fewer units outside the bands, then fewer bytes) is kept. Returns the changed
-    partitions' new replicas and the strategy that made them."""
+def split_plan(replicas: int, groups: int | None, master: str | None) -> tuple[int, str | None]:
+    """(groups, Spark master) of a load placement: ``groups`` as given (1: one pass), else one pass below
+    ``SPLIT_MIN_REPLICAS`` replicas and a group per ``GROUP_REPLICAS`` from there; the groups run in process
+    without a master, on ``master`` when given, on ``SPLIT_MASTER`` when the size chose the split."""
+    if groups is None:
+        if replicas < SPLIT_MIN_REPLICAS:
+            return (1, None) if master is None else (max(2, math.ceil(replicas / GROUP_REPLICAS)), master)
+        return max(2, math.ceil(replicas / GROUP_REPLICAS)), master or SPLIT_MASTER
+    return groups, (master if groups > 1 else None)
+
+
+def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
+                   reserve: float) -> tuple[dict[Key, tuple[int, ...]], str]:
+    """Replica placement on load: ``load_greedy`` (split in groups run as Spark tasks on a large cluster:
+    ``split_plan``), then the program (``lp_load``, warm-started from it) when ``lp`` was chosen, or under ``auto``
+    when greedy left a broker outside a band of a cluster small enough for the program. The better placement (fewer
+    units outside the bands, then fewer bytes) is kept. Returns the changed partitions' new replicas and the
+    strategy that made them."""
+    cluster, model, targets, solver = req.cluster, req.model, setup.targets, setup.solver
+    chosen, requested, write_lp = setup.strategy, req.strategy, req.write_lp
     run_lp = chosen == "lp"
+    groups, master = split_plan(cluster.replica_count, req.groups, req.master)
     with budget.phase("greedy", GREEDY_BEFORE_LP_SHARE if run_lp else GREEDY_SHARE, reserve) as deadline:
-        problem = load_input(cluster, model, targets, max_changes)
-        by_index, stats = load_greedy(problem, deadline)
-    solver["greedy"] = {"algorithm": "load greedy: disk, network in, then counts, each within its band; fewest bytes",
+        problem = load_input(cluster, model, targets, setup.max_changes)
+        stats: GreedyStats | SplitStats
+        if groups > 1:
+            by_index, stats = _split_on(problem, deadline, groups, master)
+        else:
+            by_index, stats = load_greedy(problem, deadline)
+    solver["greedy"] = {"algorithm": "load greedy: disk, network in, then counts, each within its band; fewest bytes"
+                        + (f"; {groups} groups of topics planned apart{f' as Spark tasks ({master})' if master else ''}"
+                           ", merged and repaired" if groups > 1 else ""),
                         "dimensions": list(problem.bands), **stats, "seconds": round(budget.phases["greedy"].seconds, 3)}
     used = "greedy"
     # auto: the program only where greedy left a broker outside a band the gates measure (greedy aims inside them)
@@ -251,6 +274,16 @@ def _place_on_load(cluster: Cluster, model: LoadModel, targets: Targets, chosen:
             solver["placement_used"] = "greedy"
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _split_on(problem: LoadInput, deadline: Deadline, groups: int,
+              master: str | None) -> tuple[dict[int, tuple[int, ...]], SplitStats]:
+    if master is None:
+        return split_greedy(problem, deadline, groups=groups)
+    from .spark_tasks import spark_map
+
+    with spark_map(master) as on_spark:
+        return split_greedy(problem, deadline, groups=groups, map_fn=on_spark)
 
 
 def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, model: LoadModel,
@@ -340,6 +373,8 @@ class PlanRequest:
     model: LoadModel
     write_lp: str | None
     limit_given: bool
+    groups: int | None = None  # load placement split in this many groups (None: ``split_plan``'s choice)
+    master: str | None = None  # Spark master running the groups (None: in process, or SPLIT_MASTER when large)
 
 
 @dataclass
@@ -378,6 +413,8 @@ def make_plan(
     budget: Budget | None = None,
     load: LoadModel | None = None,
     balance: str = "auto",
+    groups: int | None = None,
+    master: str | None = None,
 ) -> Plan:
     """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc; None: ``default_time_limit``
     of the cluster's replicas, generous enough that no cluster the benchmarks cover is cut short).
@@ -389,7 +426,8 @@ def make_plan(
     (``rebalancer.load``; built from the snapshot alone when not given): the summary reports every dimension's bands
     before and after, and bytes moved against their bound. ``balance``: what a replica mode balances
     (``choose_balance``): ``load`` places replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes),
-    ``counts`` by replica counts alone.
+    ``counts`` by replica counts alone. ``groups`` / ``master``: the load placement split in groups of topics
+    planned as Spark tasks (``split_plan``; by default from ``SPLIT_MIN_REPLICAS`` replicas, on ``SPLIT_MASTER``).
     """
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
@@ -398,9 +436,11 @@ def make_plan(
     elif time_limit is not None and budget.limit != time_limit:
         raise ValueError(f"time_limit {time_limit} differs from the budget's limit {budget.limit}")
     started = time.monotonic()
+    if groups is not None and groups < 1:
+        raise PlanError(f"--groups must be at least 1, not {groups}")
     request = PlanRequest(cluster, mode, tuple(sorted(int(b) for b in (brokers or ()))), strategy, balance, objective,
                           max_changes_per_partition, load if load is not None else load_model(cluster), write_lp,
-                          limit_given=time_limit is not None)
+                          limit_given=time_limit is not None, groups=groups, master=master)
     with budget.phase("targets"):
         setup = _setup(request, brokers)
     if budget.remaining() == 0.0:
@@ -459,8 +499,7 @@ def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: floa
     if req.mode == "leaders":
         return Placement({}, setup.strategy)
     if setup.balanced == "load":
-        assignment, used = _place_on_load(req.cluster, req.model, setup.targets, setup.strategy, req.strategy,
-                                          setup.max_changes, budget, reserve, setup.solver, req.write_lp)
+        assignment, used = _place_on_load(req, setup, budget, reserve)
         return Placement(assignment, used)
     return Placement(_place_on_counts(req, setup, budget, reserve), setup.strategy)
 

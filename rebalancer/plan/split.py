@@ -43,7 +43,7 @@ GROUP_REPLICAS = 250_000  # replicas per group when the caller does not say how 
 # Groups aim at this share of their band: each stops at its own band edge with a partition's worth of granularity,
 # so bands of full width add up to brokers at the cluster band's edge (a heavy broker at its disk floor with its
 # count still above: no single move helps it). The rest of the width is the repair pass's room.
-GROUP_BAND_SHARE = 0.6
+GROUP_BAND_SHARE = 0.8
 
 
 def split_groups(replicas: Sequence[tuple[int, ...]], topics: Sequence[str], groups: int) -> list[list[int]]:

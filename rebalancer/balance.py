@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import Cluster
 
-__all__ = ["BrokerLoad", "broker_loads", "deviation_pct", "max_abs_deviation", "format_broker_table", "human_bytes"]
+__all__ = ["BrokerLoad", "broker_loads", "deviation_pct", "max_abs_deviation", "format_broker_table", "disk_targets",
+           "human_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,35 +70,72 @@ def _fmt_dev(d: float) -> str:
     return "   inf" if math.isinf(d) else f"{d:+6.1f}"
 
 
-def format_broker_table(loads: Iterable[BrokerLoad], *, band_pct: float = 15.0) -> str:
-    """The per-broker skew table: counts, bytes and deviation from the median; '!' marks |dev| > band."""
+def disk_targets(cluster: Cluster) -> dict[int, tuple[float, int, int]]:
+    """Each live broker's disk target and band (target, low, high) as the plan and the disk gate measure them: its
+    capacity's share of the bytes (equal shares when no capacity is known), +-the disk band (``rebalancer.load``).
+    Empty when the capacities cannot hold the bytes (the plan stage says so)."""
+    from .load import CapacityError, load_model
+
+    live = [b.id for b in cluster.brokers if b.alive]
+    if not live:
+        return {}
+    model = load_model(cluster)
+    total = sum(p.size_bytes * len(p.replicas) for p in cluster.partitions if any(b in live for b in p.replicas))
+    try:
+        bands = model.bands("disk", total, live)
+    except CapacityError:
+        return {}
+    return {b: (band.average, band.floor, band.ceil) for b, band in bands.items()}
+
+
+def format_broker_table(loads: Iterable[BrokerLoad], *, band_pct: float = 15.0,
+                        disk: Mapping[int, tuple[float, int, int]] | None = None) -> str:
+    """The per-broker table, measured as the validation gates measure: replica and leader counts against the median
+    (``!`` beyond ``band_pct`` of it, one count at least), and, given ``disk`` (``disk_targets``), bytes against each
+    broker's target (``!`` outside its disk band); without it, bytes against the median like the counts."""
     rows = list(loads)
     if not rows:
         return "(no brokers)"
     med_r = statistics.median(r.replicas for r in rows)
     med_l = statistics.median(r.leaders for r in rows)
     med_b = statistics.median(r.bytes for r in rows)
-    header = f"{'broker':>6} {'rack':<8} {'replicas':>8} {'dev%':>6}  {'leaders':>7} {'dev%':>6}  {'bytes':>11} {'dev%':>6}"
+
+    def count(value: int, median: float) -> str:
+        beyond = abs(value - median) > max(band_pct / 100 * median, 1.0) + 1e-9
+        return _fmt_dev(deviation_pct(value, median)) + ("!" if beyond else " ")
+
+    def size(r: BrokerLoad) -> tuple[float, str]:
+        if disk is not None and r.broker in disk:
+            target, low, high = disk[r.broker]
+            dev = deviation_pct(r.bytes, target)
+            return dev, _fmt_dev(dev) + (" " if low <= r.bytes <= high else "!")
+        dev = deviation_pct(r.bytes, med_b)
+        return dev, _fmt_dev(dev) + ("!" if abs(dev) > band_pct else " ")
+
+    by_target = disk is not None and bool(disk)
+    header = (f"{'broker':>6} {'rack':<8} {'replicas':>8} {'dev%':>7}  {'leaders':>7} {'dev%':>7}  {'bytes':>11} "
+              f"{'vs tgt%' if by_target else 'dev%':>7}")
     lines = [header, "-" * len(header)]
+    worst_bytes = 0.0
     for r in rows:
-        devs = (deviation_pct(r.replicas, med_r), deviation_pct(r.leaders, med_l), deviation_pct(r.bytes, med_b))
-        flag = " !" if any(abs(d) > band_pct for d in devs) else ""
+        dev_b, shown_b = size(r)
+        if r.alive:
+            worst_bytes = max(worst_bytes, abs(dev_b))
         dead = " (down)" if not r.alive else ""
-        lines.append(
-            f"{r.broker:>6} {(r.rack or '-'):<8.8} {r.replicas:>8} {_fmt_dev(devs[0])}  {r.leaders:>7} {_fmt_dev(devs[1])}"
-            f"  {human_bytes(r.bytes):>11} {_fmt_dev(devs[2])}{flag}{dead}"
-        )
+        lines.append(f"{r.broker:>6} {(r.rack or '-'):<8.8} {r.replicas:>8} {count(r.replicas, med_r)}  {r.leaders:>7} "
+                     f"{count(r.leaders, med_l)}  {human_bytes(r.bytes):>11} {shown_b}{dead}")
     lines.append("-" * len(header))
-    lines.append(
-        f"{'median':>6} {'':<8} {med_r:>8g} {'':>6}  {med_l:>7g} {'':>6}  {human_bytes(med_b):>11}"
-    )
-    worst = (
-        max_abs_deviation([r.replicas for r in rows]),
-        max_abs_deviation([r.leaders for r in rows]),
-        max_abs_deviation([r.bytes for r in rows]),
-    )
-    lines.append(
-        f"max |deviation from median|: replicas {worst[0]:.1f}%, leaders {worst[1]:.1f}%, bytes {worst[2]:.1f}%"
-        f"  ('!' = beyond {band_pct:g}%)"
-    )
+    lines.append(f"{'median':>6} {'':<8} {med_r:>8g} {'':>7}  {med_l:>7g} {'':>7}  {human_bytes(med_b):>11}")
+    counts = (f"max |deviation from median|: replicas {max_abs_deviation([r.replicas for r in rows]):.1f}%, "
+              f"leaders {max_abs_deviation([r.leaders for r in rows]):.1f}%")
+    if by_target:
+        from .load import DIMENSIONS
+
+        band = DIMENSIONS["disk"].band * 100
+        lines.append(f"{counts}; bytes {worst_bytes:.1f}% from target")
+        lines.append(f"'!' = a count beyond {band_pct:g}% of the median (at least one), bytes outside the disk band "
+                     f"(+-{band:g}% of target: the broker's capacity share of the bytes)")
+    else:
+        lines.append(f"{counts}, bytes {max_abs_deviation([r.bytes for r in rows]):.1f}%"
+                     f"  ('!' = beyond {band_pct:g}%, a count by at least one)")
     return "\n".join(lines)

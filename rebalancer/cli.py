@@ -37,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 # -- commands -----------------------------------------------------------------------------------------------
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from .balance import broker_loads, format_broker_table
+    from .balance import broker_loads, disk_targets, format_broker_table
     from .snapshot import REPLICAS_FILE, SNAPSHOT_FILE, take_snapshot
 
     cluster = take_snapshot(args.source, args.out, sizes=args.sizes, timeout=args.timeout,
@@ -56,15 +56,18 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     print(f"wrote {out / SNAPSHOT_FILE} and {out / REPLICAS_FILE}")
     if not args.quiet:
         print()
-        print(format_broker_table(broker_loads(cluster)))
+        print(format_broker_table(broker_loads(cluster), disk=disk_targets(cluster) if cluster.meta.get("sizes_known")
+                                  else None))
     return 0
 
 
 def cmd_skew(args: argparse.Namespace) -> int:
-    from .balance import broker_loads, format_broker_table
+    from .balance import broker_loads, disk_targets, format_broker_table
     from .snapshot import load_snapshot
 
-    print(format_broker_table(broker_loads(load_snapshot(args.run_dir)), band_pct=args.band))
+    cluster = load_snapshot(args.run_dir)
+    print(format_broker_table(broker_loads(cluster), band_pct=args.band,
+                              disk=disk_targets(cluster) if cluster.meta.get("sizes_known") else None))
     return 0
 
 

@@ -94,7 +94,7 @@ def test_sim_up_snapshot_kill_down(tmp_path: Path):
         assert snap.returncode == 0, snap.stderr
         assert "16 brokers (4 racks), 8 topics, 96 partitions, 288 replicas" in snap.stdout
         table = {ln.split()[0]: ln.split() for ln in snap.stdout.splitlines() if ln.strip()[:1].isdigit()}
-        assert table["12"][2] == "0" and table["12"][3] == "-100.0"  # new broker: empty
+        assert table["12"][2] == "0" and table["12"][3] == "-100.0!"  # new broker: empty, beyond the count gate
         assert table["0"][7] in ("MiB", "GiB") and float(table["0"][6]) > 0  # sizes came through log-dirs.json
 
         kill = run_cli("sim", "kill-broker", "0", "--dir", str(sim_dir))

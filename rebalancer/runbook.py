@@ -108,8 +108,10 @@ def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
 def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
          max_changes_per_partition: int | None = None, time_limit: float | None = None,
          objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
-         bands: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction."""
+         bands: Mapping[str, float] | None = None, groups: int | None = None,
+         master: str | None = None) -> dict[str, Any]:
+    """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
+    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``)."""
     from .plan import plan_run_dir
 
     ids = [int(b) for b in brokers] if brokers else None
@@ -117,7 +119,8 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
-                          objective=objective, balance=balance, capacity=capacity, bands=bands)
+                          objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
+                          master=master)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 

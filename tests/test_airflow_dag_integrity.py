@@ -132,7 +132,7 @@ def test_trigger_params(bag: dict[str, Any]) -> None:
     # Load balancing (issue 13): what the replica runbooks balance and the load gates' thresholds are params; the
     # leader runbook moves no data and has neither.
     load = {"balance", "capacity_file", "disk_band_pct", "network_band_pct", "max_disk_deviation_pct", "max_network_deviation_pct", "max_disk_utilisation_pct",
-            "max_network_utilisation_pct"}
+            "max_network_utilisation_pct", "plan_groups", "plan_spark_master"}
     for dag_id in ("kafka_add_brokers", "kafka_rebalance_weekly"):
         assert load <= set(bag["dags"][dag_id]["params"]), dag_id
     assert not load & set(bag["dags"]["kafka_leader_rebalance"]["params"])

@@ -94,3 +94,14 @@ def test_balanced_cluster_has_nothing_to_do(tmp_path: Path) -> None:
 def test_spark_application_args() -> None:
     assert Path(runbook.spark_job()) == REPO / "spark" / "skew_analysis.py"
     assert runbook.spark_args("/r", "h.parquet") == ["--run-dir", "/r", "--history", "h.parquet"]
+
+
+def test_plan_groups_reach_the_planner_and_keep_every_gate(tmp_path: Path, description: str) -> None:
+    """The DAG params plan_groups / plan_spark_master reach ``plan --groups/--master`` through the runbook: the
+    main job's add-brokers plan split in two groups of topics still passes every gate."""
+    run = tmp_path / "run"
+    runbook.snapshot(run, description)
+    runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15], groups=2)
+    solver = json.loads((run / "plan.json").read_text())["solver"]
+    assert solver["greedy"]["groups"] == 2 and "2 groups of topics planned apart" in solver["greedy"]["algorithm"]
+    assert runbook.validate(run)["passed"]

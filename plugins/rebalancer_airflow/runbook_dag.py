@@ -75,7 +75,15 @@ def common_params(mode: str) -> dict[str, Param]:
                                       section="Plan"),
                "network_band_pct": Param(None, type=["null", "number"], minimum=0, maximum=99,
                                          title="Network in/out band around each broker's target (%)",
-                                         description="empty: 10", section="Plan")}
+                                         description="empty: 10", section="Plan"),
+               "plan_groups": Param(None, type=["null", "integer"], minimum=1, title="Placement groups",
+                                    description="split the load placement in this many groups of topics, planned "
+                                                "apart, merged and repaired (empty: one pass below 1,000,000 "
+                                                "replicas, a group per 250,000 from there)", section="Plan"),
+               "plan_spark_master": Param(None, type=["null", "string"], title="Spark master of the groups",
+                                          description="the groups as Spark tasks on this master (empty: in "
+                                                      "process below 1,000,000 replicas, local[*] from there)",
+                                          section="Plan")}
     return {
         "backend": Param(backend, type="string", enum=["zookeeper", "kafka"], title="Cluster access",
                          description="zookeeper: the zookeeper connection (ZooKeeper-mode metadata); "
@@ -217,7 +225,9 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
                         max_changes_per_partition=p.get("max_changes_per_partition"),
                         time_limit=None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
                         objective=str(p.get("objective") or "replicas"),
-                        capacity=capacity or None, bands=bands or None)
+                        capacity=capacity or None, bands=bands or None,
+                        groups=None if p.get("plan_groups") is None else int(p["plan_groups"]),
+                        master=p.get("plan_spark_master") or None)
 
 
 @one_line_errors

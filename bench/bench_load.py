@@ -14,6 +14,7 @@ and then ``validate_run_dir`` (every gate, the disk / network / capacity ones in
     .venv/bin/python bench/bench_load.py           # every case (the 600k-replica one takes a few minutes)
     .venv/bin/python bench/bench_load.py --quick   # skip the two largest cases
     .venv/bin/python bench/bench_load.py --case wix-263k-heavy
+    .venv/bin/python bench/bench_load.py --case 2600b-3m-defaults   # 2,600 brokers / 3M replicas (issue 26)
 
 Targets (issue 13): main job add-brokers: disk within 5 %, counts within the 15 % gates, bytes <= 1.10 x bound;
 Wix 263k heavy-tailed: disk within 5 %, counts within 15 %, <= 1 change per partition, bytes <= 1.15 x bound, plan
@@ -54,7 +55,10 @@ CASES: dict[str, tuple[str, str, dict]] = {  # type: ignore[type-arg]
     "wix-263k-counts-dflt": ("rebalance", "auto", {"balance": "counts"}),
     "300b-600k-defaults": ("rebalance", "auto", {}),
     "300b-600k-lifted": ("rebalance", "auto", {"time_limit": 7200}),
+    # LinkedIn scale (issue 26): defaults split the placement in groups planned as Spark tasks (local[*]).
+    "2600b-3m-defaults": ("rebalance", "auto", {}),
 }
+HUGE = {"2600b-3m-defaults"}  # only with --huge or --case: minutes and gigabytes
 LARGE = {"wix-263k-heavy", "300b-600k-unequal", "wix-263k-defaults", "wix-263k-counts-dflt", "300b-600k-defaults",
          "300b-600k-lifted"}
 
@@ -73,6 +77,8 @@ def build(case: str):  # type: ignore[no-untyped-def]
     if case.startswith("wix-263k"):
         return load_cases.heavy_tailed(build_scenario("wix", ScenarioParams(partitions=sum(WIX_BEFORE) // 3,
                                                                             topics=400))), None
+    if case.startswith("2600b-3m"):
+        return load_cases.unequal(2600, 13, 1_000_000, light=0, topics=5000), None
     if case.startswith("300b-600k"):
         return load_cases.unequal(300, 6, 200_000, light=50), None
     if case.startswith("13k-"):
@@ -158,6 +164,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip the two largest cases")
     ap.add_argument("--case", help="only this case")
+    ap.add_argument("--huge", action="store_true", help="also the 3M-replica case (issue 26)")
     ap.add_argument("--one", metavar="CASE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
@@ -170,7 +177,8 @@ def main() -> None:
     print("-" * len(header))
     gib = 1024 ** 3
     for case in CASES:
-        if (args.quick and case in LARGE) or (args.case and case != args.case):
+        if (args.quick and case in LARGE) or (args.case and case != args.case) or \
+                (case in HUGE and not (args.huge or args.case)):
             continue
         proc = subprocess.Popen([sys.executable, __file__, "--one", case], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

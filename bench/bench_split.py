@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 CASES = ("wix-263k-heavy", "300b-600k-unequal")
+HUGE = ("2600b-3m-defaults",)  # only with --case
 
 
 def run_one(case: str, groups: int) -> dict:  # type: ignore[type-arg]
@@ -71,7 +72,7 @@ def run_one(case: str, groups: int) -> dict:  # type: ignore[type-arg]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", action="append", choices=CASES)
+    ap.add_argument("--case", action="append", choices=CASES + HUGE)
     ap.add_argument("--groups", type=int, nargs="+", default=[1, 4, 8])
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -499,9 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
     p.add_argument("--groups", type=_count,
                    help="on load, split the replica placement in this many groups of topics, planned apart, merged "
-                        "and repaired (default: one pass below 1,000,000 replicas, a group per 250,000 from there)")
+                        "and repaired (default: one pass below 5,000,000 replicas, from there a group per 250,000 "
+                        "with at least 150 per broker)")
     p.add_argument("--master",
-                   help="Spark master that plans the groups as tasks (default: in process below 1,000,000 replicas, "
+                   help="Spark master that plans the groups as tasks (default: in process below 5,000,000 replicas, "
                         "local[*] from there)")
     p.set_defaults(func=cmd_plan)
 

@@ -48,7 +48,7 @@ from .lp import lp_balance
 from .lp_load import lp_load
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
-from .split import GROUP_REPLICAS, SplitStats, split_greedy
+from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
@@ -69,7 +69,8 @@ LP_AUTO_SECONDS = 10.0        # auto's program where greedy fell short: seconds,
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
 LEADERS_RESERVE = 0.1         # of the limit, kept for the leader passes after the load program
-SPLIT_MIN_REPLICAS = 1_000_000  # on load, from this many replicas the placement is split in groups run as Spark tasks
+SPLIT_MIN_REPLICAS = 5_000_000  # on load, from this many replicas the placement is split in groups run as Spark tasks
+#                                 (one pass places 3M replicas in 24 s and 1.3 GB here, nearer the bytes bound)
 SPLIT_MASTER = "local[*]"     # their Spark master when --master is not given
 
 
@@ -219,14 +220,16 @@ def _mark_cut_short(plan: Plan, budget: Budget) -> None:
                              f"leader changes/bound {ratio(s['leader_changes_to_bound'])}")
 
 
-def split_plan(replicas: int, groups: int | None, master: str | None) -> tuple[int, str | None]:
+def split_plan(replicas: int, brokers: int, groups: int | None, master: str | None) -> tuple[int, str | None]:
     """(groups, Spark master) of a load placement: ``groups`` as given (1: one pass), else one pass below
-    ``SPLIT_MIN_REPLICAS`` replicas and a group per ``GROUP_REPLICAS`` from there; the groups run in process
-    without a master, on ``master`` when given, on ``SPLIT_MASTER`` when the size chose the split."""
+    ``SPLIT_MIN_REPLICAS`` replicas and from there a group per ``GROUP_REPLICAS``, each with at least
+    ``split.MIN_GROUP_REPLICAS_PER_BROKER`` replicas per broker (thinner groups cannot meet their bands); the groups
+    run in process without a master, on ``master`` when given, on ``SPLIT_MASTER`` when the size chose the split."""
     if groups is None:
-        if replicas < SPLIT_MIN_REPLICAS:
-            return (1, None) if master is None else (max(2, math.ceil(replicas / GROUP_REPLICAS)), master)
-        return max(2, math.ceil(replicas / GROUP_REPLICAS)), master or SPLIT_MASTER
+        if replicas < SPLIT_MIN_REPLICAS and master is None:
+            return 1, None
+        k = min(math.ceil(replicas / GROUP_REPLICAS), replicas // (MIN_GROUP_REPLICAS_PER_BROKER * max(1, brokers)))
+        return max(2, k), master or (SPLIT_MASTER if replicas >= SPLIT_MIN_REPLICAS else None)
     return groups, (master if groups > 1 else None)
 
 
@@ -240,7 +243,7 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     cluster, model, targets, solver = req.cluster, req.model, setup.targets, setup.solver
     chosen, requested, write_lp = setup.strategy, req.strategy, req.write_lp
     run_lp = chosen == "lp"
-    groups, master = split_plan(cluster.replica_count, req.groups, req.master)
+    groups, master = split_plan(cluster.replica_count, len(cluster.brokers), req.groups, req.master)
     with budget.phase("greedy", GREEDY_BEFORE_LP_SHARE if run_lp else GREEDY_SHARE, reserve) as deadline:
         problem = load_input(cluster, model, targets, setup.max_changes)
         stats: GreedyStats | SplitStats

@@ -10,8 +10,9 @@ of millions of replicas be planned as parallel tasks (issue 26), each task a pur
    brokers below their target in proportion to their deficit (``y_gb = deficit_b * r_g / sum of deficits``). Each
    group's targets sum to its own load (nothing is created or lost), and, summed over the groups, every broker's
    target is the cluster's. A group's band around its target is the cluster band scaled by the group's share of
-   the broker's target, narrowed to ``GROUP_BAND_SHARE`` of it, so groups inside their bands add up to a cluster
-   inside its bands with room left for the repair; the hard capacity limit is shared out the same way.
+   the broker's target, scaled by the square root of that share (x ``GROUP_BAND_SHARE``): the groups' independent
+   deviations partly cancel, and the repair pass moves the rest; the hard capacity limit is shared out in
+   proportion.
 3. **Plan each group** with ``load_greedy`` on its own ``LoadInput`` (``GroupTask``: plain data, picklable, no
    reference to the cluster), through ``map_fn``: the builtin ``map`` in process; a Spark ``map`` over the tasks
    on a cluster.
@@ -40,10 +41,18 @@ from .load_greedy import GreedyStats, LoadInput, load_greedy
 __all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "split_greedy", "GROUP_REPLICAS"]
 
 GROUP_REPLICAS = 250_000  # replicas per group when the caller does not say how many groups
-# Groups aim at this share of their band: each stops at its own band edge with a partition's worth of granularity,
-# so bands of full width add up to brokers at the cluster band's edge (a heavy broker at its disk floor with its
-# count still above: no single move helps it). The rest of the width is the repair pass's room.
-GROUP_BAND_SHARE = 0.8
+MIN_GROUP_REPLICAS_PER_BROKER = 150  # a thinner group (a few dozen replicas per broker) cannot meet its bands
+# A group's band around its target: the cluster band's width x sqrt(the group's share of the target) x this. The
+# groups' deviations are independent, so their sum grows like the square root of their number: bands scaled by
+# the share itself (their widths adding up to the cluster's) made every group fit a band narrower than its own
+# granularity, and moved up to 34% more bytes than the bound at 3M replicas; the repair pass, which sees the whole
+# cluster, moves only between a broker above its band and one below it, which wastes nothing.
+GROUP_BAND_SHARE = 0.5
+# Counts have no tail: a count band scaled by the share itself (their widths adding up to 80% of the cluster's) keeps
+# every group shedding its part of a broker's surplus replicas. Wider, a heavy broker's groups stop at their disk
+# floors with its count still above the band, where no single move helps it.
+COUNT_BAND_SHARE = 0.8
+COUNT_DIMENSIONS = frozenset({"replicas", "leaders"})
 
 
 def split_groups(replicas: Sequence[tuple[int, ...]], topics: Sequence[str], groups: int) -> list[list[int]]:
@@ -88,15 +97,16 @@ class GroupTask:
 
 
 def _group_bands(band: Band | None, target: float, cluster_target: float, held: float,
-                 cluster_held: float, groups: int) -> Band | None:
+                 cluster_held: float, groups: int, count: bool) -> Band | None:
     if band is None:
         return None
     if cluster_target > 0:
         share = target / cluster_target
     else:
         share = held / cluster_held if cluster_held > 0 else 1.0 / groups
-    floor = math.floor(target - (band.average - band.floor) * share * GROUP_BAND_SHARE)
-    ceil = math.ceil(target + (band.ceil - band.average) * share * GROUP_BAND_SHARE)
+    width = share * COUNT_BAND_SHARE if count else min(1.0, math.sqrt(max(share, 0.0))) * GROUP_BAND_SHARE
+    floor = math.floor(target - (band.average - band.floor) * width)
+    ceil = math.ceil(target + (band.ceil - band.average) * width)
     limit = None if band.limit is None else max(0, math.floor(target + (band.limit - band.average) * share))
     return Band(max(0, floor), max(max(0, floor), ceil if limit is None else min(ceil, limit)), target, limit)
 
@@ -141,7 +151,7 @@ def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float)
             bands_g[d] = {}
             for b in cluster_bands:
                 gb = _group_bands(cluster_bands[b], targets[g][d][b], cluster_bands[b].average, held[g][d][b],
-                                  sum(h[d][b] for h in held), n_groups)
+                                  sum(h[d][b] for h in held), n_groups, d in COUNT_DIMENSIONS)
                 if gb is not None:
                     bands_g[d][b] = gb
         problem = replace(inp, replicas=[inp.replicas[i] for i in idx], topics=[inp.topics[i] for i in idx],

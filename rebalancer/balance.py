@@ -74,13 +74,13 @@ def disk_targets(cluster: Cluster) -> dict[int, tuple[float, int, int]]:
     """Each live broker's disk target and band (target, low, high) as the plan and the disk gate measure them: its
     capacity's share of the bytes (equal shares when no capacity is known), +-the disk band (``rebalancer.load``).
     Empty when the capacities cannot hold the bytes (the plan stage says so)."""
-    from .load import CapacityError, load_model
+    from .load import CapacityError, dimension_loads, load_model
 
     live = [b.id for b in cluster.brokers if b.alive]
     if not live:
         return {}
     model = load_model(cluster)
-    total = sum(p.size_bytes * len(p.replicas) for p in cluster.partitions if any(b in live for b in p.replicas))
+    total = sum(dimension_loads(cluster, model.loads, dimensions=("disk",))["disk"].values())  # as the plan's summary
     try:
         bands = model.bands("disk", total, live)
     except CapacityError:

@@ -9,10 +9,10 @@ of millions of replicas be planned as parallel tasks (issue 26), each task a pur
    (``x_gb = s_b * load_gb / load_b``, never more than g holds), and the ``r_g = sum_b x_gb`` it shed arrives at the
    brokers below their target in proportion to their deficit (``y_gb = deficit_b * r_g / sum of deficits``). Each
    group's targets sum to its own load (nothing is created or lost), and, summed over the groups, every broker's
-   target is the cluster's. A group's band around its target is the cluster band scaled by the group's share of
-   the broker's target, scaled by the square root of that share (x ``GROUP_BAND_SHARE``): the groups' independent
-   deviations partly cancel, and the repair pass moves the rest; the hard capacity limit is shared out in
-   proportion.
+   target is the cluster's. A group's load band around its target is the cluster band's width scaled by the square
+   root of the group's share of the broker's target (x ``GROUP_BAND_SHARE``): the groups' independent deviations
+   partly cancel, and the repair pass moves the rest; its count band is scaled by the share itself (x
+   ``COUNT_BAND_SHARE``); the hard capacity limit is shared out in proportion.
 3. **Plan each group** with ``load_greedy`` on its own ``LoadInput`` (``GroupTask``: plain data, picklable, no
    reference to the cluster), through ``map_fn``: the builtin ``map`` in process; a Spark ``map`` over the tasks
    on a cluster.
@@ -96,10 +96,8 @@ class GroupTask:
     seconds: float
 
 
-def _group_bands(band: Band | None, target: float, cluster_target: float, held: float,
-                 cluster_held: float, groups: int, count: bool) -> Band | None:
-    if band is None:
-        return None
+def _group_band(band: Band, target: float, cluster_target: float, held: float, cluster_held: float, groups: int,
+                count: bool) -> Band:
     if cluster_target > 0:
         share = target / cluster_target
     else:
@@ -148,12 +146,9 @@ def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float)
         bands_g: dict[str, dict[int, Band]] = {}
         for d in dims:
             cluster_bands = inp.bands[d]
-            bands_g[d] = {}
-            for b in cluster_bands:
-                gb = _group_bands(cluster_bands[b], targets[g][d][b], cluster_bands[b].average, held[g][d][b],
-                                  sum(h[d][b] for h in held), n_groups, d in COUNT_DIMENSIONS)
-                if gb is not None:
-                    bands_g[d][b] = gb
+            bands_g[d] = {b: _group_band(band, targets[g][d][b], band.average, held[g][d][b],
+                                         sum(h[d][b] for h in held), n_groups, d in COUNT_DIMENSIONS)
+                          for b, band in cluster_bands.items()}
         problem = replace(inp, replicas=[inp.replicas[i] for i in idx], topics=[inp.topics[i] for i in idx],
                           units={d: [inp.units[d][i] for i in idx] for d in inp.units}, bands=bands_g,
                           gate_bands=None, origin=None)

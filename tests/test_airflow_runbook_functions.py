@@ -96,11 +96,14 @@ def test_spark_application_args() -> None:
     assert runbook.spark_args("/r", "h.parquet") == ["--run-dir", "/r", "--history", "h.parquet"]
 
 
-def test_plan_groups_reach_the_planner_and_keep_every_gate(tmp_path: Path, description: str) -> None:
+def test_plan_groups_reach_the_planner_and_keep_every_gate(tmp_path: Path) -> None:
     """The DAG params plan_groups / plan_spark_master reach ``plan --groups/--master`` through the runbook: the
-    main job's add-brokers plan split in two groups of topics still passes every gate."""
+    main job's add-brokers plan, on 1,600 partitions (two groups of 150 replicas per broker each, the split's
+    minimum), split in two groups of topics still passes every gate."""
+    path = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=1_600)), path)
     run = tmp_path / "run"
-    runbook.snapshot(run, description)
+    runbook.snapshot(run, f"file://{path}")
     runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15], groups=2)
     solver = json.loads((run / "plan.json").read_text())["solver"]
     assert solver["greedy"]["groups"] == 2 and "2 groups of topics planned apart" in solver["greedy"]["algorithm"]

@@ -20,6 +20,9 @@ of millions of replicas be planned as parallel tasks (issue 26), each task a pur
    problem repairs what the split left (each group stops at its own band edge, so a broker can end just outside
    the cluster's): it starts from the merged placement with ``origin`` = the replicas before planning, so a replica
    a group added may move on (the plan still adds it once) and the change cap counts against the original.
+   Before it, ``undo_overshoot`` takes back moves off a broker that may give but not take (an old broker when
+   brokers are added): the groups each shed their part of its surplus, and their sum can leave it below its band,
+   which no move of the repair could mend.
 
 Balance is measured, like everywhere else, by ``load_greedy.evaluate`` on the whole problem; the bytes moved against
 ``bounds.bytes_moved_bound``.
@@ -37,8 +40,10 @@ from typing import Any, TypedDict
 from ..load import Band
 from .budget import Deadline
 from .load_greedy import GreedyStats, LoadInput, load_greedy
+from .racks import keeps_racks
 
-__all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "split_greedy", "GROUP_REPLICAS"]
+__all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "undo_overshoot", "split_greedy",
+           "GROUP_REPLICAS"]
 
 GROUP_REPLICAS = 250_000  # replicas per group when the caller does not say how many groups
 MIN_GROUP_REPLICAS_PER_BROKER = 150  # a thinner group (a few dozen replicas per broker) cannot meet its bands
@@ -170,12 +175,76 @@ class SplitStats(TypedDict):
     group_moves: list[int]
     group_seconds: list[float]
     group_outside: list[int]
+    undone_moves: int
     repair_moves: int
     moves: int
     outside_bands: list[int]
     stuck_brokers: list[int]
     cut_short: bool
     steps: int
+
+
+def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
+    """Put back, in ``merged`` (in place), replicas the groups moved off a broker that may give but not take and that
+    they left below a band: each step returns the replica whose return lowers the violation (``evaluate``'s measure,
+    over the giver and the broker it came back from) the most, from a broker that may give it back and keeping the
+    racks. Returns the moves undone."""
+    dims = [d for d in inp.bands if d in inp.units]
+    keep = inp.givers - inp.receivers - inp.removed
+    if not dims or not keep:
+        return 0
+    load = {d: dict.fromkeys(inp.rack, 0.0) for d in dims}
+    for i, reps in enumerate(merged):
+        for b in reps:
+            for d in dims:
+                load[d][b] += inp.units[d][i]
+    scale = {}
+    for d in dims:
+        mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
+        scale[d] = {b: max(band.average, mean * 1e-3) / inp.weight.get(d, 1.0) for b, band in inp.bands[d].items()}
+
+    def off(d: str, b: int, v: float) -> float:
+        band = inp.bands[d].get(b)
+        if band is None or b not in inp.givers | inp.receivers:
+            return 0.0
+        return (max(0.0, v - band.ceil) + max(0.0, band.floor - v)) / scale[d][b]
+
+    def below(b: int) -> bool:
+        return any(b in inp.bands[d] and load[d][b] < inp.bands[d][b].floor for d in dims)
+
+    left = {b: [i for i, reps in enumerate(merged) if b in inp.replicas[i] and b not in reps]
+            for b in sorted(keep) if below(b)}
+    undone = 0
+    for b, moved in left.items():
+        while below(b):
+            best: tuple[float, int, int] | None = None
+            for i in moved:
+                reps = merged[i]
+                if b in reps:
+                    continue
+                # the replica that took b's place: the one at b's position that was not there before
+                pos = inp.replicas[i].index(b)
+                r = reps[pos] if pos < len(reps) and reps[pos] not in inp.replicas[i] else None
+                if r is None or r not in inp.givers | inp.removed and r not in inp.receivers:
+                    continue
+                if inp.keep_racks and not keeps_racks(inp.rack, reps, r, b):
+                    continue
+                change = 0.0
+                for d in dims:
+                    u = inp.units[d][i]
+                    change += (off(d, b, load[d][b] + u) - off(d, b, load[d][b])
+                               + off(d, r, load[d][r] - u) - off(d, r, load[d][r]))
+                if change < -1e-12 and (best is None or change < best[0]):
+                    best = (change, i, r)
+            if best is None:
+                break
+            _, i, r = best
+            merged[i] = tuple(b if x == r else x for x in merged[i])
+            for d in dims:
+                load[d][b] += inp.units[d][i]
+                load[d][r] -= inp.units[d][i]
+            undone += 1
+    return undone
 
 
 MapFn = Callable[[Callable[[GroupTask], Any], Iterable[GroupTask]], Iterator[Any] | list[Any]]
@@ -206,6 +275,7 @@ def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: in
         group_outside[g] = len(stats["outside_bands"])
         cut |= stats["cut_short"]
         steps += stats["steps"]
+    undone = undo_overshoot(inp, merged)
     whole = replace(inp, replicas=merged, origin=inp.replicas)
     repaired, rstats = load_greedy(whole, deadline)
     for i, reps in repaired.items():
@@ -213,6 +283,6 @@ def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: in
     changed_all = {i: reps for i, reps in enumerate(merged) if reps != tuple(inp.replicas[i])}
     return changed_all, SplitStats(
         groups=len(tasks), group_moves=group_moves, group_seconds=group_seconds, group_outside=group_outside,
-        repair_moves=rstats["moves"], moves=sum(group_moves) + rstats["moves"],
+        undone_moves=undone, repair_moves=rstats["moves"], moves=sum(group_moves) - undone + rstats["moves"],
         outside_bands=rstats["outside_bands"], stuck_brokers=rstats["stuck_brokers"],
         cut_short=cut or rstats["cut_short"], steps=steps + rstats["steps"])

@@ -18,6 +18,10 @@ if [ "${1:-}" = "--fast" ]; then
     shift
 fi
 bash scripts/setup.sh
+# The project's own modules and pytest's rewritten test files are compiled once per change, not in every one of the
+# suite's thousands of Python processes (CLI calls, Airflow tasks, Spark workers): the bytecode goes to the
+# __pycache__/ directories git ignores.
+unset PYTHONDONTWRITEBYTECODE
 # The contracts machines check, before any test (pyproject.toml: [tool.ruff], [tool.mypy]): seconds once mypy's cache
 # (.mypy_cache/) exists, about a minute on a fresh clone.
 echo "[test] ruff check" >&2

@@ -40,9 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:  # imported where a flow is solved: about a second, which every CLI command would pay
+    import networkx as nx
 
 from .budget import Deadline
 from .targets import Band, band
@@ -173,6 +174,8 @@ def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
         raise ValueError(f"priority must be 'changes' or 'balance', not {priority!r}")
     wide_w = 2 * n * cluster_w + n * change + 1
     m1 = 2 * n * (wide_w + cluster_w) + n * change + 1
+    import networkx as nx
+
     g: nx.MultiDiGraph[Any] = nx.MultiDiGraph()
     g.add_node("s", demand=-n)
     g.add_node("t", demand=n)
@@ -199,6 +202,8 @@ def build_graph(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
 
 def _solve(items: Sequence[LeaderItem], cluster_brokers: frozenset[int], priority: str,
            cluster_bands: Mapping[int, Band] | None = None) -> dict[tuple[str, int], int]:
+    import networkx as nx
+
     g, _change, _m1 = build_graph(items, cluster_brokers, priority, cluster_bands)
     _cost, flow = nx.network_simplex(g)
     leaders: dict[tuple[str, int], int] = {}

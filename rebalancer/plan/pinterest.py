@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:  # imported where a flow is solved: about a second, which every CLI command would pay
+    import networkx as nx
 
 from .budget import Deadline
 from .leaders import LeaderItem
@@ -48,6 +49,7 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
         if it.current in counts:
             counts[it.current] += 1
     avg = len(items) / len(eligible)
+    import networkx as nx
 
     g: nx.DiGraph[Any] = nx.DiGraph()
     over = [b for b in eligible if counts[b] > avg]

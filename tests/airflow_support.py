@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO
+from conftest import FAST_SPARK_DEFAULTS, REPO
 
 _spec = importlib.util.spec_from_file_location("airflow_local", REPO / "scripts" / "airflow_local.py")
 assert _spec is not None and _spec.loader is not None
@@ -28,9 +28,6 @@ _spec.loader.exec_module(airflow_local)
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 APPROVER, OTHER_USER = "alice", "bob"
-# Short Spark jobs on tiny inputs: a quick JIT and one GC thread halve the CPU time of each analysis.
-FAST_SPARK_DEFAULTS = ("spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1\n"
-                       "spark.sql.codegen.wholeStage false\n")
 
 
 def free_port() -> int:

@@ -18,6 +18,23 @@ from rebalancer.zkserver import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parent.parent
 FAST_TIER = os.environ.get("REBALANCER_TEST_TIER") == "fast"  # set by scripts/test.sh --fast
+# Short Spark jobs on tiny inputs: a quick JIT, one GC thread and no whole-stage code generation halve the CPU time
+# of each analysis. Every Spark the tests start reads them (``pytest_configure``: SPARK_CONF_DIR, unless set); the
+# Airflow stack's tasks too (airflow_support).
+FAST_SPARK_DEFAULTS = ("spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CICompilerCount=1\n"
+                       "spark.sql.codegen.wholeStage false\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "SPARK_CONF_DIR" not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
+
+        conf = Path(tempfile.mkdtemp(prefix="rebalancer-test-spark-conf-"))
+        (conf / "spark-defaults.conf").write_text(FAST_SPARK_DEFAULTS)
+        os.environ["SPARK_CONF_DIR"] = str(conf)
+        atexit.register(shutil.rmtree, conf, ignore_errors=True)
 
 
 def examples(n: int) -> int:

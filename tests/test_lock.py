@@ -54,6 +54,12 @@ def _submitted_once(sim) -> None:  # type: ignore[no-untyped-def]
     assert len(moved) == len(set(moved)), "a move was submitted twice"
 
 
+def _hurry(sim) -> None:  # type: ignore[no-untyped-def]
+    """The race a test provokes is over: the copies left may finish at once (the simulator's clock is read every
+    tick), not at the throttle that kept a batch in flight long enough to race with."""
+    sim.acceleration = 200.0
+
+
 def _other_host() -> list[str]:
     """A command prefix that runs the CLI under another host name (a UTS namespace), where the machine allows it."""
     probe = subprocess.run(["unshare", "--uts", "true"], capture_output=True)
@@ -83,6 +89,7 @@ def test_two_concurrent_executions_exactly_one_runs(tmp_path, zk, zk_url, make_s
     assert len(err2.strip().splitlines()) == 1 and "another execution holds the cluster lock" in err2, err2
     assert holder in err2 and "rebalancer unlock" in err2
     assert _marker(zk) == holder, "the refused execution touched the lock"
+    _hurry(sim)
     out1, err1 = first.communicate(timeout=300)
     assert first.returncode == 0, err1
     _submitted_once(sim)
@@ -104,6 +111,7 @@ def test_stale_lock_after_kill_9_is_detected_and_recoverable(tmp_path, zk, zk_ur
                           f"rebalancer unlock --source kafka://{sim.bootstrap.split(',')[0]} {stale}")
     assert_one_line_error(run_cli("unlock", "--source", zk_url, "AAAAAAAAAAAAAAAAAAAAAA"), 4, f"the cluster lock is {stale}")
     assert _marker(zk) == stale
+    _hurry(sim)
     # The same run directory on the same host proves its previous process is gone: it says so and resumes.
     result = run_cli("execute", str(run), "--source", zk_url, *SLOW, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -120,6 +128,7 @@ def test_unlock_releases_a_stale_lock_for_another_run(tmp_path, zk, zk_url, make
     assert_one_line_error(refused, 9, orphan)
     result = run_cli("unlock", "--source", f"kafka://{sim.bootstrap}", orphan)
     assert result.returncode == 0 and f"released the cluster lock {orphan}" in result.stdout, result.stderr
+    _hurry(sim)
     assert run_cli("execute", str(run), "--source", zk_url, *SLOW, timeout=300).returncode == 0
 
 
@@ -128,6 +137,7 @@ def test_an_execution_whose_lock_was_released_stops_before_the_next_batch(tmp_pa
     first = _start(run, zk_url)
     held = wait_for(lambda: zk.exists(kz.REASSIGN) and _marker(zk), timeout=60, what="a batch in flight")
     assert run_cli("unlock", "--source", zk_url, held).returncode == 0
+    _hurry(sim)
     _out, err = first.communicate(timeout=300)
     assert first.returncode == 9 and "was released by someone else" in err, err
     _submitted_once(sim)

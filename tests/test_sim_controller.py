@@ -102,6 +102,28 @@ def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):
     assert assignment(zk, "t")["partitions"] == {"0": [0, 5], "1": [1, 2]}
 
 
+def test_a_starved_tick_shares_the_rate_anew_when_a_copy_finishes(zk, make_sim):  # type: ignore[no-untyped-def]
+    """A busy machine can hold the controller's loop for a second: the next tick then spans 40 simulated seconds.
+    Two copies into broker 5 share its 10 MB/s; when the small one finishes the large one gets all of it, as Kafka's
+    quota would give it, so the large one ends at (100 + 300) MB / 10 MB/s = 40 s, not at 60 s (its half rate kept
+    to the end of the tick: the conformance test's 4 s copy took 10 under CPU load)."""
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB),
+                               Partition("t", 1, (1, 2), 1, (1, 2), 300 * MB)), acceleration=40)
+    rate = 10 * MB
+    throttle(zk, rate, [0, 1, 5], "t", "0:0,0:1,1:1,1:2", "0:5,1:5")
+    sim.settle()
+    reassign(zk, {("t", 0): [0, 5], ("t", 1): [1, 5]})
+    wait_for(lambda: len(sim.moves) == 2 and all(m.started is not None for m in sim.moves.values()),
+             what="both copies started")
+    with sim._lock:  # as if the loop had been held for a second of wall time (an observable tick, no sleep)
+        sim._last_wall -= 1.0
+    wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=60, what="both moves to complete")
+    done = {e["partition"]: e for e in sim.completed}
+    small, large = done[0], done[1]
+    assert small["finished_sim_s"] - small["started_sim_s"] == pytest.approx(2 * 100 * MB / rate, rel=0.1)
+    assert large["finished_sim_s"] - large["started_sim_s"] == pytest.approx(400 * MB / rate, rel=0.1)
+
+
 def test_throttle_applies_only_after_the_change_notification(zk, make_sim):  # type: ignore[no-untyped-def]
     size = 250 * MB
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)

@@ -225,7 +225,7 @@ def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
                 # the replica that took b's place: the one at b's position that was not there before
                 pos = inp.replicas[i].index(b)
                 r = reps[pos] if pos < len(reps) and reps[pos] not in inp.replicas[i] else None
-                if r is None or r not in inp.givers | inp.removed and r not in inp.receivers:
+                if r is None or r not in inp.givers | inp.receivers | inp.removed:  # a broker outside the plan keeps it
                     continue
                 if inp.keep_racks and not keeps_racks(inp.rack, reps, r, b):
                     continue

@@ -62,7 +62,8 @@ class Engine:
     kill_controller: Callable[[], int]   # kill -9 the active controller, bring it back; returns its id
     foreign_reassign: Callable[[dict[tuple[str, int], list[int]], int], None]  # someone else's, at a throttle (B/s)
     foreign_cancel: Callable[[dict[tuple[str, int], list[int]]], None]
-    # Producers writing into a partition at a rate (B/s of the engine's clock) from now on; returns stop().
+    # Producers writing into a partition at a rate (B/s of the engine's clock) from now on (returns once the traffic
+    # reaches the partition); returns stop().
     ingest: Callable[[tuple[str, int], float], Callable[[], Any]] = lambda tp, rate: lambda: None
     controller_id: Callable[[], int | None] = lambda: None  # the active controller (a broker in ZooKeeper mode)
     completed_moves: Callable[[], list[tuple[str, int, tuple[int, ...]]] | None] = lambda: None
@@ -300,7 +301,7 @@ def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
         controller_id=lambda: lk.active_controller(cluster.dir),
         foreign_reassign=lambda targets, rate: reassign_tool("--execute", targets, "--throttle", str(rate)),
         foreign_cancel=lambda targets: reassign_tool("--cancel", targets),
-        ingest=lambda tp, rate: SteadyProducer(cluster.state, tp, rate).stop,
+        ingest=lambda tp, rate: SteadyProducer(cluster.state, tp, rate).wait_flowing().stop,
         extra={"cluster": cluster, "bootstrap": cluster.bootstrap, "setup": setup},
     )
 

@@ -477,7 +477,8 @@ def test_a_move_that_producers_outpace_is_reported_not_timed_out(engine: Engine)
     said: list[str] = []
     options = opts(engine, throttle=rate, min_timeout=4.0, timeout_factor=0.5, report_every=1.0, progress=said.append)
     limit = options.min_timeout + options.timeout_factor * p.size_bytes / rate  # the batch's time limit (wall s)
-    stop_producing = engine.ingest(p.tp, 1.25 * rate)
+    # (A margin over the rate: a producer on a loaded machine falls behind its pace now and then.)
+    stop_producing = engine.ingest(p.tp, 1.6 * rate)
     outcome: dict[str, Any] = {}
 
     def run() -> None:

@@ -295,7 +295,8 @@ def test_time_limit_bounds_the_whole_stage_on_a_large_cluster():
     if phases["greedy"]["cut_short"]:  # (on a loaded machine greedy cannot finish in its share either)
         assert record["expired_in"] == "greedy" and plan.solver["greedy"]["cut_short"]
         assert phases["greedy"]["seconds"] <= phases["greedy"]["allotted"] + 1.5
-        assert 0 < plan.summary["replica_moves"] < plan.summary["lower_bounds"]["replica_moves"]
+        # (How far it got depends on the machine's load: on a busy one it may stop before its first move.)
+        assert plan.summary["replica_moves"] < plan.summary["lower_bounds"]["replica_moves"]
     assert plan.solver["status"].startswith(f"Time limit reached in {record['expired_in']}")
     assert record["seconds"] == pytest.approx(wall, abs=0.5)
     # Loose, as the machine is shared: the one running network simplex of a topic group is not interrupted (a few

@@ -205,14 +205,15 @@ def _produce_python(state: Mapping[str, Any], left: dict[TopicPartition, int], r
 
 class SteadyProducer:
     """Producers' traffic: random bytes written into one partition at ``bytes_per_s`` from a thread, until ``stop``
-    (which returns the bytes written and raises ``SimulationError`` if a write failed). Paced in 100 ms slices."""
+    (which returns the bytes written and raises ``SimulationError`` if a write failed). Paced in 100 ms slices.
+    ``acked`` counts the bytes the leader acknowledged; ``wait_flowing`` waits until traffic reaches the broker."""
 
     def __init__(self, state: Mapping[str, Any], tp: TopicPartition, bytes_per_s: float) -> None:
         import threading
 
         if not bytes_per_s > 0:
             raise InputError(f"a producer's rate must be positive, got {bytes_per_s}")
-        self.tp, self.rate, self.written = tp, float(bytes_per_s), 0
+        self.tp, self.rate, self.written, self.acked = tp, float(bytes_per_s), 0, 0
         self._bootstrap = bootstrap_of(state)
         self._failures: list[BaseException] = []
         self._done = threading.Event()
@@ -239,13 +240,30 @@ class SteadyProducer:
                 while self.written < due:
                     size = min(RECORD_BYTES, due - self.written)
                     off = rng.randrange(0, _POOL_BYTES - size + 1)
-                    producer.send(self.tp[0], value=pool[off:off + size], partition=self.tp[1]).add_errback(
-                        self._failures.append)
+                    sent = producer.send(self.tp[0], value=pool[off:off + size], partition=self.tp[1])
+                    sent.add_callback(self._count_acked, size)
+                    sent.add_errback(self._failures.append)
                     self.written += size
                 self._done.wait(0.1)
             producer.flush(timeout=30)
         finally:
             producer.close(timeout=10)
+
+    def _count_acked(self, size: int, _metadata: Any) -> None:
+        self.acked += size  # (only the producer's sender thread calls this)
+
+    def wait_flowing(self, seconds: float = 1.0, timeout: float = 60.0) -> SteadyProducer:
+        """Returns once the leader has acknowledged ``seconds`` worth of traffic at the rate: a producer's first
+        bytes wait for its metadata, more so on a loaded machine, and until then the partition receives nothing.
+        Raises ``SimulationError`` (the producer stopped) if a write failed or the traffic did not come in time."""
+        deadline = time.monotonic() + timeout
+        while self.acked < self.rate * seconds:
+            if self._failures or not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise SimulationError(f"producing into {self.tp[0]}-{self.tp[1]}: {self.acked} of "
+                                      f"{self.rate * seconds:.0f} bytes acknowledged within {timeout:.0f} s")
+            self._done.wait(0.05)
+        return self
 
     def stop(self) -> int:
         self._done.set()

@@ -19,6 +19,7 @@ directory and renamed into place, so a failed run leaves the previous analysis i
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -192,8 +193,73 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(_json_safe(obj), indent=1) + "\n")
 
 
+def input_key(run: Path, history: str | None) -> str:
+    """What the "before" tables are a function of: the snapshot's replica and broker files (their bytes) and the
+    load history (its files' names, sizes and modification times: it may be large)."""
+    h = hashlib.sha256()
+    for name in ("replicas.parquet", "brokers.parquet"):
+        path = run / name
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.is_file():
+                h.update(f.name.encode() + b"\0")
+                with f.open("rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        h.update(chunk)
+    if history:
+        path = Path(history)
+        h.update(str(path.resolve()).encode() + b"\0")
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.is_file():
+                st = f.stat()
+                h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def reusable_before(out: Path, key: str) -> dict[str, Any] | None:
+    """The "before" headline of the analysis already in ``out`` when it was made from the same inputs (the runbook's
+    analyze_plan follows analyze on the same snapshot), else None."""
+    try:
+        previous = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or previous.get("input", {}).get("key") != key:
+        return None
+    before = previous.get("before")
+    return before if isinstance(before, dict) else None
+
+
+def _state_tables(spark: Any, tmp: Path, state: str, frame: Any, brokers: Any, load: Any | None,
+                  n: dict[str, int], under_count: int, heat_topics: list[str],
+                  broker_ids: list[int]) -> tuple[dict[str, Any], list[str]]:
+    """Write one state's tables (before, or after with the ``_after`` suffix); its headline and the heat map's
+    topics (chosen before the plan, kept after it)."""
+    from pyspark.sql import functions as F
+
+    suffix = "" if state == "before" else "_after"
+    t = {name: frame.cache() for name, frame in tables(spark, frame, brokers, load).items()}
+    try:
+        for name in ("brokers", "topic_broker", "topics_skew"):
+            t[name].write.mode("overwrite").parquet(str(tmp / f"{name}{suffix}.parquet"))
+        broker_rows, med = finish_brokers([r.asDict() for r in t["brokers"].collect()])
+        skew_top = [r.asDict() for r in t["topics_skew"].limit(TOP_TOPICS_JSON).collect()]
+        if state == "before":
+            heat_topics = [r["topic"] for r in skew_top[:TOP_TOPICS_HEATMAP]]
+        tb_rows = t["topic_broker"].where(F.col("topic").isin(heat_topics)).collect() if heat_topics else []
+    finally:
+        for frame in t.values():
+            frame.unpersist()
+    _write_json(tmp / f"brokers{suffix}.json", broker_rows)
+    _write_json(tmp / f"racks{suffix}.json", racks_of(broker_rows))
+    _write_json(tmp / f"topics_skew{suffix}.json", skew_top)
+    _write_json(tmp / f"topic_broker_top{suffix}.json", heatmap(tb_rows, heat_topics, broker_ids))
+    return headline(broker_rows, med, n, under_count, skew_top), heat_topics
+
+
 def analyze(spark: Any, run_dir: str, history: str | None = None) -> dict[str, Any]:
-    """Run the whole analysis on ``run_dir`` with an existing SparkSession; returns summary.json's content."""
+    """Run the whole analysis on ``run_dir`` with an existing SparkSession; returns summary.json's content.
+
+    With a plan, the "before" tables of an analysis already in ``RUN_DIR/analysis`` are kept when that analysis was
+    made from the same snapshot and history (``input.key``): only the "after" tables are computed."""
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -204,60 +270,59 @@ def analyze(spark: Any, run_dir: str, history: str | None = None) -> dict[str, A
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        reps = spark.read.parquet(str(run / "replicas.parquet"))
-        brokers = spark.read.parquet(str(run / "brokers.parquet")).cache()
-        reps = reps.cache()
-        load = None
-        if history:
-            load = load_history(spark, history).cache()
-            load.write.mode("overwrite").parquet(str(tmp / "partition_load.parquet"))
         plan_path = run / "plan.json"
         plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
-
-        counts = reps.agg(F.count(F.lit(1)).alias("replicas"), F.countDistinct("topic").alias("topics"),
-                          F.countDistinct("topic", "partition").alias("partitions"),
-                          F.sum("size_bytes").alias("bytes")).first()  # stored bytes, all replicas
-        n = {"topics": int(counts["topics"]), "partitions": int(counts["partitions"]), "replicas": int(counts["replicas"]),
-             "bytes": int(counts["bytes"] or 0)}
-        under = (reps.groupBy("topic", "partition")
-                 .agg(F.count(F.lit(1)).alias("replicas"), F.sum(F.col("in_isr").cast("int")).alias("isr"))
-                 .where(F.col("isr") < F.col("replicas")).orderBy("topic", "partition"))
-        under.write.mode("overwrite").parquet(str(tmp / "under_replicated.parquet"))
-        under_rows = [r.asDict() for r in under.limit(UNDER_REPLICATED_JSON).collect()]
-        under_count = under.count()
-        _write_json(tmp / "under_replicated.json", under_rows)
-        broker_ids = sorted(int(r["broker"]) for r in brokers.select("broker").collect())
-
-        summary: dict[str, Any] = {}
-        heat_topics: list[str] = []
-        for state, frame in (("before", reps), ("after", replicas_after_plan(spark, reps, brokers, plan) if plan else None)):
-            suffix = "" if state == "before" else "_after"
-            if frame is None:
-                summary[state] = None
-                continue
-            t = tables(spark, frame, brokers, load)
-            for name in ("brokers", "topic_broker", "topics_skew"):
-                t[name].write.mode("overwrite").parquet(str(tmp / f"{name}{suffix}.parquet"))
-            broker_rows, med = finish_brokers([r.asDict() for r in t["brokers"].collect()])
-            skew_top = [r.asDict() for r in t["topics_skew"].limit(TOP_TOPICS_JSON).collect()]
-            if state == "before":
-                heat_topics = [r["topic"] for r in skew_top[:TOP_TOPICS_HEATMAP]]
-            tb_rows = t["topic_broker"].where(F.col("topic").isin(heat_topics)).collect() if heat_topics else []
-            _write_json(tmp / f"brokers{suffix}.json", broker_rows)
-            _write_json(tmp / f"racks{suffix}.json", racks_of(broker_rows))
-            _write_json(tmp / f"topics_skew{suffix}.json", skew_top)
-            _write_json(tmp / f"topic_broker_top{suffix}.json", heatmap(tb_rows, heat_topics, broker_ids))
-            summary[state] = headline(broker_rows, med, n, under_count, skew_top)
+        key = input_key(run, history)
+        before = reusable_before(out, key) if plan is not None else None
+        reused = before is not None
+        reps = spark.read.parquet(str(run / "replicas.parquet")).cache()
+        brokers = spark.read.parquet(str(run / "brokers.parquet")).cache()
+        if before is not None:
+            for f in out.iterdir():
+                if "_after" not in f.name and f.name != "summary.json":
+                    (shutil.copytree if f.is_dir() else shutil.copy2)(f, tmp / f.name)
+            load = spark.read.parquet(str(tmp / "partition_load.parquet")) if history else None
+            n = {k: int(before[k]) for k in ("topics", "partitions", "replicas", "bytes")}
+            under_count = int(before["under_replicated_partitions"])
+            top = json.loads((tmp / "topic_broker_top.json").read_text())
+            heat_topics, broker_ids = list(top["topics"]), [int(b) for b in top["brokers"]]
+        else:
+            load = None
+            if history:
+                load = load_history(spark, history).cache()
+                load.write.mode("overwrite").parquet(str(tmp / "partition_load.parquet"))
+            counts = reps.agg(F.count(F.lit(1)).alias("replicas"), F.countDistinct("topic").alias("topics"),
+                              F.countDistinct("topic", "partition").alias("partitions"),
+                              F.sum("size_bytes").alias("bytes")).first()  # stored bytes, all replicas
+            n = {"topics": int(counts["topics"]), "partitions": int(counts["partitions"]),
+                 "replicas": int(counts["replicas"]), "bytes": int(counts["bytes"] or 0)}
+            under = (reps.groupBy("topic", "partition")
+                     .agg(F.count(F.lit(1)).alias("replicas"), F.sum(F.col("in_isr").cast("int")).alias("isr"))
+                     .where(F.col("isr") < F.col("replicas")).orderBy("topic", "partition")).cache()
+            under.write.mode("overwrite").parquet(str(tmp / "under_replicated.parquet"))
+            under_rows = [r.asDict() for r in under.limit(UNDER_REPLICATED_JSON).collect()]
+            under_count = under.count()
+            under.unpersist()
+            _write_json(tmp / "under_replicated.json", under_rows)
+            broker_ids = sorted(int(r["broker"]) for r in brokers.select("broker").collect())
+            before, heat_topics = _state_tables(spark, tmp, "before", reps, brokers, load, n, under_count, [],
+                                                broker_ids)
+        after = None
+        if plan is not None:
+            after, _ = _state_tables(spark, tmp, "after", replicas_after_plan(spark, reps, brokers, plan), brokers,
+                                     load, n, under_count, heat_topics, broker_ids)
         result = {
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "spark": {"master": spark.sparkContext.master, "version": spark.version,
                       "seconds": round(time.monotonic() - started, 3)},
-            "input": {"replica_rows": n["replicas"], "history": history, "plan": plan is not None},
-            "before": summary["before"],
-            "after": summary["after"],
+            "input": {"replica_rows": n["replicas"], "history": history, "plan": plan is not None, "key": key,
+                      "before_reused": reused},
+            "before": before,
+            "after": after,
         }
         _write_json(tmp / "summary.json", result)
         reps.unpersist()
+        brokers.unpersist()
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

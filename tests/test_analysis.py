@@ -135,6 +135,37 @@ def test_spark_equals_pandas(spark, tmp_path: Path, case: str):  # type: ignore[
         assert heat["topics"] == json.loads((run / "analysis" / "topic_broker_top.json").read_text())["topics"]
 
 
+def test_the_plan_analysis_keeps_the_before_tables_of_the_same_snapshot(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The runbook's analyze_plan follows analyze on the same snapshot: it computes the tables after the plan and
+    keeps those before it; a snapshot whose bytes changed is analysed anew."""
+    from dataclasses import replace
+
+    cluster = build_scenario("new-brokers")
+    run = make_run(tmp_path, cluster)
+    job = load_job()
+    first = job.analyze(spark, str(run))
+    assert first["input"]["before_reused"] is False
+    kept = {f.name: f.read_bytes() for f in (run / "analysis").glob("*.json") if f.name != "summary.json"}
+    plan = plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    second = job.analyze(spark, str(run))
+    assert second["input"]["before_reused"] is True and second["before"] == first["before"]
+    assert {f.name: f.read_bytes() for f in (run / "analysis").glob("*.json") if f.name in kept} == kept
+    assert (run / "analysis" / "brokers.parquet").is_dir() and (run / "analysis" / "under_replicated.parquet").is_dir()
+    after = {c.tp if hasattr(c, "tp") else (c.topic, c.partition): c.replicas_after for c in plan.changes}
+    check(run / "analysis", expected(cluster, after), "_after")
+    check(run / "analysis", expected(cluster))
+    # The same directory, another snapshot (one partition grew): nothing of the old analysis is kept.
+    grown = Cluster.build(cluster.brokers, [replace(p, size_bytes=p.size_bytes * 10) if i == 0 else p
+                                            for i, p in enumerate(cluster.partitions)])
+    other = make_run(tmp_path / "grown", grown)
+    for name in ("replicas.parquet", "brokers.parquet"):
+        (run / name).write_bytes((other / name).read_bytes())
+    third = job.analyze(spark, str(run))
+    assert third["input"]["before_reused"] is False and third["before"]["bytes"] > first["before"]["bytes"]
+    check(run / "analysis", expected(grown))
+    check(run / "analysis", expected(grown, after), "_after")
+
+
 def test_history_p95_per_partition(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
     cluster = build_scenario("sqooba")
     run = make_run(tmp_path, cluster)

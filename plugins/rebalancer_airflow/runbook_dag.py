@@ -350,7 +350,8 @@ def build_runbook(mode: str, *, approval_param: str | None = None) -> dict[str, 
     check = task.short_circuit(task_id="check_changes", ignore_downstream_trigger_rules=True)(check_changes_task)()
     validated = task(task_id="validate")(validate_task)()
     analyze_plan = _analyze("analyze_plan", "The same Spark job again, now with plan.json: the per-broker "
-                                            "tables after the plan, for the report.")
+                                            "tables after the plan, for the report (the tables before it are "
+                                            "kept from analyze when the snapshot is the same).")
     rep = task(task_id="report")(report_task)()
     approve = PlanApprovalOperator(
         task_id="approve",

@@ -75,6 +75,11 @@ def airflow_env(home: Path, port: int, *, users: Sequence[tuple[str, str]] = (("
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://{public_host}:{port}",
         "AIRFLOW__API__WORKERS": "1",
+        # A task's worker gives the Execution API 5 s per request by default (5 tries, about 35 s in all). The api-server
+        # answers its first task-instance request slowly: 23 and 36 s measured on a 2-core machine under load (every
+        # later one under 1.5 s), and the 36 s one failed the KRaft Airflow test's first task in the flake hunt
+        # (httpx.ReadTimeout; the task never started). Airflow's advice for a loaded machine: a longer timeout.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "60",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",

@@ -193,25 +193,26 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(_json_safe(obj), indent=1) + "\n")
 
 
+def _files(path: Path) -> list[Path]:
+    """A parquet input's files: the file itself, or every file of its directory in name order."""
+    return [f for f in (sorted(path.rglob("*")) if path.is_dir() else [path]) if f.is_file()]
+
+
 def input_key(run: Path, history: str | None) -> str:
     """What the "before" tables are a function of: the snapshot's replica and broker files (their bytes) and the
     load history (its files' names, sizes and modification times: it may be large)."""
     h = hashlib.sha256()
     for name in ("replicas.parquet", "brokers.parquet"):
-        path = run / name
-        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if f.is_file():
-                h.update(f.name.encode() + b"\0")
-                with f.open("rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        h.update(chunk)
+        for f in _files(run / name):
+            h.update(f.name.encode() + b"\0")
+            with f.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
     if history:
-        path = Path(history)
-        h.update(str(path.resolve()).encode() + b"\0")
-        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if f.is_file():
-                st = f.stat()
-                h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+        h.update(str(Path(history).resolve()).encode() + b"\0")
+        for f in _files(Path(history)):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -236,7 +237,7 @@ def _state_tables(spark: Any, tmp: Path, state: str, frame: Any, brokers: Any, l
     from pyspark.sql import functions as F
 
     suffix = "" if state == "before" else "_after"
-    t = {name: frame.cache() for name, frame in tables(spark, frame, brokers, load).items()}
+    t = {name: df.cache() for name, df in tables(spark, frame, brokers, load).items()}
     try:
         for name in ("brokers", "topic_broker", "topics_skew"):
             t[name].write.mode("overwrite").parquet(str(tmp / f"{name}{suffix}.parquet"))
@@ -246,8 +247,8 @@ def _state_tables(spark: Any, tmp: Path, state: str, frame: Any, brokers: Any, l
             heat_topics = [r["topic"] for r in skew_top[:TOP_TOPICS_HEATMAP]]
         tb_rows = t["topic_broker"].where(F.col("topic").isin(heat_topics)).collect() if heat_topics else []
     finally:
-        for frame in t.values():
-            frame.unpersist()
+        for df in t.values():
+            df.unpersist()
     _write_json(tmp / f"brokers{suffix}.json", broker_rows)
     _write_json(tmp / f"racks{suffix}.json", racks_of(broker_rows))
     _write_json(tmp / f"topics_skew{suffix}.json", skew_top)

@@ -64,7 +64,8 @@ class Engine:
     foreign_cancel: Callable[[dict[tuple[str, int], list[int]]], None]
     # Producers writing into a partition at a rate (B/s of the engine's clock) from now on (returns once the traffic
     # reaches the partition); returns stop().
-    ingest: Callable[[tuple[str, int], float], Callable[[], Any]] = lambda tp, rate: lambda: None
+    # Producers into a partition at a rate, once the leader has acknowledged the given bytes of it; returns a stop.
+    ingest: Callable[[tuple[str, int], float, float], Callable[[], Any]] = lambda tp, rate, lead: lambda: None
     controller_id: Callable[[], int | None] = lambda: None  # the active controller (a broker in ZooKeeper mode)
     completed_moves: Callable[[], list[tuple[str, int, tuple[int, ...]]] | None] = lambda: None
     # How long a batch's copy took: submitted until every move was at its target (the state's wall clock on a
@@ -137,8 +138,8 @@ def sim_engine(name: str, make_sim: Callable[..., Any], zk_url: str, tmp: Path, 
         sim.restart_broker(cid)
         return cid
 
-    def ingest(tp: tuple[str, int], rate: float) -> Callable[[], None]:
-        sim.set_ingest(tp, rate)
+    def ingest(tp: tuple[str, int], rate: float, _lead: float) -> Callable[[], None]:
+        sim.set_ingest(tp, rate)  # (the simulated producer never falls behind its pace: no lead needed)
         return lambda: sim.set_ingest(tp, 0)
 
     return Engine(name, source, run, False, acceleration, sim.kill_broker, sim.restart_broker, kill_controller,
@@ -301,7 +302,7 @@ def real_engine(name: str, cluster: RealCluster, tmp: Path) -> Engine:
         controller_id=lambda: lk.active_controller(cluster.dir),
         foreign_reassign=lambda targets, rate: reassign_tool("--execute", targets, "--throttle", str(rate)),
         foreign_cancel=lambda targets: reassign_tool("--cancel", targets),
-        ingest=lambda tp, rate: SteadyProducer(cluster.state, tp, rate).wait_flowing().stop,
+        ingest=lambda tp, rate, lead: SteadyProducer(cluster.state, tp, rate).wait_flowing(lead / rate).stop,
         extra={"cluster": cluster, "bootstrap": cluster.bootstrap, "setup": setup},
     )
 

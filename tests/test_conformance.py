@@ -477,8 +477,12 @@ def test_a_move_that_producers_outpace_is_reported_not_timed_out(engine: Engine)
     said: list[str] = []
     options = opts(engine, throttle=rate, min_timeout=4.0, timeout_factor=0.5, report_every=1.0, progress=said.append)
     limit = options.min_timeout + options.timeout_factor * p.size_bytes / rate  # the batch's time limit (wall s)
-    # (A margin over the rate: a producer on a loaded machine falls behind its pace now and then.)
-    stop_producing = engine.ingest(p.tp, 1.6 * rate)
+    # Under load in the flake hunt the 4 MiB log once moved anyway: a producer on a loaded machine falls behind its
+    # pace now and then, and a lull of a few seconds let the copy reach the log end. The move starts only once the log
+    # holds a quota window's worth of the throttle (Kafka's 11 one-second samples) plus 2 MB, so catching up needs a
+    # lull longer than that window; the 1.6x margin over the rate keeps the gap growing in between.
+    lead = 11 * rate + 2 * MB - p.size_bytes
+    stop_producing = engine.ingest(p.tp, 1.6 * rate, max(1.6 * rate, lead))
     outcome: dict[str, Any] = {}
 
     def run() -> None:

@@ -25,8 +25,10 @@ with the fewest moves that bring every broker within the band of the median, and
    decision is recorded with the plan's hash in `approval.json`; Reject or timeout ends the run untouched.
 7. **execute** in throttled batches (`throttle`, `max_moves_per_broker`, `max_moves`), resumable: clearing the
    task continues where it stopped. **verify** checks the planned replicas, ISRs, leaders and throttles.
-8. **rollback** runs when execute or verify failed (bring a dead broker back first: ZooKeeper mode cannot cancel a
-   move); **cleanup_throttles** always removes this run's replication throttles.
+8. **rollback** runs when execute or verify failed. Through ZooKeeper, which cannot cancel a move, a move in flight
+   that needs a broker that is down makes it refuse at once, nothing submitted: bring the broker back, then Clear
+   the rollback task (with its downstream) to roll back again. **cleanup_throttles** always removes this run's
+   replication throttles.
 9. **outcome**: the run's verdict in one line (executed and verified / rejected by whom / what failed and whether
    the rollback restored the cluster); it fails the run when any task failed.
 

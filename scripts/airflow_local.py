@@ -272,6 +272,14 @@ class Client:
         return dict(self.request("PATCH", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
                                           f"{task_id}/-1/hitlDetails", json={"chosen_options": [option]}))
 
+    def clear(self, dag_id: str, run_id: str, task_ids: Sequence[str], downstream: bool = True) -> list[str]:
+        """Run tasks of a run again, as the UI's Clear does (with what follows them, by default); the run is running
+        again once this returns. Returns the task ids cleared."""
+        doc = self.request("POST", f"/dags/{dag_id}/clearTaskInstances",
+                           json={"dry_run": False, "dag_run_id": run_id, "task_ids": list(task_ids),
+                                 "include_downstream": downstream, "only_failed": False, "reset_dag_runs": True})
+        return sorted({str(ti["task_id"]) for ti in doc.get("task_instances", [])})
+
     def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """A task's log as text, one line per event."""
         doc = self.request("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/logs/"

@@ -237,8 +237,19 @@ def test_broker_killed_during_execution_rolls_back(stack: Stack, cluster: Cluste
         zk.close()
     cluster.kill(victim)
     stack.admin.wait_state(DAG, run_id, task_id="execute", states=["failed"], timeout=300, fail_states=["success"])
-    # The operator brings the broker back (ZooKeeper mode cannot cancel its in-flight moves); rollback proceeds.
+    # The rollback task follows at once, while the broker is still down (no operator brings one back that fast):
+    # ZooKeeper mode cannot cancel the move in flight that needs it, so the rollback refuses, nothing submitted. (The
+    # broker stays down until then: restarted earlier, it raced the rollback task, which under load sometimes won.)
+    stack.admin.wait_state(DAG, run_id, task_id="rollback", states=["failed"], timeout=300, fail_states=["success"])
+    refused = stack.admin.log(DAG, run_id, "rollback")
+    assert f"needs broker {victim}, which is down" in refused and "nothing submitted" in refused, refused[-2000:]
+    assert finished(stack, DAG, run_id) == "failed"
+    assert "the ROLLBACK FAILED" in stack.admin.log(DAG, run_id, "outcome")
+    assert not (stack.run_dir(DAG, run_id) / "execution" / "rollback_state.json").exists()
+    # The operator brings the broker back and rolls back again: Clear on the rollback task and what follows it.
     cluster.restart(victim)
+    assert stack.admin.clear(DAG, run_id, ["rollback"]) == ["cleanup_throttles", "outcome", "rollback"]
+    stack.admin.wait_state(DAG, run_id, task_id="rollback", states=["success"], timeout=600, fail_states=["failed"])
     assert finished(stack, DAG, run_id) == "failed"
     states = stack.admin.task_states(DAG, run_id)
     assert states["execute"] == "failed" and states["verify"] == "upstream_failed", states
@@ -251,7 +262,7 @@ def test_broker_killed_during_execution_rolls_back(stack: Stack, cluster: Cluste
     # The run is failed by its verdict, which names the cause and the rollback's result.
     assert states["outcome"] == "failed"
     assert (f"execution failed: {reason}; rolled back: original assignment verified"
-            in stack.admin.log(DAG, run_id, "outcome"))
+            in stack.admin.log(DAG, run_id, "outcome", try_number=2))
     assert json.loads((run / "verification_rollback.json").read_text())["passed"] is True
     assert cluster.assignment() == original
     assert cluster.throttles() == {}

@@ -62,9 +62,8 @@ class Engine:
     kill_controller: Callable[[], int]   # kill -9 the active controller, bring it back; returns its id
     foreign_reassign: Callable[[dict[tuple[str, int], list[int]], int], None]  # someone else's, at a throttle (B/s)
     foreign_cancel: Callable[[dict[tuple[str, int], list[int]]], None]
-    # Producers writing into a partition at a rate (B/s of the engine's clock) from now on (returns once the traffic
-    # reaches the partition); returns stop().
-    # Producers into a partition at a rate, once the leader has acknowledged the given bytes of it; returns a stop.
+    # Producers writing into a partition at a rate (B/s of the engine's clock) from now on; returns stop() once the
+    # leader has acknowledged ``lead`` bytes of their traffic.
     ingest: Callable[[tuple[str, int], float, float], Callable[[], Any]] = lambda tp, rate, lead: lambda: None
     controller_id: Callable[[], int | None] = lambda: None  # the active controller (a broker in ZooKeeper mode)
     completed_moves: Callable[[], list[tuple[str, int, tuple[int, ...]]] | None] = lambda: None

@@ -322,3 +322,34 @@ def test_a_leader_flow_cut_short_has_solved_the_most_imbalanced_topics_first() -
     assert res.cut_short and (res.groups, res.groups_solved) == (2, 1)
     assert {k[0] for k in res.leaders} == {"z-skewed"}
     assert sorted(res.leaders.values()).count(1) == 5  # the skewed topic's leaders split 5/5
+
+
+def test_leader_groups_solved_in_waves_give_the_same_leaders_with_or_without_a_pool(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Waves of topic groups solved side by side in processes: the pool sets the speed, never the result (the waves
+    are a constant, not the core count), every topic stays in its band as with one group after another, and the
+    gate's cluster band still holds, the last group absorbing what the waves before it left."""
+    import random
+
+    from rebalancer.plan import leaders as lf
+
+    rng = random.Random(5)
+    items = []
+    for t in range(24):
+        for p in range(rng.randint(20, 60)):
+            cands = tuple(rng.sample(range(12), 3))
+            items.append(LeaderItem((f"t{t:02d}", p), cands, cands[0] if rng.random() < 0.6 else rng.choice((0, 1))))
+    brokers = frozenset(range(12))
+    monkeypatch.setattr(lf, "PARALLEL_FROM", 0)
+    in_pool = balance_leaders(items, brokers, priority="balance", chunk=150, wave=3)
+    monkeypatch.setattr(lf, "_pool", lambda waves: None)
+    in_process = balance_leaders(items, brokers, priority="balance", chunk=150, wave=3)
+    one_by_one = balance_leaders(items, brokers, priority="balance", chunk=150, wave=1)
+    assert in_pool.groups >= 5 and in_pool.groups_solved == in_pool.groups and not in_pool.cut_short
+    assert in_pool.leaders == in_process.leaders
+    assert set(in_pool.leaders) == {it.key for it in items}
+    assert all(in_pool.leaders[it.key] in it.candidates for it in items)
+    assert in_pool.topic_violation == one_by_one.topic_violation
+    # The gate's band (the tolerance) holds; within it, a wave's groups cannot trade leaders as one after another
+    # can: at most one leader per broker further from the tight band.
+    assert in_pool.tolerance_violation == one_by_one.tolerance_violation == 0
+    assert in_pool.cluster_violation <= one_by_one.cluster_violation + len(brokers)

@@ -114,7 +114,9 @@ def read_state(directory: str | Path) -> dict[str, Any]:
 def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path: Path | None, timeout: float) -> dict[str, Any]:
     """Wait until *this* controller (its pid) publishes its status znode; fail early if its process dies."""
     deadline = time.monotonic() + timeout
-    with zk_session(target, timeout=min(10.0, timeout), create_chroot=True) as zk:
+    # Connecting shares the whole wait's deadline: a loaded machine's fresh ZooKeeper may take more than 10 s to take
+    # a session although it answers imok (the fast tier's four workers on 2 cores did).
+    with zk_session(target, timeout=timeout, create_chroot=True) as zk:
         while time.monotonic() < deadline:
             if zk.exists(STATUS_PATH):
                 data, _ = zk.get(STATUS_PATH)

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a flow is solved: about a second, which every CLI command would pay
+    from concurrent.futures import ProcessPoolExecutor
+
     import networkx as nx
 
 from .budget import Deadline
@@ -257,7 +259,7 @@ def _waves(groups: list[list[LeaderItem]], wave: int) -> list[list[list[LeaderIt
     return [head[i:i + wave] for i in range(0, len(head), wave)] + [last]
 
 
-def _pool(waves: list[list[list[LeaderItem]]]) -> Any:
+def _pool(waves: list[list[list[LeaderItem]]]) -> ProcessPoolExecutor | None:
     """A process pool for waves of several groups when this machine has more than one core, else None. Its size
     only sets the speed: the waves, and so the result, are the same on every machine."""
     import os
@@ -311,8 +313,10 @@ def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int]
             jobs = [(g, cluster_brokers, priority,
                      _group_bands(cluster_brokers, target, assigned, len(g) / remaining) if grouped else None)
                     for g in groups_now]
-            parts = list(pool.map(_solve, *zip(*jobs, strict=True))) if pool and len(jobs) > 1 else \
-                [_solve(*job) for job in jobs]
+            if pool is not None and len(jobs) > 1:
+                parts = [f.result() for f in [pool.submit(_solve, *job) for job in jobs]]
+            else:
+                parts = [_solve(*job) for job in jobs]
             for part in parts:
                 for b in part.values():
                     if b in assigned:

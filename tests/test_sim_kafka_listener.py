@@ -332,6 +332,30 @@ def test_reassignment_through_the_api_runs_to_completion_without_the_admin_znode
     assert not admin.list_partition_reassignments() and len(sim.completed) == 1
 
 
+def test_one_request_starts_all_its_moves_in_the_same_controller_tick(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+    # Kafka's controller takes a request as one event. Here each partition's start gives the controller loop a chance
+    # to tick (as a loaded machine does): the moves must still start at one simulated instant, or a batch's copy
+    # span grows by the request's own handling time.
+    sim = make_sim(six_brokers(*(Partition("t", i, (0, 1), 0, (0, 1), 100 * MB) for i in range(3))), acceleration=20)
+    admin = connect(sim)
+    throttle(admin, MB, [0, 1, 4, 5], "t", "*", "*")
+    wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
+    reassign = sim.api_reassign
+
+    def reassign_then_let_the_loop_tick(tp, target):  # type: ignore[no-untyped-def]
+        reassign(tp, target)
+        steps, deadline = sim.steps, time.monotonic() + 0.3
+        while sim.steps == steps and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    sim.api_reassign = reassign_then_let_the_loop_tick
+    tps = [TopicPartition("t", i) for i in range(3)]
+    assert admin.alter_partition_reassignments({tp: [4, 5] for tp in tps}) == {tp: None for tp in tps}
+    with sim.lock:
+        started = {tp: move.started for tp, move in sim.moves.items()}
+    assert len(started) == 3 and len(set(started.values())) == 1, started
+
+
 def test_cancel_mid_copy_reverts_to_the_original_replicas(zk, make_sim, connect):  # type: ignore[no-untyped-def]
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=10)
     admin = connect(sim)

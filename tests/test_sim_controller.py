@@ -6,7 +6,12 @@ tools write them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import threading
+import time
 
 import pytest
 from conftest import examples, wait_for
@@ -16,6 +21,8 @@ from hypothesis import strategies as st
 from rebalancer import kafka_zk as kz
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.sim.controller import _Flow, allocate_rates
+from rebalancer.sim.service import wait_ready
+from rebalancer.zkclient import parse_zk_url
 
 MB = 1_000_000
 
@@ -382,3 +389,45 @@ def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):
     assert not zk.exists(kz.REASSIGN) and zk.get_children("/admin/delete_topics") == []
     assert [e["topic"] for e in sim.completed] == ["m"]
     assert assignment(zk, "t")["partitions"] == {"0": [0, 1]}
+
+
+def test_the_wait_for_a_simulator_retries_a_zookeeper_that_never_answers_its_handshake(zk_url, make_sim):  # type: ignore[no-untyped-def]
+    # A fresh ZooKeeper on a loaded machine can take a connection before it serves sessions and never answer it (the
+    # fast tier saw `sim up` hang past its test's 120 s so). The wait must give up on that connection and try again,
+    # not hold it for the whole deadline. Here the first connection goes nowhere; later ones reach ZooKeeper.
+    make_sim(Cluster.build([Broker(0, "a"), Broker(1, "b")], [Partition("t", 0, (0, 1), 0, (0, 1), 1)]))
+    hosts, chroot = zk_url[len("zk://"):].split("/", 1)
+    zk_host, zk_port = hosts.rsplit(":", 1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                if not held:
+                    held.append(conn)  # taken, never answered
+                    continue
+                upstream = socket.create_connection((zk_host, int(zk_port)))
+                for a, b in ((conn, upstream), (upstream, conn)):
+                    threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        target = parse_zk_url(f"zk://127.0.0.1:{listener.getsockname()[1]}/{chroot}")
+        started = time.monotonic()
+        status = wait_ready(target, None, None, timeout=45)
+        assert held and status["alive"] == [0, 1] and status["pid"] == os.getpid()
+        assert time.monotonic() - started < 30
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()

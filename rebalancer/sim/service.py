@@ -114,18 +114,34 @@ def read_state(directory: str | Path) -> dict[str, Any]:
 def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path: Path | None, timeout: float) -> dict[str, Any]:
     """Wait until *this* controller (its pid) publishes its status znode; fail early if its process dies."""
     deadline = time.monotonic() + timeout
-    # Connecting shares the whole wait's deadline: a loaded machine's fresh ZooKeeper may take more than 10 s to take
-    # a session although it answers imok (the fast tier's four workers on 2 cores did).
-    with zk_session(target, timeout=timeout, create_chroot=True) as zk:
-        while time.monotonic() < deadline:
-            if zk.exists(STATUS_PATH):
-                data, _ = zk.get(STATUS_PATH)
-                status = dict(json.loads(data))
-                if proc is None or status.get("pid") == proc.pid:
-                    return status
+    # A session is attempted for up to 10 s at a time until the deadline: a fresh ZooKeeper on a loaded machine may
+    # take a connection before it serves sessions and never answer its handshake (the fast tier's four workers on 2
+    # cores saw both), and kazoo waits for that answer as long as the session timeout asked for.
+    while True:
+        try:
+            with zk_session(target, timeout=min(10.0, max(1.0, deadline - time.monotonic())),
+                            create_chroot=True) as zk:
+                return _await_status(zk, proc, log_path, deadline, timeout)
+        except SourceError as exc:
             if proc is not None and proc.poll() is not None:
-                raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
-            time.sleep(0.1)
+                raise SimulationError(f"simulated cluster exited with code {proc.returncode}: "
+                                      f"{_last_line(log_path)}") from None
+            if time.monotonic() >= deadline:
+                raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {exc}") from None
+            time.sleep(0.5)
+
+
+def _await_status(zk: Any, proc: subprocess.Popen[bytes] | None, log_path: Path | None, deadline: float,
+                  timeout: float) -> dict[str, Any]:
+    while time.monotonic() < deadline:
+        if zk.exists(STATUS_PATH):
+            data, _ = zk.get(STATUS_PATH)
+            status = dict(json.loads(data))
+            if proc is None or status.get("pid") == proc.pid:
+                return status
+        if proc is not None and proc.poll() is not None:
+            raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
+        time.sleep(0.1)
     raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {_last_line(log_path)}")
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import REPO, run_cli, wait_for
 
+from rebalancer.procs import process_alive
 from rebalancer.zkserver import free_port
 
 
@@ -86,9 +90,11 @@ def test_bad_usage_is_one_line(args: list[str], fragment: str):
 def test_sim_up_snapshot_kill_down(tmp_path: Path):
     """The main job's path: a simulated cluster in the background, read back through zk://."""
     sim_dir = tmp_path / "sim"
-    up = run_cli("sim", "up", "--dir", str(sim_dir), "--scenario", "new-brokers", "--partitions", "96", "--acceleration", "50")
-    assert up.returncode == 0, up.stderr
     try:
+        # Inside the try: an `up` that fails or outlives its wait still leaves processes that `down` must stop.
+        up = run_cli("sim", "up", "--dir", str(sim_dir), "--scenario", "new-brokers", "--partitions", "96",
+                     "--acceleration", "50")
+        assert up.returncode == 0, up.stderr
         state = json.loads((sim_dir / "sim.json").read_text())
         snap = run_cli("snapshot", "--source", state["zk_url"], "--sizes", state["sizes"], "--out", str(tmp_path / "run"))
         assert snap.returncode == 0, snap.stderr
@@ -110,6 +116,31 @@ def test_sim_up_snapshot_kill_down(tmp_path: Path):
     assert down.returncode == 0, down.stderr
     gone = run_cli("snapshot", "--source", state["zk_url"], "--timeout", "1", "--out", str(tmp_path / "run3"))
     assert_one_line_error(gone, 4, "cannot connect")
+
+
+def test_sim_up_killed_while_it_waits_leaves_processes_that_down_stops(tmp_path: Path):
+    # `up` waits for the simulator to come up; killed meanwhile (Ctrl-C twice, a caller's timeout) its background
+    # processes must still be stoppable by `down`, which finds them in sim.json. A ZooKeeper address that takes
+    # connections and never answers (a socket that listens and never accepts) keeps `up` waiting.
+    hole = socket.create_server(("127.0.0.1", 0))
+    sim_dir = tmp_path / "sim"
+    up = subprocess.Popen([sys.executable, "-m", "rebalancer", "sim", "up", "--dir", str(sim_dir), "--scenario", "new-brokers", "--zookeeper",
+                           f"127.0.0.1:{hole.getsockname()[1]}"], cwd=REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (sim_dir / "sim.json").exists(), timeout=60, what="up to record its processes")
+        up.kill()
+        up.wait()
+        state = json.loads((sim_dir / "sim.json").read_text())
+        controller = state["controller"]["pid"]
+        assert state["kafka_bootstrap"] is None and process_alive(controller)
+        down = run_cli("sim", "down", "--dir", str(sim_dir))
+        assert down.returncode == 0, down.stderr
+        wait_for(lambda: not process_alive(controller), timeout=30, what="the controller to stop")
+        assert not (sim_dir / "sim.json").exists()
+    finally:
+        up.kill()
+        hole.close()
 
 
 def test_plan_writes_kafka_files_and_prints_summary(tmp_path: Path):

@@ -1,7 +1,8 @@
 """Running the simulated cluster: in the foreground, or as background processes managed through a directory.
 
-``up(DIR)`` starts a ZooKeeper server (unless one is given) and ``rebalancer sim run`` as detached processes, waits
-until the controller has published its status, and records everything in ``DIR/sim.json``::
+``up(DIR)`` starts a ZooKeeper server (unless one is given) and ``rebalancer sim run`` as detached processes, records
+them in ``DIR/sim.json`` at once (so ``down`` stops them even if ``up`` is killed while it waits), waits until the
+controller has published its status and adds its Kafka listeners (``kafka_bootstrap``, null until then)::
 
     {"zk_url": "zk://127.0.0.1:PORT/kafka", "kafka_bootstrap": "kafka://127.0.0.1:PORT,...",
      "sizes": "file://DIR/log-dirs.json",
@@ -187,24 +188,28 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    controller_record = _started(proc.pid, log=str(log_path))
+    state = {
+        "zk_url": zk_url,
+        "kafka_bootstrap": None,
+        "sizes": f"file://{d / 'log-dirs.json'}",
+        "zookeeper": zk_record,
+        "controller": _started(proc.pid, log=str(log_path)),
+        "scenario": scenario,
+        "acceleration": acceleration,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    # Recorded before the wait: an `up` killed while waiting (Ctrl-C twice, a caller's timeout) leaves two background
+    # processes that `sim down` can stop only through this file.
+    atomic_write_json(d / STATE_FILE, state)
     try:
         status = wait_ready(parse_zk_url(zk_url), proc, log_path, timeout)
     except BaseException:
         proc.terminate()
         if server is not None:
             server.stop()
+        (d / STATE_FILE).unlink(missing_ok=True)
         raise
-    state = {
-        "zk_url": zk_url,
-        "kafka_bootstrap": f"kafka://{status['bootstrap']}",
-        "sizes": f"file://{d / 'log-dirs.json'}",
-        "zookeeper": zk_record,
-        "controller": controller_record,
-        "scenario": scenario,
-        "acceleration": acceleration,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    state["kafka_bootstrap"] = f"kafka://{status['bootstrap']}"
     atomic_write_json(d / STATE_FILE, state)
     return state
 

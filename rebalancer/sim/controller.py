@@ -102,6 +102,7 @@ SIM_ROOT = "/kafka-sim"
 STATUS_PATH = f"{SIM_ROOT}/status"
 COMMANDS_PATH = f"{SIM_ROOT}/commands"
 DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
+IDLE_TICK = 0.1  # seconds between ticks while nothing is copying, producing or being deleted (see _busy)
 UNLIMITED = math.inf
 MAX_BROKER_ID = 2**31 - 1
 
@@ -402,8 +403,14 @@ class SimulatedCluster:
                 log.exception("simulated controller failed")
                 self.error = exc
                 return
-            self._stop.wait(self.tick)
+            self._stop.wait(self.tick if self._busy() else max(self.tick, IDLE_TICK))
         self._flush_sizes(force=True)
+
+    def _busy(self) -> bool:
+        """Whether time moves anything: a copy, a producer, a deletion under way. Otherwise the loop ticks every
+        ``IDLE_TICK`` seconds only: each tick reads ZooKeeper some ten times, and an idle simulator ticking every
+        10 ms kept a core a quarter busy between itself and ZooKeeper."""
+        return bool(self.moves or self.ingest or self.to_delete)
 
     def step(self) -> None:
         with self._lock:

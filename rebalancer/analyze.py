@@ -108,7 +108,7 @@ def run_analysis(run_dir: str | Path, *, master: str = "local[*]", history: str 
             from pyspark.sql import SparkSession
 
             spark = (SparkSession.builder.master(master).appName("kafka-skew-analysis")
-                     .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "16").getOrCreate())
+                     .config("spark.ui.enabled", "false").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
         try:
             return dict(job.analyze(spark, str(run), history))
@@ -116,8 +116,7 @@ def run_analysis(run_dir: str | Path, *, master: str = "local[*]", history: str 
             if own:
                 spark.stop()
     submit = Path(sys.executable).parent / "spark-submit"
-    cmd = [str(submit), "--master", master, "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.sql.shuffle.partitions=16", str(JOB), "--run-dir", str(run)]
+    cmd = [str(submit), "--master", master, "--conf", "spark.ui.enabled=false", str(JOB), "--run-dir", str(run)]
     if history:
         cmd += ["--history", str(history)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=spark_env(master))

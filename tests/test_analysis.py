@@ -29,7 +29,7 @@ def spark():  # type: ignore[no-untyped-def]
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("tests").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+               .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -135,6 +135,16 @@ def test_spark_equals_pandas(spark, tmp_path: Path, case: str):  # type: ignore[
         assert heat["topics"] == json.loads((run / "analysis" / "topic_broker_top.json").read_text())["topics"]
 
 
+def test_shuffles_are_sized_to_the_replica_rows_and_at_least_one_per_core(spark):  # type: ignore[no-untyped-def]
+    job = load_job()
+    try:
+        assert job.size_shuffles(spark, 3_000_000) == 12 == int(spark.conf.get("spark.sql.shuffle.partitions"))
+        assert job.size_shuffles(spark, 250_001) == 2
+        assert job.size_shuffles(spark, 10) == 2 == int(spark.conf.get("spark.sql.shuffle.partitions"))
+    finally:
+        spark.conf.unset("spark.sql.shuffle.partitions")
+
+
 def test_the_plan_analysis_keeps_the_before_tables_of_the_same_snapshot(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
     """The runbook's analyze_plan follows analyze on the same snapshot: it computes the tables after the plan and
     keeps those before it; a snapshot whose bytes changed is analysed anew."""
@@ -210,5 +220,6 @@ def test_cli_analyze_through_spark_submit(tmp_path: Path):
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((run / "analysis" / "summary.json").read_text())
     assert summary["spark"]["master"] == "local[2]" and summary["before"]["replicas"] == 1440
+    assert summary["spark"]["shuffle_partitions"] == 2  # one per core: 1,440 rows are far below 250,000 a partition
     assert summary["before"]["wix_underloaded"] == [12, 13, 14, 15]
     assert "1440 replicas on 16 brokers" in result.stdout

@@ -42,7 +42,7 @@ def max_active_runs() -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 64:
         raise ValueError(f"REBALANCER_MAX_ACTIVE_RUNS={raw!r}: a whole number of runs from 1 to 64")
     return int(raw)
-SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "16"}
+SPARK_CONF = {"spark.ui.enabled": "false"}  # shuffle partitions: sized to the snapshot by the job (size_shuffles)
 RUN_DIR_XCOM = "{{ ti.xcom_pull(task_ids='snapshot')['run_dir'] }}"
 
 

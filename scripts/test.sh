@@ -32,7 +32,9 @@ if [ "$fast" = 1 ]; then
     # Most of these tests wait on simulated clusters and subprocesses, not the CPU: four workers, a test at a time.
     # Property tests check the same properties on a quarter of the generated examples (tests/conftest.examples).
     export REBALANCER_TEST_TIER=fast
-    exec .venv/bin/python -m pytest -n 4 --dist load --durations=15 -m "not kafka and not airflow and not browser" "$@"
+    # A test at a time, longest first, except a file's tests that share a module's fixture (tests/conftest.py).
+    exec .venv/bin/python -m pytest -n 4 --dist loadscope --no-loadscope-reorder --durations=15 \
+        -m "not kafka and not airflow and not browser" "$@"
 fi
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     echo "[test] installing Debian's chromium and chromium-driver for the browser tests" >&2

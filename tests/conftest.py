@@ -148,11 +148,18 @@ COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow
 
 # The longest files first (measured: bench/flake_hunt.sh and the suite's --durations), so that pytest-xdist hands
 # them out first and the short ones fill in at the end: the whole suite (``--dist loadfile --no-loadscope-reorder``,
-# a file per worker) and the fast tier (``--dist load``, a test at a time) both end with their workers about even.
+# a file per worker) and the fast tier (a test at a time, ``pytest_xdist_make_scheduler``) both end with their
+# workers about even.
 LONGEST_FIRST = ("tests/test_conformance.py", "tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
                  "tests/test_probe_hostile.py", "tests/test_connection_errors.py", "tests/test_local_kafka.py",
                  "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
                  "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
+# The fast tier's (--durations of scripts/test.sh --fast): the Spark analysis (one worker, one session, ~2 minutes)
+# and the hostile probe first.
+FAST_LONGEST_FIRST = ("tests/test_analysis.py", "tests/test_probe_hostile.py", "tests/test_validate.py",
+                      "tests/test_rollback_outage.py", "tests/test_split.py", "tests/test_load_planner.py",
+                      "tests/test_conformance.py", "tests/test_cli.py", "tests/test_connection_errors.py",
+                      "tests/test_load_gates.py", "tests/test_execute_admin.py", "tests/test_lock.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -166,8 +173,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         engine = callspec.params.get("engine") if callspec is not None else None
         if isinstance(engine, str) and engine.startswith("kafka-"):  # tests/engines.py: the real-Kafka engines
             item.add_marker("kafka")
-    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+        heavy = any(item.get_closest_marker(m) for m in ("kafka", "airflow", "browser"))  # not in the fast tier
+        if FAST_TIER and not heavy and _shares_a_fixture(item) and item.nodeid.split("::", 1)[0] not in FAST_TOGETHER:
+            raise pytest.UsageError(f"{item.nodeid} uses a fixture of its module: add its file to "
+                                    "tests/conftest.FAST_TOGETHER, so that the fast tier keeps the file on one worker")
+    rank = {f: i for i, f in enumerate(FAST_LONGEST_FIRST if FAST_TIER else LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable within a file
+
+
+# The fast tier hands out a test at a time (``pytest_xdist_make_scheduler``), except these files' tests, which share a
+# fixture of their module (a Spark session, simulated SASL clusters): each stays on one worker, which starts it once.
+FAST_TOGETHER = frozenset({"tests/test_analysis.py", "tests/test_connection_errors.py", "tests/test_load_gates.py",
+                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The fast tier's scheduling: pytest-xdist's per-scope queue (``--dist loadscope --no-loadscope-reorder``: a
+    worker takes the next scope when it finishes one, in the collection's longest-first order) with a test per scope,
+    or a file for the files in ``FAST_TOGETHER``. (``--dist loadgroup`` would do it with markers, but pytest-xdist
+    3.8 renames the node ids it groups by through ``item._nodeid``, which pytest 9.2 no longer reads.)"""
+    if not FAST_TIER:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TestOrFileScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in FAST_TOGETHER else nodeid
+
+    return TestOrFileScheduling(config, log)
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture of its module or class scope (the session's ZooKeeper is per worker anyway)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "class", "package") for chain in defs for d in chain)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

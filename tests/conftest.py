@@ -160,6 +160,10 @@ FAST_LONGEST_FIRST = ("tests/test_analysis.py", "tests/test_probe_hostile.py", "
                       "tests/test_rollback_outage.py", "tests/test_split.py", "tests/test_load_planner.py",
                       "tests/test_conformance.py", "tests/test_cli.py", "tests/test_connection_errors.py",
                       "tests/test_load_gates.py", "tests/test_execute_admin.py", "tests/test_lock.py")
+# The fast tier hands out a test at a time (``pytest_xdist_make_scheduler``), except these files' tests, which share a
+# fixture of their module (a Spark session, simulated SASL clusters): each stays on one worker, which starts it once.
+FAST_TOGETHER = frozenset({"tests/test_analysis.py", "tests/test_connection_errors.py", "tests/test_load_gates.py",
+                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -181,12 +185,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable within a file
 
 
-# The fast tier hands out a test at a time (``pytest_xdist_make_scheduler``), except these files' tests, which share a
-# fixture of their module (a Spark session, simulated SASL clusters): each stays on one worker, which starts it once.
-FAST_TOGETHER = frozenset({"tests/test_analysis.py", "tests/test_connection_errors.py", "tests/test_load_gates.py",
-                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py"})
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The fast tier's scheduling: pytest-xdist's per-scope queue (``--dist loadscope --no-loadscope-reorder``: a
     worker takes the next scope when it finishes one, in the collection's longest-first order) with a test per scope,
@@ -196,7 +194,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class TestOrFileScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    class TestOrFileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return path if path in FAST_TOGETHER else nodeid

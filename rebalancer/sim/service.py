@@ -124,9 +124,7 @@ def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path:
                             create_chroot=True) as zk:
                 return _await_status(zk, proc, log_path, deadline, timeout)
         except SourceError as exc:
-            if proc is not None and proc.poll() is not None:
-                raise SimulationError(f"simulated cluster exited with code {proc.returncode}: "
-                                      f"{_last_line(log_path)}") from None
+            _fail_if_exited(proc, log_path)
             if time.monotonic() >= deadline:
                 raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {exc}") from None
             time.sleep(0.5)
@@ -140,10 +138,14 @@ def _await_status(zk: Any, proc: subprocess.Popen[bytes] | None, log_path: Path 
             status = dict(json.loads(data))
             if proc is None or status.get("pid") == proc.pid:
                 return status
-        if proc is not None and proc.poll() is not None:
-            raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
+        _fail_if_exited(proc, log_path)
         time.sleep(0.1)
     raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {_last_line(log_path)}")
+
+
+def _fail_if_exited(proc: subprocess.Popen[bytes] | None, log_path: Path | None) -> None:
+    if proc is not None and proc.poll() is not None:
+        raise SimulationError(f"simulated cluster exited with code {proc.returncode}: {_last_line(log_path)}")
 
 
 def _last_line(path: Path | None) -> str:

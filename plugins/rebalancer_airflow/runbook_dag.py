@@ -129,8 +129,11 @@ def common_params(mode: str) -> dict[str, Param]:
         "poll_s": Param(1.0, type="number", minimum=0.05, title="Progress poll interval (s)",
                         section="Execution"),
         "rollback_wait_s": Param(600, type="number", minimum=0, title="Rollback: wait for in-flight moves (s)",
-                                 description="ZooKeeper mode cannot cancel a move: bring a dead destination "
-                                             "broker back within this time", section="Execution"),
+                                 description="ZooKeeper mode cannot cancel a move: the rollback waits this long "
+                                             "for moves still copying to finish before it reverts them. A move "
+                                             "that needs a broker that is down never finishes: the rollback then "
+                                             "refuses at once, nothing submitted (bring the broker back and clear "
+                                             "the rollback task)", section="Execution"),
     }
 
 

@@ -99,27 +99,79 @@ def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
         assert sim.error is None, f"simulated controller crashed: {sim.error!r}"
 
 
-@pytest.fixture(scope="session")
-def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One real Airflow stack per test process (per xdist worker), shared by every Airflow test file: a
-    ``concurrent.futures.Future`` of ``airflow_support.Stack``, started in a thread on first use so that a file can
-    start its Kafka cluster meanwhile. Each file's tests use their own clusters, connections and runs."""
-    from concurrent.futures import ThreadPoolExecutor
+class AirflowStack:
+    """The worker's one real Airflow stack (``airflow_support.Stack``), shared by its Airflow test files: started in a
+    thread on first use, so that a file can start its Kafka cluster meanwhile (``start``, then ``result`` when it is
+    needed), and stopped once the worker's Airflow files are done (``pytest_runtest_teardown``): an idle stack's
+    scheduler and DAG processor would take CPU from the rest of the worker's tests. Asked again after that (a run that
+    orders its files otherwise), it starts a new one."""
 
-    from airflow_support import airflow_local, start_stack
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        from concurrent.futures import ThreadPoolExecutor
 
-    home = tmp_path_factory.mktemp("airflow")
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airflow-start")
-    future = pool.submit(start_stack, home)
-    try:
-        yield future
-    finally:
+        self._homes = tmp_path_factory
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airflow-start")
+        self._future: Any = None
+        self._home: Path | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def start(self) -> AirflowStack:
+        if self._future is None:
+            from airflow_support import start_stack
+
+            self._home = self._homes.mktemp("airflow")
+            self._future = self._pool.submit(start_stack, self._home)
+        return self
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The started stack (``airflow_support.Stack``), waiting up to ``timeout`` seconds for it."""
+        return self.start()._future.result(timeout=timeout)
+
+    def stop(self) -> None:
+        if self._future is None or self._home is None:
+            return
+        from airflow_support import airflow_local
+
         try:
-            future.result(timeout=600)
+            self._future.result(timeout=600)  # a stack still starting is stopped once its processes exist
         except BaseException:
             pass
-        airflow_local.stop(home)
-        pool.shutdown(wait=False)
+        airflow_local.stop(self._home)
+        self._future = self._home = None
+
+
+_AIRFLOW_STACKS: list[AirflowStack] = []
+
+
+@pytest.fixture(scope="session")
+def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    """The worker's Airflow stack (``AirflowStack``), starting."""
+    stack = AirflowStack(tmp_path_factory).start()
+    _AIRFLOW_STACKS.append(stack)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+        _AIRFLOW_STACKS.remove(stack)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Once a worker moves from its Airflow files to another file (their tests are handed out together,
+    ``AIRFLOW_FILES``), its Airflow stack stops: idle, the scheduler and the DAG processor would keep taking CPU from
+    the worker's remaining tests until the session ends. (After the test's own teardown: the module's clusters and
+    connections go first.)"""
+    yield
+    if nextitem is not None and _file(item) in AIRFLOW_FILES and _file(nextitem) not in AIRFLOW_FILES:
+        for stack in _AIRFLOW_STACKS:
+            stack.stop()
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -150,8 +202,12 @@ COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow
 # them out first and the short ones fill in at the end: the whole suite (``--dist loadfile --no-loadscope-reorder``,
 # a file per worker) and the fast tier (a test at a time, ``pytest_xdist_make_scheduler``) both end with their
 # workers about even.
-LONGEST_FIRST = ("tests/test_conformance.py", "tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
-                 "tests/test_probe_hostile.py", "tests/test_connection_errors.py", "tests/test_local_kafka.py",
+# The files that use the Airflow stack, handed out together (``pytest_xdist_make_scheduler``): one worker starts one
+# stack for them and stops it when they are done (``pytest_runtest_teardown``); handed out file by file, each worker
+# started a stack of its own (the KRaft file's or the report view's) and kept it idle to the end of the run.
+AIRFLOW_FILES = ("tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
+                 "tests/test_report_view_security.py")
+LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py", "tests/test_connection_errors.py", "tests/test_local_kafka.py",
                  "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
                  "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
 # The fast tier's (--durations of scripts/test.sh --fast): the Spark analysis (one worker, one session, ~2 minutes)
@@ -186,20 +242,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """The fast tier's scheduling: pytest-xdist's per-scope queue (``--dist loadscope --no-loadscope-reorder``: a
-    worker takes the next scope when it finishes one, in the collection's longest-first order) with a test per scope,
-    or a file for the files in ``FAST_TOGETHER``. (``--dist loadgroup`` would do it with markers, but pytest-xdist
-    3.8 renames the node ids it groups by through ``item._nodeid``, which pytest 9.2 no longer reads.)"""
-    if not FAST_TIER:
+    """pytest-xdist's per-scope queue (a worker takes the next scope when it finishes one, in the collection's
+    longest-first order; ``--no-loadscope-reorder``) with the scopes this suite needs. The whole suite (``--dist
+    loadfile``): a file per scope (its real clusters are started once), except ``AIRFLOW_FILES``, one scope, so that
+    one worker runs them on one Airflow stack. The fast tier (``--dist loadscope``): a test per scope, or a file for
+    the files in ``FAST_TOGETHER``. (``--dist loadgroup`` would do it with markers, but pytest-xdist 3.8 renames the
+    node ids it groups by through ``item._nodeid``, which pytest 9.2 no longer reads.)"""
+    dist = config.getoption("dist", None)
+    if not FAST_TIER and dist != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class TestOrFileScheduling(LoadScopeScheduling):
+    class Scopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if path in FAST_TOGETHER else nodeid
+            if FAST_TIER:
+                return path if path in FAST_TOGETHER else nodeid
+            return "airflow" if path in AIRFLOW_FILES else path
 
-    return TestOrFileScheduling(config, log)
+    return Scopes(config, log)
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:

@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +204,7 @@ def rollback_targets(run: Path) -> Assignment:
 
 # -- fixtures ----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def kafka(airflow_stack: Future[Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
+def kafka(airflow_stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
     from rebalancer.localkafka import down, up
 
     directory = tmp_path_factory.mktemp("kraft")
@@ -414,7 +413,7 @@ def test_cli_add_brokers_execute_verify_rollback(kafka: Kafka, tmp_path: Path) -
 
 # -- 3. one Airflow run ----------------------------------------------------------------------------------------------
 @pytest.mark.timeout(2400)  # a deadline for a hung run, not a speed target (tests/airflow_support.Stack.wait_parked)
-def test_airflow_add_brokers_run_against_kraft(kafka: Kafka, airflow_stack: Future[Any]) -> None:
+def test_airflow_add_brokers_run_against_kraft(kafka: Kafka, airflow_stack: Any) -> None:
     from airflow_support import APPROVER, airflow_local
 
     sec = "airflow"

@@ -114,10 +114,6 @@ class AirflowStack:
         self._future: Any = None
         self._home: Path | None = None
 
-    @property
-    def started(self) -> bool:
-        return self._future is not None
-
     def start(self) -> AirflowStack:
         if self._future is None:
             from airflow_support import start_stack
@@ -207,8 +203,8 @@ COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow
 # started a stack of its own (the KRaft file's or the report view's) and kept it idle to the end of the run.
 AIRFLOW_FILES = ("tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
                  "tests/test_report_view_security.py")
-LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py", "tests/test_connection_errors.py", "tests/test_local_kafka.py",
-                 "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
+LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py",
+                 "tests/test_connection_errors.py", "tests/test_local_kafka.py", "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
                  "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
 # The fast tier's (--durations of scripts/test.sh --fast): the Spark analysis (one worker, one session, ~2 minutes)
 # and the hostile probe first.
@@ -234,11 +230,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if isinstance(engine, str) and engine.startswith("kafka-"):  # tests/engines.py: the real-Kafka engines
             item.add_marker("kafka")
         heavy = any(item.get_closest_marker(m) for m in ("kafka", "airflow", "browser"))  # not in the fast tier
-        if FAST_TIER and not heavy and _shares_a_fixture(item) and item.nodeid.split("::", 1)[0] not in FAST_TOGETHER:
+        if FAST_TIER and not heavy and _shares_a_fixture(item) and _file(item) not in FAST_TOGETHER:
             raise pytest.UsageError(f"{item.nodeid} uses a fixture of its module: add its file to "
                                     "tests/conftest.FAST_TOGETHER, so that the fast tier keeps the file on one worker")
     rank = {f: i for i, f in enumerate(FAST_LONGEST_FIRST if FAST_TIER else LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable within a file
+    items.sort(key=lambda item: rank.get(_file(item), len(rank)))  # stable within a file
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -1591,6 +1591,8 @@ def race_runner(how: str) -> Callable[[Ctx, int, Case, str], Result]:
             stop.set()
             watcher.join()
             still_running = winner.poll() is None
+            with entry["sim"].lock:  # the race is judged: the winner's remaining batches copy faster to the end
+                entry["sim"].acceleration = 50.0
             res.code, res.seconds, res.stderr = code, secs, err
             res.args = mask(f"execute {run_b.name} --source {src_b} (while: execute {run_a.name} --source {src_a})", secret, 300)
             judge(res, case, out, err, secret, ["execute"])

@@ -146,6 +146,17 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def check_writable(directory: str | os.PathLike[str]) -> None:
+    """A one-line ``InputError`` unless files can be created in ``directory`` (permissions, a read-only mount, an
+    immutable attribute): a stage that computes for minutes checks it first, not when it writes."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write to {directory}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 class StagedFiles:
     """The files of one stage, all or none: each is written under a temporary name beside its final one
     (``path(name)``), and only when the whole stage succeeded are they renamed into place (``commit``); on failure
@@ -166,8 +177,7 @@ class StagedFiles:
                 self.created_dir = True
         except OSError as exc:  # a parent that is a file, a name too long, a read-only parent
             raise InputError(f"cannot create {_short(self.dir)}: {exc.strerror or exc}") from None
-        if not os.access(self.dir, os.W_OK | os.X_OK):
-            raise InputError(f"cannot write to {self.dir}: permission denied")
+        check_writable(self.dir)
         return self
 
     def path(self, name: str) -> Path:

@@ -183,6 +183,26 @@ def test_plan_run_dir_counts_loading_against_the_limit(tmp_path: Path):
     assert "time limit" not in plan.solver["status"].lower()
 
 
+def test_a_read_only_run_directory_fails_before_the_snapshot_is_read(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Minutes of planning (a large cluster) must not end in 'cannot write': the run directory is checked first."""
+    import os
+    import subprocess
+
+    from rebalancer.errors import InputError
+    from rebalancer.plan import planner
+
+    write_cluster_json(_small_cluster(), tmp_path / "snapshot.json")
+    monkeypatch.setattr(planner, "load_snapshot", lambda run_dir: pytest.fail("the snapshot was read"))
+    root = os.geteuid() == 0  # root writes through mode bits; the immutable attribute stops everyone
+    subprocess.run(["chattr", "+i", str(tmp_path)] if root else ["chmod", "555", str(tmp_path)], check=True)
+    try:
+        with pytest.raises(InputError, match=r"^cannot write to .*: (Operation not permitted|Permission denied)$"):
+            plan_run_dir(tmp_path, "rebalance", balance="counts")
+    finally:
+        subprocess.run(["chattr", "-i", str(tmp_path)] if root else ["chmod", "755", str(tmp_path)], check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snapshot.json"]
+
+
 def test_a_mismatched_budget_is_refused():
     with pytest.raises(ValueError, match="time_limit"):
         make_plan(_small_cluster(), "rebalance", time_limit=5.0, budget=Budget(10.0), balance="counts")

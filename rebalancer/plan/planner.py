@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..formats import check_writable
 from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file, read_history
 from ..model import Cluster, Partition
 from ..snapshot import load_snapshot
@@ -718,6 +719,8 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
     if capacity is not None:
         read_capacity_file(capacity)  # a bad file fails before the snapshot is read
+    if Path(run_dir).is_dir():
+        check_writable(run_dir)  # a read-only run directory fails now, not after planning
     budget = Budget(time_limit if time_limit is not None else math.inf)
     with budget.phase("load"):
         cluster = load_snapshot(run_dir)

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 
-def run_one(backend_name: str, args: argparse.Namespace) -> dict:  # type: ignore[type-arg]
+def run_one(backend_name: str, args: argparse.Namespace) -> dict:
     """One add-brokers execution on a fresh ZooKeeper and simulated cluster, through one backend."""
     from kazoo.client import KazooClient
 
@@ -92,7 +92,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:  # type: ignor
 REAL_ENGINES = {"3.9-zk": ("3.9", "zk"), "3.9-kafka": ("3.9", "kafka"), "4.x-kafka": ("4.x", "kafka")}
 
 
-def batch_load(batch: dict) -> dict:  # type: ignore[type-arg]
+def batch_load(batch: dict) -> dict:
     """Bytes a batch moved (what it submitted: its ``todo``), per broker in (destinations) and out (the source: the
     partition's first replica before the move), and the busiest broker of the two directions."""
     into: dict[int, int] = {}
@@ -110,7 +110,7 @@ def batch_load(batch: dict) -> dict:  # type: ignore[type-arg]
             "busiest_bytes": busiest[0], "busiest": busiest[1]}
 
 
-def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:  # type: ignore[type-arg]
+def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:
     """One add-brokers execution on a fresh local Apache Kafka cluster (``engine``: 3.9-zk, 3.9-kafka, 4.x-kafka)."""
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
     from rebalancer.localkafka import local_cluster, status

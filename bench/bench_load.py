@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 # case -> (mode, strategy, plan options); the cluster comes from build()
-CASES: dict[str, tuple[str, str, dict]] = {  # type: ignore[type-arg]
+CASES: dict[str, tuple[str, str, dict]] = {
     "main-job-add-brokers": ("add-brokers", "auto", {}),
     "wix-263k-heavy": ("rebalance", "auto", {"time_limit": 120}),
     "300b-600k-unequal": ("rebalance", "auto", {"time_limit": 290}),
@@ -63,7 +63,7 @@ LARGE = {"wix-263k-heavy", "300b-600k-unequal", "wix-263k-defaults", "wix-263k-c
          "300b-600k-lifted"}
 
 
-def build(case: str):  # type: ignore[no-untyped-def]
+def build(case: str):
     """(cluster, brokers for the mode)."""
     import load_cases
 
@@ -91,7 +91,7 @@ def build(case: str):  # type: ignore[no-untyped-def]
     raise SystemExit(f"unknown case {case}")
 
 
-def run_one(case: str) -> dict:  # type: ignore[type-arg]
+def run_one(case: str) -> dict:
     import load_cases
 
     from rebalancer.errors import RebalancerError

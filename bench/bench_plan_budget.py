@@ -42,7 +42,7 @@ CASES = {
 MiB = 1024 * 1024
 
 
-def build(partitions: int, brokers: int, racks: int, topics: int, seed: int = 7):  # type: ignore[no-untyped-def]
+def build(partitions: int, brokers: int, racks: int, topics: int, seed: int = 7):
     from rebalancer.model import Broker, Cluster, Partition
     from rebalancer.sim.scenarios import WIX_BEFORE
 
@@ -70,7 +70,7 @@ def write_snapshot(cluster: str, run_dir: str) -> None:
     write_cluster_json(build(*CLUSTERS[cluster]), Path(run_dir) / "snapshot.json")
 
 
-def run_one(case: str, run_dir: str) -> dict:  # type: ignore[type-arg]
+def run_one(case: str, run_dir: str) -> dict:
     from rebalancer.plan import PlanError, plan_run_dir
 
     _cluster, mode, limit = CASES[case]

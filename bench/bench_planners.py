@@ -36,7 +36,7 @@ CASES = {
 LARGE = {"wix-265k", "300b-600k-6racks"}
 
 
-def build(case: str):  # type: ignore[no-untyped-def]
+def build(case: str):
     from rebalancer.model import Cluster
     from rebalancer.sim.scenarios import WIX_BEFORE, ScenarioParams, build_scenario
 
@@ -57,7 +57,7 @@ def build(case: str):  # type: ignore[no-untyped-def]
     raise SystemExit(f"unknown case {case}")
 
 
-def run_one(case: str, strategy: str) -> dict:  # type: ignore[type-arg]
+def run_one(case: str, strategy: str) -> dict:
     from rebalancer.plan import make_plan
     from rebalancer.plan.bounds import replica_move_bound
     from rebalancer.plan.leader_ilp import leader_ilp

@@ -33,7 +33,7 @@ CASES = ("wix-263k-heavy", "300b-600k-unequal")
 HUGE = ("2600b-3m-defaults",)  # only with --case
 
 
-def run_one(case: str, groups: int) -> dict:  # type: ignore[type-arg]
+def run_one(case: str, groups: int) -> dict:
     from bench_load import build
 
     from rebalancer.load import load_model

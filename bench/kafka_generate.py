@@ -291,7 +291,7 @@ def striped_place(n_partitions: int, rf: int, brokers: Sequence[int], rack_of: M
     out: list[list[int]] = []
     for _ in range(n_partitions):
         if epoch == n_brokers and n_brokers > 1:
-            rng.shuffle(names)  # type: ignore[arg-type]
+            rng.shuffle(names)
             for r in map_order:
                 rng.shuffle(racks[r].brokers)
             epoch = 0

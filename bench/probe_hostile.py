@@ -1016,7 +1016,7 @@ def cluster_file_cases() -> list[Case]:
              cluster: bool = False) -> None:
         def build(ctx: Ctx, ws: Path, s: str) -> list[str]:
             out = copy_run(ctx.base_file, ws, "run") if existing else ws / "run"
-            src = source(ctx, ws) if source else f"file://{content(ws)}"  # type: ignore[misc]
+            src = source(ctx, ws) if source else f"file://{content(ws)}"
             args = ["snapshot", "--source", src, "--out", str(out), "--quiet", "--timeout", "5"]
             if sizes:
                 args += ["--sizes", sizes(ws)]

@@ -86,7 +86,7 @@ def make_sim(zk: object, tmp_path: Path) -> Iterator[Callable[..., object]]:
 
     sims: list[SimulatedCluster] = []
 
-    def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01, **kw) -> SimulatedCluster:  # type: ignore[no-untyped-def]
+    def factory(cluster, *, acceleration: float = 1.0, tick: float = 0.01, **kw) -> SimulatedCluster:
         sim = SimulatedCluster(zk, acceleration=acceleration, tick=tick, state_dir=tmp_path / "sim",
                                listener_factory=serve, **kw)
         sim.load(cluster)
@@ -267,7 +267,7 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """On a failure in a test that used ZooKeeper, append the server log's tail to the report."""
     outcome = yield
     report = outcome.get_result()

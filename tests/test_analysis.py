@@ -22,7 +22,7 @@ from rebalancer.zkserver import free_port
 
 
 @pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
+def spark():
     import os
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -55,7 +55,7 @@ def degraded_cluster() -> Cluster:
     return Cluster.build(brokers, parts)
 
 
-def expected(cluster: Cluster, assignment: dict | None = None, p95: dict | None = None) -> dict:  # type: ignore[type-arg]
+def expected(cluster: Cluster, assignment: dict | None = None, p95: dict | None = None) -> dict:
     """The analysis computed directly with pandas from the model (independent of the Spark code)."""
     rows = []
     for p in cluster.partitions:
@@ -79,7 +79,7 @@ def expected(cluster: Cluster, assignment: dict | None = None, p95: dict | None 
     return {"brokers": per, "median": med, "avg_leaders": avg_leaders, "skew": skew, "under": under}
 
 
-def check(analysis_dir: Path, exp: dict, suffix: str = "") -> None:  # type: ignore[type-arg]
+def check(analysis_dir: Path, exp: dict, suffix: str = "") -> None:
     got = pd.DataFrame(json.loads((analysis_dir / f"brokers{suffix}.json").read_text()))
     e = exp["brokers"].reset_index(drop=True)
     assert list(got.broker) == list(e.broker)
@@ -103,7 +103,7 @@ def check(analysis_dir: Path, exp: dict, suffix: str = "") -> None:  # type: ign
 
 
 @pytest.mark.parametrize("case", ["new-brokers+plan", "pinterest", "degraded", "wix+plan"])
-def test_spark_equals_pandas(spark, tmp_path: Path, case: str):  # type: ignore[no-untyped-def]
+def test_spark_equals_pandas(spark, tmp_path: Path, case: str):
     cluster = {"new-brokers+plan": lambda: build_scenario("new-brokers"),
                "pinterest": lambda: build_scenario("pinterest"),
                "degraded": degraded_cluster,
@@ -135,7 +135,7 @@ def test_spark_equals_pandas(spark, tmp_path: Path, case: str):  # type: ignore[
         assert heat["topics"] == json.loads((run / "analysis" / "topic_broker_top.json").read_text())["topics"]
 
 
-def test_shuffles_are_sized_to_the_replica_rows_and_at_least_one_per_core(spark):  # type: ignore[no-untyped-def]
+def test_shuffles_are_sized_to_the_replica_rows_and_at_least_one_per_core(spark):
     job = load_job()
     try:
         assert job.size_shuffles(spark, 3_000_000) == 12 == int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -145,7 +145,7 @@ def test_shuffles_are_sized_to_the_replica_rows_and_at_least_one_per_core(spark)
         spark.conf.unset("spark.sql.shuffle.partitions")
 
 
-def test_the_plan_analysis_keeps_the_before_tables_of_the_same_snapshot(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
+def test_the_plan_analysis_keeps_the_before_tables_of_the_same_snapshot(spark, tmp_path: Path):
     """The runbook's analyze_plan follows analyze on the same snapshot: it computes the tables after the plan and
     keeps those before it; a snapshot whose bytes changed is analysed anew."""
     from dataclasses import replace
@@ -176,7 +176,7 @@ def test_the_plan_analysis_keeps_the_before_tables_of_the_same_snapshot(spark, t
     check(run / "analysis", expected(grown, after), "_after")
 
 
-def test_history_p95_per_partition(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
+def test_history_p95_per_partition(spark, tmp_path: Path):
     cluster = build_scenario("sqooba")
     run = make_run(tmp_path, cluster)
     rng = np.random.default_rng(7)

@@ -24,7 +24,7 @@ def build(sizes: list[int], rates: list[float], placements: list[tuple[int, ...]
     return Cluster.build([Broker(b) for b in range(brokers)], parts)
 
 
-def bands_for(cluster: Cluster, loads, half: float):  # type: ignore[no-untyped-def]
+def bands_for(cluster: Cluster, loads, half: float):
     totals = dimension_loads(cluster, loads, dimensions=DIMS)
     return {d: load_bands(d, sum(totals[d].values()), cluster.broker_ids, band=half) for d in DIMS}
 

@@ -15,7 +15,7 @@ from rebalancer.procs import process_alive
 from rebalancer.zkserver import free_port
 
 
-def assert_one_line_error(result, code: int, *fragments: str) -> None:  # type: ignore[no-untyped-def]
+def assert_one_line_error(result, code: int, *fragments: str) -> None:
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -172,7 +172,7 @@ def test_plan_writes_kafka_files_and_prints_summary(tmp_path: Path):
         (["--mode", "rebalance", "--max-changes-per-partition", "0"], "must be at least 1", 2),
     ],
 )
-def test_plan_refusals_are_one_line_and_write_nothing(tmp_path: Path, args, fragment, code):  # type: ignore[no-untyped-def]
+def test_plan_refusals_are_one_line_and_write_nothing(tmp_path: Path, args, fragment, code):
     src = tmp_path / "sqooba.json"
     run_cli("sim", "scenario", "--scenario", "sqooba", "--out", str(src))
     run = tmp_path / "run"

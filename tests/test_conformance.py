@@ -164,13 +164,13 @@ class _Action(threading.Thread):
 
     def __init__(self, run: Callable[[], Any]) -> None:
         super().__init__(daemon=True)
-        self._run, self.error = run, None  # type: ignore[assignment]
+        self._run, self.error = run, None
 
     def run(self) -> None:
         try:
             self._run()
         except BaseException as exc:  # noqa: BLE001 - re-raised in join
-            self.error = exc  # type: ignore[assignment]
+            self.error = exc
 
     def join(self, timeout: float | None = None) -> None:
         super().join(timeout)

@@ -21,7 +21,7 @@ from rebalancer.zkserver import free_port
 CLOSED = free_port()  # nothing listens here: a parsed URL fails to connect (exit 4) within --timeout
 
 
-def one_line(result, *, code: int | None = None, secrets: tuple[str, ...] = (), says: tuple[str, ...] = ()) -> str:  # type: ignore[no-untyped-def]
+def one_line(result, *, code: int | None = None, secrets: tuple[str, ...] = (), says: tuple[str, ...] = ()) -> str:
     """The run failed with exactly one line on stderr, showing none of ``secrets``; returns that line."""
     out = result.stdout + result.stderr
     for secret in secrets:
@@ -76,19 +76,19 @@ SHAPES = [
 ISSUE_SHAPES = SHAPES[:6]
 
 
-def _ids(shapes):  # type: ignore[no-untyped-def]
+def _ids(shapes):
     return [f"{i}-{url.strip()[:12]}" for i, (url, _, _) in enumerate(shapes)]
 
 
 @pytest.mark.parametrize(("url", "secrets", "code"), SHAPES, ids=_ids(SHAPES))
-def test_snapshot_with_a_malformed_url_is_one_line_and_never_shows_the_secret(tmp_path, url, secrets, code):  # type: ignore[no-untyped-def]
+def test_snapshot_with_a_malformed_url_is_one_line_and_never_shows_the_secret(tmp_path, url, secrets, code):
     result = run_cli("snapshot", "--source", url, "--out", str(tmp_path / "o"), "--timeout", "1")
     one_line(result, code=code, secrets=secrets)
     assert not (tmp_path / "o").exists()
 
 
 @pytest.fixture(scope="module")
-def approved_run(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+def approved_run(tmp_path_factory) -> Path:
     """A run directory with an approved plan (from a file:// snapshot), so execute, verify and throttle get as far
     as connecting to the source."""
     from rebalancer.execute import approve
@@ -113,13 +113,13 @@ def _run_args(command: str, run: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", ["execute", "verify", "throttle"])
 @pytest.mark.parametrize(("url", "secrets", "code"), ISSUE_SHAPES, ids=_ids(ISSUE_SHAPES))
-def test_execute_verify_throttle_with_a_malformed_url_never_show_the_secret(approved_run, command, url, secrets, code):  # type: ignore[no-untyped-def]
+def test_execute_verify_throttle_with_a_malformed_url_never_show_the_secret(approved_run, command, url, secrets, code):
     result = run_cli(*_run_args(command, approved_run), "--source", url, "--timeout", "1")
     one_line(result, code=code, secrets=secrets)
 
 
 @pytest.mark.parametrize(("url", "secrets", "code"), SHAPES, ids=_ids(SHAPES))
-def test_redact_url_never_shows_the_secret(url, secrets, code):  # type: ignore[no-untyped-def]
+def test_redact_url_never_shows_the_secret(url, secrets, code):
     from rebalancer.urls import redact_url, split_url
 
     shown = redact_url(url)
@@ -149,7 +149,7 @@ def test_redact_url_keeps_scheme_user_hosts_and_path():
 
 
 @pytest.mark.parametrize(("text", "scheme"), [("file:///x.json", "file"), ("ZK://h:1", "zk"), ("Kafka://h:1", "kafka")])
-def test_source_scheme_is_case_insensitive(text, scheme):  # type: ignore[no-untyped-def]
+def test_source_scheme_is_case_insensitive(text, scheme):
     from rebalancer.urls import source_scheme
 
     assert source_scheme(text) == scheme
@@ -161,7 +161,7 @@ def test_source_scheme_is_case_insensitive(text, scheme):  # type: ignore[no-unt
     ("ops:s3cret@h:1", "unknown source 'ops:…'"),
     ("/tmp/cluster.json", "unknown source '/tmp/cluster.json': no scheme; expected file://PATH"),
 ])
-def test_source_scheme_says_what_is_wrong_without_echoing(text, says):  # type: ignore[no-untyped-def]
+def test_source_scheme_says_what_is_wrong_without_echoing(text, says):
     from rebalancer.urls import source_scheme
 
     with pytest.raises(InputError) as err:
@@ -183,7 +183,7 @@ def test_userinfo_ends_at_the_last_at_sign_and_passwords_may_hold_slashes():
 
 # -- ZooKeeper: ACLs and chroots ----------------------------------------------------------------------------------
 @pytest.fixture
-def acl_chroot(zk_server) -> str:  # type: ignore[no-untyped-def]
+def acl_chroot(zk_server) -> str:
     """hosts/chroot of a Kafka cluster whose chroot and every znode under it carry a digest ACL (kafka:s3cret)."""
     from kazoo.client import KazooClient
     from kazoo.security import make_digest_acl
@@ -218,7 +218,7 @@ def acl_chroot(zk_server) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("creds", "how"), [("", "with no credentials"), ("kafka:wr0ng-pw@", "with the given credentials")])
-def test_acl_chroot_without_the_right_credentials_is_denied_in_one_line(tmp_path, acl_chroot, creds, how):  # type: ignore[no-untyped-def]
+def test_acl_chroot_without_the_right_credentials_is_denied_in_one_line(tmp_path, acl_chroot, creds, how):
     result = run_cli("snapshot", "--source", f"zk://{creds}{acl_chroot}", "--out", str(tmp_path / "o"), "--timeout", "5")
     line = one_line(result, code=4, secrets=("wr0ng-pw", "s3cret"), says=("denied", how))
     assert "internal error" not in line and not (tmp_path / "o").exists()
@@ -226,7 +226,7 @@ def test_acl_chroot_without_the_right_credentials_is_denied_in_one_line(tmp_path
     assert ok.returncode == 0 and "s3cret" not in ok.stdout + ok.stderr, ok.stderr
 
 
-def test_acl_chroot_is_denied_by_zk_session_itself(acl_chroot):  # type: ignore[no-untyped-def]
+def test_acl_chroot_is_denied_by_zk_session_itself(acl_chroot):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # kazoo's "No chroot path exists" warning would fail the test
         with pytest.raises(SourceError, match=r"^ZooKeeper at zk://\S+ denied access .* with no credentials"):
@@ -236,11 +236,11 @@ def test_acl_chroot_is_denied_by_zk_session_itself(acl_chroot):  # type: ignore[
             with zk_session(parse_zk_url(f"zk://kafka:nope@{acl_chroot}"), timeout=5, expect_kafka=True):
                 pass
         with zk_session(parse_zk_url(f"zk://kafka:s3cret@{acl_chroot}"), timeout=5, expect_kafka=True) as zk:
-            assert zk.get_children("/brokers/topics") == ["t"]  # type: ignore[attr-defined]
+            assert zk.get_children("/brokers/topics") == ["t"]
 
 
 @pytest.mark.parametrize("suffix", ["/no-such-chroot", ""])
-def test_wrong_chroot_is_one_line_from_zk_session(zk_url, suffix):  # type: ignore[no-untyped-def]
+def test_wrong_chroot_is_one_line_from_zk_session(zk_url, suffix):
     """A chroot that does not exist, or exists with no Kafka in it: one SourceError, no kazoo warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -253,7 +253,7 @@ def test_wrong_chroot_is_one_line_from_zk_session(zk_url, suffix):  # type: igno
 
 
 @pytest.mark.parametrize("command", ["snapshot", "execute", "verify", "throttle"])
-def test_wrong_chroot_through_the_cli_is_one_line_exit_4(tmp_path, approved_run, zk_url, command):  # type: ignore[no-untyped-def]
+def test_wrong_chroot_through_the_cli_is_one_line_exit_4(tmp_path, approved_run, zk_url, command):
     url = zk_url + "/not-kafka"
     args = ["snapshot", "--out", str(tmp_path / "o")] if command == "snapshot" else _run_args(command, approved_run)
     result = run_cli(*args, "--source", url, "--timeout", "5")
@@ -261,7 +261,7 @@ def test_wrong_chroot_through_the_cli_is_one_line_exit_4(tmp_path, approved_run,
     assert "rerun" not in line and "Warning" not in result.stderr
 
 
-def test_unreachable_zookeeper_leaves_no_thread_output(tmp_path):  # type: ignore[no-untyped-def]
+def test_unreachable_zookeeper_leaves_no_thread_output(tmp_path):
     result = run_cli("snapshot", "--source", f"zk://ops:Hunter9@127.0.0.1:{CLOSED}/kafka", "--out", str(tmp_path / "o"),
                      "--timeout", "1")
     one_line(result, code=4, secrets=("Hunter9",), says=("cannot connect to ZooKeeper at zk://127.0.0.1:",))
@@ -283,14 +283,14 @@ MULTILINE_JAAS = [
 
 
 @pytest.mark.parametrize("text", MULTILINE_JAAS, ids=["quoted", "unquoted-crlf"])
-def test_multiline_jaas_config_parses(tmp_path, text):  # type: ignore[no-untyped-def]
+def test_multiline_jaas_config_parses(tmp_path, text):
     cfg = tmp_path / "client.properties"
     cfg.write_text(text, newline="")
     assert load_client_config(cfg)["sasl_plain_username"] == "ops"
     assert load_client_config(cfg)["sasl_plain_password"] == "correct-horse"
 
 
-def test_java_properties_continuations_and_escapes(tmp_path):  # type: ignore[no-untyped-def]
+def test_java_properties_continuations_and_escapes(tmp_path):
     cfg = tmp_path / "client.properties"
     cfg.write_text("client.id=a\\\\\n"          # an escaped backslash ends the line: no continuation
                    "# a comment \\\n"           # a comment line is never continued
@@ -303,7 +303,7 @@ def test_java_properties_continuations_and_escapes(tmp_path):  # type: ignore[no
     assert conf["sasl_plain_username"] == 'o"ps' and conf["sasl_plain_password"] == 'p;w"d'
 
 
-def test_multiline_jaas_config_is_used_against_a_sasl_cluster(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+def test_multiline_jaas_config_is_used_against_a_sasl_cluster(tmp_path, make_sim):
     from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
     sim = make_sim(build_scenario("new-brokers", ScenarioParams(partitions=12, mean_partition_mib=16)),
@@ -317,7 +317,7 @@ def test_multiline_jaas_config_is_used_against_a_sasl_cluster(tmp_path, make_sim
         assert "SASL_PLAINTEXT, user ops" in result.stdout and "horse" not in result.stdout + result.stderr
 
 
-def test_wrong_sasl_password_is_rejected_in_the_url_and_in_the_config_file(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+def test_wrong_sasl_password_is_rejected_in_the_url_and_in_the_config_file(tmp_path, make_sim):
     """Both say "rejected", in one line, with the password nowhere; a single bootstrap broker and a short window,
     so the answer cannot depend on which of many connection attempts happened to read the broker's reply."""
     from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -352,7 +352,7 @@ def test_wrong_sasl_password_is_rejected_in_the_url_and_in_the_config_file(tmp_p
     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
     '    username="ops" password="Sw0rdfish1"; \\\n    junk\n',
 ])
-def test_config_file_errors_never_print_the_password(tmp_path, text):  # type: ignore[no-untyped-def]
+def test_config_file_errors_never_print_the_password(tmp_path, text):
     cfg = tmp_path / "client.properties"
     cfg.write_text(text)
     result = run_cli("snapshot", "--source", "kafka://127.0.0.1:9", "--kafka-config", str(cfg), "--timeout", "1",
@@ -361,7 +361,7 @@ def test_config_file_errors_never_print_the_password(tmp_path, text):  # type: i
     assert not (tmp_path / "o").exists()
 
 
-def test_forgotten_continuation_says_so(tmp_path):  # type: ignore[no-untyped-def]
+def test_forgotten_continuation_says_so(tmp_path):
     cfg = tmp_path / "client.properties"
     cfg.write_text(MULTILINE_JAAS[0].replace(" \\\n", "\n"))
     with pytest.raises(InputError, match=r"client\.properties:4: unknown Kafka client property 'username' "

@@ -21,13 +21,13 @@ from rebalancer.snapshot import take_snapshot
 MB = 1_000_000
 
 
-def opts(**kw) -> ExecOptions:  # type: ignore[no-untyped-def]
+def opts(**kw) -> ExecOptions:
     base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
     base.update(kw)
-    return ExecOptions(**base)  # type: ignore[arg-type]
+    return ExecOptions(**base)
 
 
-def prepared(tmp: Path, zk, zk_url: str, make_sim, *, scenario="new-brokers", params=None, mode="add-brokers",  # type: ignore[no-untyped-def]
+def prepared(tmp: Path, zk, zk_url: str, make_sim, *, scenario="new-brokers", params=None, mode="add-brokers",
              brokers=(12, 13, 14, 15), acceleration=200.0, approve_it=True):
     cluster = build_scenario(scenario, params or ScenarioParams(partitions=48, mean_partition_mib=64))
     sim = make_sim(cluster, acceleration=acceleration)
@@ -40,11 +40,11 @@ def prepared(tmp: Path, zk, zk_url: str, make_sim, *, scenario="new-brokers", pa
     return sim, run, plan, ZkBackend(zk, zk_url)
 
 
-def assignment(backend: ZkBackend) -> dict:  # type: ignore[type-arg]
+def assignment(backend: ZkBackend) -> dict:
     return {p.tp: p.replicas for p in backend.read_cluster().partitions}
 
 
-def test_refusals_change_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_refusals_change_nothing(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, approve_it=False)
     before = assignment(backend)
     with pytest.raises(InputError, match="no approval record"):
@@ -75,7 +75,7 @@ def test_refusals_change_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignor
         b["status"] == "pending" for b in json.loads((run / "execution" / "state.json").read_text())["batches"])
 
 
-def test_invalid_throttle_is_one_line_and_touches_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_invalid_throttle_is_one_line_and_touches_nothing(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
     for bad in ("fast", "-5MB/s", "0", "10 parsecs"):
         result = run_cli("execute", str(run), "--source", zk_url, f"--throttle={bad}")
@@ -85,7 +85,7 @@ def test_invalid_throttle_is_one_line_and_touches_nothing(tmp_path, zk, zk_url, 
     assert not (run / "execution").exists()
 
 
-def test_drifted_partition_is_skipped_and_reported(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_drifted_partition_is_skipped_and_reported(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
     victim = next(c for c in plan.changes if c.added)
     # Someone else moves it first.
@@ -103,7 +103,7 @@ def test_drifted_partition_is_skipped_and_reported(tmp_path, zk, zk_url, make_si
     assert assignment(backend)[(victim.topic, victim.partition)] == drifted  # never overwritten
 
 
-def test_session_expiry_during_execution_is_ridden_out(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_session_expiry_during_execution_is_ridden_out(tmp_path, zk, zk_url, make_sim):
     from kazoo.client import KazooClient
 
     sim, run, plan, _ = prepared(tmp_path, zk, zk_url, make_sim, acceleration=20.0)
@@ -149,7 +149,7 @@ def test_multi_replica_change_moves_in_steps_never_beyond_rf_plus_one():
     assert len(reorder) == 1 and reorder[0].leader_only and reorder[0].bytes == 0
 
 
-def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, make_sim):
     from rebalancer.execute import throttle as thr
 
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
@@ -172,12 +172,12 @@ def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, m
     assert again.returncode == 0 and "no throttle left" in again.stdout
 
 
-def make_state_steps(plan) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+def make_state_steps(plan) -> list[dict]:
     return [s.to_dict() for c in plan.changes for s in steps_of(c.topic, c.partition, c.replicas_before,
                                                                   c.replicas_after, c.size_bytes)]
 
 
-def test_a_move_waiting_for_a_kept_replica_on_a_dead_broker_says_so(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_a_move_waiting_for_a_kept_replica_on_a_dead_broker_says_so(tmp_path, zk, zk_url, make_sim):
     """A move completes only when its whole target is in sync: with a replica it keeps on a dead broker it copies
     everything and still waits. The timeout names that broker (not a misleading 'no byte copied')."""
     from rebalancer.execute import ExecutionFailed

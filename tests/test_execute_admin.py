@@ -23,19 +23,19 @@ from rebalancer.snapshot import load_snapshot, take_snapshot
 MB = 1_000_000
 
 
-def opts(**kw) -> ExecOptions:  # type: ignore[no-untyped-def]
+def opts(**kw) -> ExecOptions:
     base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
     base.update(kw)
-    return ExecOptions(**base)  # type: ignore[arg-type]
+    return ExecOptions(**base)
 
 
 @contextmanager
-def admin_backend(sim) -> Iterator[AdminBackend]:  # type: ignore[no-untyped-def]
+def admin_backend(sim) -> Iterator[AdminBackend]:
     with open_backend(f"kafka://{sim.bootstrap}", timeout=10.0) as backend:
         yield backend
 
 
-def prepared(tmp: Path, make_sim, *, acceleration=200.0, approve_it=True, partitions=48):  # type: ignore[no-untyped-def]
+def prepared(tmp: Path, make_sim, *, acceleration=200.0, approve_it=True, partitions=48):
     cluster = build_scenario("new-brokers", ScenarioParams(partitions=partitions, mean_partition_mib=64))
     sim = make_sim(cluster, acceleration=acceleration)
     run = tmp / "run"
@@ -46,11 +46,11 @@ def prepared(tmp: Path, make_sim, *, acceleration=200.0, approve_it=True, partit
     return sim, run, plan
 
 
-def assignment(backend) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def assignment(backend) -> dict:
     return {p.tp: p.replicas for p in backend.read_cluster().partitions}
 
 
-def test_snapshot_through_the_admin_api_equals_zookeeper(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_snapshot_through_the_admin_api_equals_zookeeper(tmp_path, zk, zk_url, make_sim):
     sim, run, _ = prepared(tmp_path, make_sim, approve_it=False)
     via_kafka = load_snapshot(run)
     take_snapshot(zk_url, tmp_path / "zk", sizes=f"file://{tmp_path / 'sim' / 'log-dirs.json'}")
@@ -61,7 +61,7 @@ def test_snapshot_through_the_admin_api_equals_zookeeper(tmp_path, zk, zk_url, m
     assert via_kafka.meta["sizes_known"] and sum(p.size_bytes for p in via_kafka.partitions) > 0
 
 
-def test_snapshots_read_retention_and_disk_totals_for_the_load_model(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_snapshots_read_retention_and_disk_totals_for_the_load_model(tmp_path, zk, zk_url, make_sim):
     from dataclasses import replace
 
     from rebalancer.model import Cluster
@@ -84,7 +84,7 @@ def test_snapshots_read_retention_and_disk_totals_for_the_load_model(tmp_path, z
     assert {b.id: b.disk_capacity_bytes for b in via_kafka.brokers} == {b.id: (b.id + 1) * 10**12 for b in cluster.brokers}
 
 
-def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-untyped-def]
+def test_refusals_change_nothing(tmp_path, zk, make_sim):
     sim, run, plan = prepared(tmp_path, make_sim, approve_it=False)
     with admin_backend(sim) as backend:
         before = assignment(backend)
@@ -128,7 +128,7 @@ def test_refusals_change_nothing(tmp_path, zk, make_sim):  # type: ignore[no-unt
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "invalid throttle" in result.stderr
 
 
-def test_drifted_partition_is_skipped_and_reported(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+def test_drifted_partition_is_skipped_and_reported(tmp_path, make_sim):
     sim, run, plan = prepared(tmp_path, make_sim)
     victim = next(c for c in plan.changes if c.added)
     other = next(b for b in range(12) if b not in victim.replicas_before)
@@ -145,7 +145,7 @@ def test_drifted_partition_is_skipped_and_reported(tmp_path, make_sim):  # type:
 
 
 # -- connection settings and secrets ---------------------------------------------------------------------------
-def test_client_config_file_properties_and_json(tmp_path):  # type: ignore[no-untyped-def]
+def test_client_config_file_properties_and_json(tmp_path):
     props = tmp_path / "client.properties"
     props.write_text("# ops cluster\nsecurity.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
                      'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -171,7 +171,7 @@ def test_client_config_file_properties_and_json(tmp_path):  # type: ignore[no-un
     ("sasl.mechanism=PLAIN\n", "use SASL_PLAINTEXT or SASL_SSL"),
     ("ssl.ca.location=/nonexistent/ca.pem\n", "no such file"),
 ])
-def test_bad_client_config_is_one_line_exit_2(tmp_path, text, message):  # type: ignore[no-untyped-def]
+def test_bad_client_config_is_one_line_exit_2(tmp_path, text, message):
     cfg = tmp_path / "bad.properties"
     cfg.write_text(text)
     result = run_cli("snapshot", "--source", "kafka://127.0.0.1:9", "--kafka-config", str(cfg), "--out", str(tmp_path / "o"))
@@ -181,7 +181,7 @@ def test_bad_client_config_is_one_line_exit_2(tmp_path, text, message):  # type:
 
 
 @pytest.mark.parametrize("key", ["security_protocol", "sasl_mechanism"])
-def test_a_value_that_is_not_allowed_is_never_echoed(tmp_path, key):  # type: ignore[no-untyped-def]
+def test_a_value_that_is_not_allowed_is_never_echoed(tmp_path, key):
     """A password pasted into the wrong field (the probe's "SASL_PLAINTEXT S3CR3TPW") is named by its key only."""
     cfg = tmp_path / "client.json"
     cfg.write_text(json.dumps({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
@@ -192,7 +192,7 @@ def test_a_value_that_is_not_allowed_is_never_echoed(tmp_path, key):  # type: ig
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 
-def test_unreachable_kafka_never_prints_the_password(tmp_path):  # type: ignore[no-untyped-def]
+def test_unreachable_kafka_never_prints_the_password(tmp_path):
     result = run_cli("snapshot", "--source", "kafka://ops:hunter2-secret@127.0.0.1:9", "--timeout", "1",
                      "--out", str(tmp_path / "o"))
     assert result.returncode == 4 and "cannot connect to Kafka at kafka://127.0.0.1:9" in result.stderr, result.stderr
@@ -200,7 +200,7 @@ def test_unreachable_kafka_never_prints_the_password(tmp_path):  # type: ignore[
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_sasl_plain_through_a_config_file(tmp_path, make_sim):  # type: ignore[no-untyped-def]
+def test_sasl_plain_through_a_config_file(tmp_path, make_sim):
     """A SASL_PLAINTEXT cluster: the right credentials read and execute; wrong or missing ones fail in one line
     that never shows the password, and nothing is written."""
     cluster = build_scenario("new-brokers", ScenarioParams(partitions=24, mean_partition_mib=16))

@@ -39,14 +39,14 @@ def _files(path: Path) -> list[str]:
     ({"topic": ".."}, 3, "cannot be '.' or '..'"),
     ({"topic": "caf\u00e9"}, 3, "contains"),
 ])
-def test_kafka_limits_are_named_and_nothing_is_written(tmp_path, partition, code, message):  # type: ignore[no-untyped-def]
+def test_kafka_limits_are_named_and_nothing_is_written(tmp_path, partition, code, message):
     run = tmp_path / "run"
     result = run_cli("snapshot", "--source", f"file://{_cluster(tmp_path, **partition)}", "--out", str(run))
     assert_one_line_error(result, code, message)
     assert not run.exists()
 
 
-def test_broker_id_beyond_int32_from_zookeeper_writes_nothing(tmp_path, zk, zk_url):  # type: ignore[no-untyped-def]
+def test_broker_id_beyond_int32_from_zookeeper_writes_nothing(tmp_path, zk, zk_url):
     """A broker registered as 3000000000 (the id 3e9 of the probe): named, and no snapshot.json to plan from."""
     from rebalancer import kafka_zk as kz
 
@@ -59,7 +59,7 @@ def test_broker_id_beyond_int32_from_zookeeper_writes_nothing(tmp_path, zk, zk_u
     assert _files(run) == []
 
 
-def test_json_nested_200k_deep_is_named(tmp_path):  # type: ignore[no-untyped-def]
+def test_json_nested_200k_deep_is_named(tmp_path):
     src = tmp_path / "deep.json"
     src.write_text("[" * 200_000 + "]" * 200_000)
     assert_one_line_error(run_cli("snapshot", "--source", f"file://{src}", "--out", str(tmp_path / "run")), 2,
@@ -67,7 +67,7 @@ def test_json_nested_200k_deep_is_named(tmp_path):  # type: ignore[no-untyped-de
     assert not (tmp_path / "run").exists()
 
 
-def test_out_under_a_file_is_named(tmp_path):  # type: ignore[no-untyped-def]
+def test_out_under_a_file_is_named(tmp_path):
     (tmp_path / "afile").write_text("x")
     result = run_cli("snapshot", "--source", f"file://{_cluster(tmp_path)}", "--out", str(tmp_path / "afile" / "run"))
     assert_one_line_error(result, 2, "afile")
@@ -82,7 +82,7 @@ def _limited_cli(max_file_bytes: int, *args: str) -> subprocess.CompletedProcess
                           cwd=REPO, preexec_fn=limit)
 
 
-def test_a_full_disk_during_snapshot_leaves_nothing(tmp_path):  # type: ignore[no-untyped-def]
+def test_a_full_disk_during_snapshot_leaves_nothing(tmp_path):
     from rebalancer.formats import write_cluster_json
     from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
@@ -98,7 +98,7 @@ def test_a_full_disk_during_snapshot_leaves_nothing(tmp_path):  # type: ignore[n
         assert after == before, "a failed snapshot changed or left files"
 
 
-def test_a_full_disk_during_plan_leaves_the_old_plan(tmp_path):  # type: ignore[no-untyped-def]
+def test_a_full_disk_during_plan_leaves_the_old_plan(tmp_path):
     from rebalancer.formats import write_cluster_json
     from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
@@ -121,7 +121,7 @@ def _read_only(path: Path, on: bool) -> None:
         os.chmod(path, 0o555 if on else 0o755)
 
 
-def test_a_read_only_run_directory_is_named(tmp_path):  # type: ignore[no-untyped-def]
+def test_a_read_only_run_directory_is_named(tmp_path):
     run = tmp_path / "run"
     assert run_cli("snapshot", "--source", f"file://{_cluster(tmp_path)}", "--out", str(run), "--quiet").returncode == 0
     before = _files(run)
@@ -145,13 +145,13 @@ def test_a_read_only_run_directory_is_named(tmp_path):  # type: ignore[no-untype
     (["--throttle", "100000000000000000000000000GB/s"], "above Kafka's largest rate"),
     (["--max-batch-bytes", "1e9"], "invalid --max-batch-bytes"),
 ])
-def test_execute_options_are_checked_before_anything(tmp_path, args, message):  # type: ignore[no-untyped-def]
+def test_execute_options_are_checked_before_anything(tmp_path, args, message):
     throttle = [] if "--throttle" in args else ["--throttle", "50MB/s"]
     result = run_cli("execute", str(tmp_path / "no-such-run"), "--source", "zk://127.0.0.1:1", *throttle, *args)
     assert_one_line_error(result, 2, message)
 
 
-def test_write_lp_into_a_missing_directory_fails_before_planning(tmp_path):  # type: ignore[no-untyped-def]
+def test_write_lp_into_a_missing_directory_fails_before_planning(tmp_path):
     run = tmp_path / "run"
     assert run_cli("snapshot", "--source", f"file://{_cluster(tmp_path)}", "--out", str(run), "--quiet").returncode == 0
     result = run_cli("plan", str(run), "--mode", "rebalance", "--write-lp", str(tmp_path / "missing" / "p.lp"))

@@ -32,7 +32,7 @@ def _edit_plan(run: Path) -> None:
     (run / "plan.json").write_text(json.dumps(doc))
 
 
-def test_rollback_refuses_an_edited_plan_and_moves_nothing(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_rollback_refuses_an_edited_plan_and_moves_nothing(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
     execute(run, backend, opts(per_broker=50, total=500))
     executed = assignment(backend)
@@ -44,7 +44,7 @@ def test_rollback_refuses_an_edited_plan_and_moves_nothing(tmp_path, zk, zk_url,
     assert not (run / "execution" / "rollback_state.json").exists()
 
 
-def test_rollback_needs_the_approval_of_exactly_this_plan(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_rollback_needs_the_approval_of_exactly_this_plan(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
     execute(run, backend, opts(per_broker=50, total=500))
     executed = assignment(backend)
@@ -60,7 +60,7 @@ def test_rollback_needs_the_approval_of_exactly_this_plan(tmp_path, zk, zk_url, 
     ["rollback"],
     ["throttle", "--clear"],
 ])
-def test_mutating_commands_check_the_approval_before_connecting(tmp_path, command):  # type: ignore[no-untyped-def]
+def test_mutating_commands_check_the_approval_before_connecting(tmp_path, command):
     """Against a ZooKeeper that does not exist: the refusal must come from the approval, not from the connection."""
     from rebalancer.formats import write_cluster_json
     from rebalancer.plan import plan_run_dir
@@ -82,7 +82,7 @@ def test_mutating_commands_check_the_approval_before_connecting(tmp_path, comman
     assert_one_line_error(run_cli(name, *rest, str(run), "--source", source, "--timeout", "20"), 2, "rejected")
 
 
-def test_refused_execute_keeps_someone_elses_throttles(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_refused_execute_keeps_someone_elses_throttles(tmp_path, zk, zk_url, make_sim):
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
     sim.kill_broker(15)
     p = next(p for p in backend.read_cluster().partitions if 15 not in p.replicas)
@@ -99,7 +99,7 @@ def test_refused_execute_keeps_someone_elses_throttles(tmp_path, zk, zk_url, mak
     assert backend.throttle_configs() == throttles
 
 
-def test_an_edited_execution_state_cannot_add_a_move(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_an_edited_execution_state_cannot_add_a_move(tmp_path, zk, zk_url, make_sim):
     from rebalancer.execute.batches import Step
     from rebalancer.execute.runner import _new_state
     from rebalancer.plan import load_plan

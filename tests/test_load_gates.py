@@ -31,7 +31,7 @@ def _main_job() -> tuple[Cluster, list[int]]:
     return c, sorted(c.meta["new_brokers"])
 
 
-def _gates(run: Path, **th) -> dict[str, dict]:  # type: ignore[no-untyped-def,type-arg]
+def _gates(run: Path, **th) -> dict[str, dict]:
     try:
         result = validate_run_dir(run, Thresholds(**th))
     except GateFailure:

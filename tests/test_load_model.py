@@ -31,7 +31,7 @@ DAY_MS = 24 * 3600 * 1000
 
 
 def cluster(**broker_kw: object) -> Cluster:
-    brokers = [Broker(i, rack=f"r{i}", **broker_kw) for i in range(3)]  # type: ignore[arg-type]
+    brokers = [Broker(i, rack=f"r{i}", **broker_kw) for i in range(3)]
     parts = [
         Partition("clicks", 0, (0, 1, 2), 0, (0, 1, 2), size_bytes=864 * MiB),       # retention 1 day: 10.24 KB/s
         Partition("clicks", 1, (1, 2, 0), 1, (1, 2, 0), size_bytes=432 * MiB),

@@ -29,11 +29,11 @@ from load_cases import heavy_tailed, mixed_hardware, network_hot  # noqa: E402
 from test_plan_budget import _assert_valid  # noqa: E402
 
 
-def _after(cluster: Cluster, plan) -> dict[tuple[str, int], tuple[int, ...]]:  # type: ignore[no-untyped-def]
+def _after(cluster: Cluster, plan) -> dict[tuple[str, int], tuple[int, ...]]:
     return {(c.topic, c.partition): c.replicas_after for c in plan.changes}
 
 
-def _within(plan, dimension: str) -> bool:  # type: ignore[no-untyped-def]
+def _within(plan, dimension: str) -> bool:
     return plan.summary["load"]["dimensions"][dimension]["outside_after"] == []
 
 
@@ -161,7 +161,7 @@ def clusters(draw: st.DrawFn) -> tuple[Cluster, str, list[int]]:
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=clusters(), band=st.sampled_from([0.05, 0.2, 0.5]))
-def test_every_load_plan_keeps_the_hard_rules_and_never_beats_the_bound(case, band) -> None:  # type: ignore[no-untyped-def]
+def test_every_load_plan_keeps_the_hard_rules_and_never_beats_the_bound(case, band) -> None:
     cluster, mode, named = case
     try:
         model = load_model(cluster, band={"disk": band})

@@ -50,7 +50,7 @@ def test_the_plan_reports_its_load_and_the_bytes_bound(balance: str) -> None:
     assert "bytes moved" in text and "(disk), ratio" in text and "disk within +-5% of target" in text
 
 
-def test_bands_follow_capacity_and_the_rates_say_where_they_came_from(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bands_follow_capacity_and_the_rates_say_where_they_came_from(tmp_path) -> None:
     cluster, new = new_brokers()
     # The new brokers have twice the disk: their targets are twice the others'.
     big = set(new)

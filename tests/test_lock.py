@@ -28,7 +28,7 @@ from rebalancer.snapshot import take_snapshot
 SLOW = ["--throttle", "20MB/s", "--poll", "0.1", "--max-moves", "8", "--throttle-settle", "0.2"]
 
 
-def _prepared(tmp: Path, zk, zk_url: str, make_sim):  # type: ignore[no-untyped-def]
+def _prepared(tmp: Path, zk, zk_url: str, make_sim):
     sim = make_sim(build_scenario("new-brokers", ScenarioParams(partitions=48, mean_partition_mib=64)), acceleration=5.0)
     run = tmp / "run"
     take_snapshot(zk_url, run, sizes=f"file://{tmp / 'sim' / 'log-dirs.json'}")
@@ -44,17 +44,17 @@ def _start(run: Path, source: str, *extra: str, env: dict[str, str] | None = Non
                             env={**os.environ, **(env or {})})
 
 
-def _marker(zk) -> str | None:  # type: ignore[no-untyped-def]
+def _marker(zk) -> str | None:
     data = zk.exists(kz.topic_path(LOCK_TOPIC)) and zk.get(kz.topic_path(LOCK_TOPIC))[0]
     return json.loads(data)["topic_id"] if data else None
 
 
-def _submitted_once(sim) -> None:  # type: ignore[no-untyped-def]
+def _submitted_once(sim) -> None:
     moved = [(e["topic"], e["partition"], tuple(e["target"])) for e in sim.completed]
     assert len(moved) == len(set(moved)), "a move was submitted twice"
 
 
-def _hurry(sim) -> None:  # type: ignore[no-untyped-def]
+def _hurry(sim) -> None:
     """The race a test provokes is over: the copies left may finish at once (the simulator's clock is read every
     tick), not at the throttle that kept a batch in flight long enough to race with."""
     sim.acceleration = 200.0
@@ -68,7 +68,7 @@ def _other_host() -> list[str]:
 
 @pytest.mark.parametrize("how", ["same run directory", "a copy of the run directory", "zk:// and kafka://",
                                  "two hosts"])
-def test_two_concurrent_executions_exactly_one_runs(tmp_path, zk, zk_url, make_sim, how):  # type: ignore[no-untyped-def]
+def test_two_concurrent_executions_exactly_one_runs(tmp_path, zk, zk_url, make_sim, how):
     sim, run = _prepared(tmp_path, zk, zk_url, make_sim)
     first = _start(run, zk_url, env={"REBALANCER_LOCK_DIR": str(tmp_path / "host-a")})
     holder = wait_for(lambda: _marker(zk), timeout=60, what="the first execution to take the lock")
@@ -96,7 +96,7 @@ def test_two_concurrent_executions_exactly_one_runs(tmp_path, zk, zk_url, make_s
     wait_for(lambda: not zk.exists(kz.topic_path(LOCK_TOPIC)), timeout=30, what="the lock topic to be deleted")
 
 
-def test_stale_lock_after_kill_9_is_detected_and_recoverable(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_stale_lock_after_kill_9_is_detected_and_recoverable(tmp_path, zk, zk_url, make_sim):
     sim, run = _prepared(tmp_path, zk, zk_url, make_sim)
     first = _start(run, zk_url)
     wait_for(lambda: zk.exists(kz.REASSIGN), timeout=60, what="a batch in flight")
@@ -120,7 +120,7 @@ def test_stale_lock_after_kill_9_is_detected_and_recoverable(tmp_path, zk, zk_ur
     wait_for(lambda: not zk.exists(kz.topic_path(LOCK_TOPIC)), timeout=30, what="the lock topic to be deleted")
 
 
-def test_unlock_releases_a_stale_lock_for_another_run(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_unlock_releases_a_stale_lock_for_another_run(tmp_path, zk, zk_url, make_sim):
     sim, run = _prepared(tmp_path, zk, zk_url, make_sim)
     backend = ZkBackend(zk, zk_url)
     orphan = ClusterLock(backend, tmp_path / "elsewhere").acquire()  # as if its owner died on another host
@@ -132,7 +132,7 @@ def test_unlock_releases_a_stale_lock_for_another_run(tmp_path, zk, zk_url, make
     assert run_cli("execute", str(run), "--source", zk_url, *SLOW, timeout=300).returncode == 0
 
 
-def test_an_execution_whose_lock_was_released_stops_before_the_next_batch(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_an_execution_whose_lock_was_released_stops_before_the_next_batch(tmp_path, zk, zk_url, make_sim):
     sim, run = _prepared(tmp_path, zk, zk_url, make_sim)
     first = _start(run, zk_url)
     held = wait_for(lambda: zk.exists(kz.REASSIGN) and _marker(zk), timeout=60, what="a batch in flight")
@@ -143,7 +143,7 @@ def test_an_execution_whose_lock_was_released_stops_before_the_next_batch(tmp_pa
     _submitted_once(sim)
 
 
-def test_a_lock_is_never_deleted_by_a_process_that_does_not_own_it(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_a_lock_is_never_deleted_by_a_process_that_does_not_own_it(tmp_path, zk, zk_url, make_sim):
     sim, run = _prepared(tmp_path, zk, zk_url, make_sim)
     backend = ZkBackend(zk, zk_url)
     mine = ClusterLock(backend, run)

@@ -19,7 +19,7 @@ from rebalancer.formats import (
 from rebalancer.model import Broker, Cluster, Partition
 
 
-def desc(partitions, brokers=None):  # type: ignore[no-untyped-def]
+def desc(partitions, brokers=None):
     return {"brokers": brokers if brokers is not None else [{"id": 0, "rack": "a"}, {"id": 1, "rack": "b"}, {"id": 2}],
             "partitions": partitions}
 
@@ -40,7 +40,7 @@ def desc(partitions, brokers=None):  # type: ignore[no-untyped-def]
         ({"topic": "t", "replicas": [0]}, "missing required key 'partition'"),
     ],
 )
-def test_each_invariant_violation_is_a_named_error(partition, message):  # type: ignore[no-untyped-def]
+def test_each_invariant_violation_is_a_named_error(partition, message):
     with pytest.raises(ModelError) as err:
         cluster_from_dict(desc([partition]))
     assert message in str(err.value)

@@ -41,7 +41,7 @@ class FakeClock:
         self.now += seconds
 
 
-def _assert_valid(cluster: Cluster, plan, mode: str, named: list[int]) -> None:  # type: ignore[no-untyped-def]
+def _assert_valid(cluster: Cluster, plan, mode: str, named: list[int]) -> None:
     """RF kept, no duplicate or ineligible broker, change cap kept, never fewer racks, removed brokers emptied."""
     rack = {b.id: b.rack for b in cluster.brokers}
     alive = {b.id for b in cluster.brokers if b.alive}
@@ -158,7 +158,7 @@ def test_a_budget_fixes_its_limit_once_the_size_is_known():
 
 # -- (2) the time runs out before placement: a one-line PlanError naming the phase ----------------------------
 @pytest.mark.parametrize(("mode", "brokers"), [("rebalance", None), ("leaders", None), ("remove-brokers", [5])])
-def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, brokers):  # type: ignore[no-untyped-def]
+def test_budget_spent_before_placement_is_a_one_line_plan_error(mode: str, brokers):
     clock = FakeClock()
     budget = Budget(1.0, clock=clock)
     with budget.phase("load"):
@@ -183,7 +183,7 @@ def test_plan_run_dir_counts_loading_against_the_limit(tmp_path: Path):
     assert "time limit" not in plan.solver["status"].lower()
 
 
-def test_a_read_only_run_directory_fails_before_the_snapshot_is_read(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+def test_a_read_only_run_directory_fails_before_the_snapshot_is_read(tmp_path: Path, monkeypatch):
     """Minutes of planning (a large cluster) must not end in 'cannot write': the run directory is checked first."""
     import os
     import subprocess

@@ -22,7 +22,7 @@ from rebalancer.sim.scenarios import build_scenario
 
 # -- the leader flow is exact ---------------------------------------------------------------------------------
 @st.composite
-def leader_instances(draw):  # type: ignore[no-untyped-def]
+def leader_instances(draw):
     nb = draw(st.integers(2, 6))
     n = draw(st.integers(1, 7))
     topics = draw(st.integers(1, 3))
@@ -36,7 +36,7 @@ def leader_instances(draw):  # type: ignore[no-untyped-def]
     return items, frozenset(range(nb))
 
 
-def _brute(items, brokers, order):  # type: ignore[no-untyped-def]
+def _brute(items, brokers, order):
     best = None
     for choice in itertools.product(*[it.candidates for it in items]):
         tv, wv, ch, cv = leader_objective({it.key: b for it, b in zip(items, choice, strict=True)}, items, brokers)
@@ -47,7 +47,7 @@ def _brute(items, brokers, order):  # type: ignore[no-untyped-def]
 
 @settings(max_examples=examples(150), deadline=None)
 @given(leader_instances(), st.sampled_from(["changes", "balance"]))
-def test_leader_flow_equals_brute_force_optimum(instance, priority):  # type: ignore[no-untyped-def]
+def test_leader_flow_equals_brute_force_optimum(instance, priority):
     items, brokers = instance
     res = balance_leaders(items, brokers, priority=priority)
     got = (res.topic_violation, res.tolerance_violation, res.changes, res.cluster_violation)
@@ -59,7 +59,7 @@ def test_leader_flow_equals_brute_force_optimum(instance, priority):  # type: ig
 
 @settings(max_examples=examples(150), deadline=None)
 @given(leader_instances())
-def test_flow_never_needs_more_changes_than_pinterest(instance):  # type: ignore[no-untyped-def]
+def test_flow_never_needs_more_changes_than_pinterest(instance):
     items, brokers = instance
     pin = pinterest_leaders(items)
     flow = balance_leaders(items, brokers)
@@ -128,7 +128,7 @@ def _two_rack_cluster() -> Cluster:
         ("sideways", None, "unknown mode 'sideways'"),
     ],
 )
-def test_infeasible_requests_fail_before_writing(tmp_path: Path, mode, brokers, message):  # type: ignore[no-untyped-def]
+def test_infeasible_requests_fail_before_writing(tmp_path: Path, mode, brokers, message):
     write_cluster_json(_two_rack_cluster(), tmp_path / "snapshot.json")
     with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan_run_dir(tmp_path, mode, brokers=brokers)
@@ -175,7 +175,7 @@ def test_balanced_cluster_gives_an_empty_plan():
 
 # -- invariants of every plan of every strategy ---------------------------------------------------------------
 @st.composite
-def clusters(draw):  # type: ignore[no-untyped-def]
+def clusters(draw):
     n_brokers = draw(st.integers(3, 8))
     n_racks = draw(st.integers(1, 3))
     brokers = [Broker(i, f"r{i % n_racks}") for i in range(n_brokers)]
@@ -191,7 +191,7 @@ def clusters(draw):  # type: ignore[no-untyped-def]
     return Cluster.build(brokers, parts), list(range(n_brokers - n_empty, n_brokers))
 
 
-def _check_invariants(cluster: Cluster, plan, mode: str, named: list[int], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def _check_invariants(cluster: Cluster, plan, mode: str, named: list[int], tmp_path: Path) -> None:
     rack = {b.id: b.rack for b in cluster.brokers}
     alive = {b.id for b in cluster.brokers if b.alive}
     cap = plan.params["max_changes_per_partition"]
@@ -233,7 +233,7 @@ def _check_invariants(cluster: Cluster, plan, mode: str, named: list[int], tmp_p
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(clusters(), st.sampled_from([(m, s) for m in ("rebalance", "add-brokers", "remove-brokers") for s in ("lp", "greedy")]
                                     + [("leaders", "flow"), ("leaders", "pinterest")]))
-def test_every_plan_keeps_the_invariants(tmp_path: Path, case, mode_strategy) -> None:  # type: ignore[no-untyped-def]
+def test_every_plan_keeps_the_invariants(tmp_path: Path, case, mode_strategy) -> None:
     cluster, empty = case
     mode, strategy = mode_strategy
     named: list[int] = []
@@ -324,7 +324,7 @@ def test_a_leader_flow_cut_short_has_solved_the_most_imbalanced_topics_first() -
     assert sorted(res.leaders.values()).count(1) == 5  # the skewed topic's leaders split 5/5
 
 
-def test_leader_groups_solved_in_waves_give_the_same_leaders_with_or_without_a_pool(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_leader_groups_solved_in_waves_give_the_same_leaders_with_or_without_a_pool(monkeypatch) -> None:
     """Waves of topic groups solved side by side in processes: the pool sets the speed, never the result (the waves
     are a constant, not the core count), every topic stays in its band as with one group after another, and the
     gate's cluster band still holds, the last group absorbing what the waves before it left."""

@@ -62,7 +62,7 @@ def _execute_until_a_broker_dies(tmp_path: Path, zk: Any, zk_url: str, make_sim:
     return sim, run, plan, victim, outcome["failed"]
 
 
-def test_rollback_after_an_outage_restores_the_original_replicas_and_leaders(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_rollback_after_an_outage_restores_the_original_replicas_and_leaders(tmp_path, zk, zk_url, make_sim):
     """Point 1: while the destination broker is down, another outage moves leadership (an old broker restarts: its
     partitions stay led by the replicas that took over). Once both are back, rollback reverts every replica set and
     gives every planned partition its original leader; verify passes."""
@@ -90,7 +90,7 @@ def test_rollback_after_an_outage_restores_the_original_replicas_and_leaders(tmp
         assert verify(run, backend, expect="original")["passed"]
 
 
-def test_rollback_refuses_moves_that_wait_for_a_broker_that_is_down(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_rollback_refuses_moves_that_wait_for_a_broker_that_is_down(tmp_path, zk, zk_url, make_sim):
     """Point 2: ZooKeeper mode cannot cancel a move in flight, and one whose target needs a broker that is down never
     finishes: rollback refuses at once, naming the broker, with nothing submitted (as execute does)."""
     sim, run, plan, victim, failed = _execute_until_a_broker_dies(tmp_path, zk, zk_url, make_sim, kept=True)
@@ -108,7 +108,7 @@ def test_rollback_refuses_moves_that_wait_for_a_broker_that_is_down(tmp_path, zk
     assert not (run / "execution" / "rollback_state.json").exists()
 
 
-def test_rollback_through_kafka_speaks_of_what_kafka_does(tmp_path, zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_rollback_through_kafka_speaks_of_what_kafka_does(tmp_path, zk, zk_url, make_sim):
     """Point 3: the same outage rolled back through kafka:// (moves a zk:// run started): the Admin API cancels them,
     and a batch that needs the dead broker is refused in a rollback's words, never ZooKeeper's."""
     sim, run, plan, victim, _failed = _execute_until_a_broker_dies(tmp_path, zk, zk_url, make_sim, kept=True)

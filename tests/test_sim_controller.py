@@ -27,20 +27,20 @@ from rebalancer.zkclient import parse_zk_url
 MB = 1_000_000
 
 
-def state(zk, topic: str, p: int) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def state(zk, topic: str, p: int) -> dict:
     return json.loads(zk.get(kz.state_path(topic, p))[0])
 
 
-def assignment(zk, topic: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def assignment(zk, topic: str) -> dict:
     return json.loads(zk.get(kz.topic_path(topic))[0])
 
 
-def reassign(zk, moves: dict[tuple[str, int], list[int]]) -> None:  # type: ignore[no-untyped-def]
+def reassign(zk, moves: dict[tuple[str, int], list[int]]) -> None:
     body = {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for (t, p), r in moves.items()]}
     zk.create(kz.REASSIGN, kz.encode(body))
 
 
-def set_config(zk, entity_type: str, name: str, config: dict[str, str], notify: bool = True) -> None:  # type: ignore[no-untyped-def]
+def set_config(zk, entity_type: str, name: str, config: dict[str, str], notify: bool = True) -> None:
     """What kafka-configs --alter does in ZooKeeper mode: the entity znode, then a change notification."""
     path = kz.config_path(entity_type, name)
     body = kz.encode({"version": 1, "config": config})
@@ -53,7 +53,7 @@ def set_config(zk, entity_type: str, name: str, config: dict[str, str], notify: 
                   sequence=True)
 
 
-def throttle(zk, rate: int, brokers: list[int], topic: str, leader_replicas: str, follower_replicas: str) -> None:  # type: ignore[no-untyped-def]
+def throttle(zk, rate: int, brokers: list[int], topic: str, leader_replicas: str, follower_replicas: str) -> None:
     for b in brokers:
         set_config(zk, "brokers", str(b), {"leader.replication.throttled.rate": str(rate),
                                            "follower.replication.throttled.rate": str(rate)})
@@ -65,7 +65,7 @@ def six_brokers(*partitions: Partition) -> Cluster:
     return Cluster.build([Broker(i, "ab"[i % 2]) for i in range(6)], partitions)
 
 
-def test_reassignment_completes_with_target_replicas_isr_leader_and_throttled_duration(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_reassignment_completes_with_target_replicas_isr_leader_and_throttled_duration(zk, make_sim):
     size = 400 * MB
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), size)), acceleration=50)
     rate = 10 * MB
@@ -93,7 +93,7 @@ def test_reassignment_completes_with_target_replicas_isr_leader_and_throttled_du
     assert event["bytes_copied"] == 2 * size
 
 
-def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):
     size = 300 * MB
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size), Partition("t", 1, (1, 2), 1, (1, 2), size)),
                    acceleration=40)
@@ -109,7 +109,7 @@ def test_single_replica_move_duration_matches_bytes_over_throttle(zk, make_sim):
     assert assignment(zk, "t")["partitions"] == {"0": [0, 5], "1": [1, 2]}
 
 
-def test_a_starved_tick_shares_the_rate_anew_when_a_copy_finishes(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_a_starved_tick_shares_the_rate_anew_when_a_copy_finishes(zk, make_sim):
     """A busy machine can hold the controller's loop for a second: the next tick then spans 40 simulated seconds.
     Two copies into broker 5 share its 10 MB/s; when the small one finishes the large one gets all of it, as Kafka's
     quota would give it, so the large one ends at (100 + 300) MB / 10 MB/s = 40 s, not at 60 s (its half rate kept
@@ -131,7 +131,7 @@ def test_a_starved_tick_shares_the_rate_anew_when_a_copy_finishes(zk, make_sim):
     assert large["finished_sim_s"] - large["started_sim_s"] == pytest.approx(400 * MB / rate, rel=0.1)
 
 
-def test_throttle_applies_only_after_the_change_notification(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_throttle_applies_only_after_the_change_notification(zk, make_sim):
     size = 250 * MB
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)
     # Config written but no /config/changes notification: Kafka brokers never see it, so the copy runs at
@@ -147,7 +147,7 @@ def test_throttle_applies_only_after_the_change_notification(zk, make_sim):  # t
     assert event["finished_sim_s"] - event["started_sim_s"] == pytest.approx(size / 125e6, rel=0.1)
 
 
-def test_reorder_only_reassignment_completes_without_copying(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_reorder_only_reassignment_completes_without_copying(zk, make_sim):
     make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 10**9)))
     reassign(zk, {("t", 0): [2, 0, 1]})
     wait_for(lambda: not zk.exists(kz.REASSIGN), timeout=10, what="reorder to complete")
@@ -159,7 +159,7 @@ def test_reorder_only_reassignment_completes_without_copying(zk, make_sim):  # t
     assert state(zk, "t", 0)["leader_epoch"] >= 1
 
 
-def test_killed_broker_leaves_isr_and_leadership_moves(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_killed_broker_leaves_isr_and_leadership_moves(zk, make_sim):
     sim = make_sim(six_brokers(
         Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 1),
         Partition("t", 1, (1, 0, 2), 1, (1, 0, 2), 1),
@@ -178,7 +178,7 @@ def test_killed_broker_leaves_isr_and_leadership_moves(zk, make_sim):  # type: i
     assert state(zk, "u", 0)["leader"] == 0
 
 
-def test_dead_destination_stalls_the_move_until_it_returns(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_dead_destination_stalls_the_move_until_it_returns(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=20)
     sim.kill_broker(5)
     reassign(zk, {("t", 0): [0, 5]})
@@ -193,7 +193,7 @@ def test_dead_destination_stalls_the_move_until_it_returns(zk, make_sim):  # typ
     assert assignment(zk, "t")["partitions"]["0"] == [0, 5]
 
 
-def test_broker_killed_through_the_command_znode(zk, zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_broker_killed_through_the_command_znode(zk, zk_url, make_sim):
     from rebalancer.sim.service import send_command
 
     make_sim(six_brokers(Partition("t", 0, (3, 1), 3, (3, 1), 1)))
@@ -203,7 +203,7 @@ def test_broker_killed_through_the_command_znode(zk, zk_url, make_sim):  # type:
     assert zk.exists("/brokers/ids/3")
 
 
-def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):
     """Kafka's controller re-checks a moving partition on every ISR change: the new replica caught up while a
     target replica was down, and the move completes when that replica comes back in sync."""
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5 * MB)), acceleration=5)
@@ -220,7 +220,7 @@ def test_a_target_replica_rejoining_the_isr_completes_the_move(zk, make_sim):  #
     assert assignment(zk, "t")["partitions"]["0"] == [0, 1, 2] and not zk.exists(kz.REASSIGN)
 
 
-def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 50 * MB), Partition("t", 1, (0, 1), 0, (0, 1), 1)), acceleration=5)
     throttle(zk, MB, [0, 2], "t", "*", "*")
     sim.settle()
@@ -231,7 +231,7 @@ def test_edits_to_an_in_flight_reassignment_znode_are_ignored_like_kafka(zk, mak
     assert assignment(zk, "t")["partitions"]["1"] == [0, 1]
 
 
-def test_sizes_are_published_in_kafka_log_dirs_format(zk, make_sim, tmp_path):  # type: ignore[no-untyped-def]
+def test_sizes_are_published_in_kafka_log_dirs_format(zk, make_sim, tmp_path):
     from rebalancer.formats import parse_log_dirs, read_json
 
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1234)))
@@ -250,7 +250,7 @@ caps_strategy = st.dictionaries(st.integers(0, 4), st.integers(1, 1000), min_siz
 
 @settings(max_examples=examples(200), deadline=None)
 @given(flows_strategy, st.integers(1, 1000), caps_strategy, caps_strategy)
-def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead, follow):  # type: ignore[no-untyped-def]
+def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead, follow):
     flows = [_Flow(("t", i), s, d, 1.0, to, ti) for i, (s, d, to, ti) in enumerate(raw)]
     nic_map = {b: float(nic) for b in range(5)}
     allocate_rates(flows, nic_map, dict(nic_map), {k: float(v) for k, v in lead.items()}, {k: float(v) for k, v in follow.items()})
@@ -276,30 +276,30 @@ def test_rates_respect_every_limit_and_every_flow_is_bottlenecked(raw, nic, lead
 # -- topic creation and deletion through ZooKeeper (what AdminZkClient writes) ---------------------------------
 def lock_znode(replicas: dict[int, list[int]], topic_id: str | None) -> bytes:
     """``/brokers/topics/<t>`` as Kafka's AdminZkClient.createTopicWithAssignment writes it (version 3)."""
-    body: dict = {"version": 3, "partitions": {str(p): r for p, r in replicas.items()},  # type: ignore[type-arg]
+    body: dict = {"version": 3, "partitions": {str(p): r for p, r in replicas.items()},
                   "adding_replicas": {}, "removing_replicas": {}}
     if topic_id is not None:
         body["topic_id"] = topic_id
     return kz.encode(body)
 
 
-def create_topic(zk, topic: str, replicas: dict[int, list[int]], topic_id: str | None, config: dict | None = None) -> None:  # type: ignore[no-untyped-def,type-arg]
+def create_topic(zk, topic: str, replicas: dict[int, list[int]], topic_id: str | None, config: dict | None = None) -> None:
     """The topic config znode first, then the topic znode: AdminZkClient's order."""
     zk.create(kz.config_path("topics", topic), kz.encode({"version": 1, "config": config or {}}), makepath=True)
     zk.create(kz.topic_path(topic), lock_znode(replicas, topic_id), makepath=True)
 
 
-def delete_topic(zk, topic: str) -> None:  # type: ignore[no-untyped-def]
+def delete_topic(zk, topic: str) -> None:
     """What AdminZkClient.deleteTopic does: mark the topic under /admin/delete_topics."""
     zk.create(f"/admin/delete_topics/{topic}", b"", makepath=True)
 
 
-def deleted(zk, topic: str) -> bool:  # type: ignore[no-untyped-def]
+def deleted(zk, topic: str) -> bool:
     """The deletion is complete: the controller deletes the topic znode, then its config, then the mark, last."""
     return not zk.exists(kz.topic_path(topic)) and not zk.exists(f"/admin/delete_topics/{topic}")
 
 
-def test_topic_created_through_zookeeper_gets_leader_isr_and_is_tracked(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_topic_created_through_zookeeper_gets_leader_isr_and_is_tracked(zk, make_sim):
     import base64
     import uuid
 
@@ -337,7 +337,7 @@ def test_topic_created_through_zookeeper_gets_leader_isr_and_is_tracked(zk, make
     assert assignment(zk, "__rebalancer_lock")["topic_id"] == topic_id
 
 
-def test_topic_whose_replicas_are_all_down_gets_a_leader_when_one_returns(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_topic_whose_replicas_are_all_down_gets_a_leader_when_one_returns(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5)))
     sim.kill_broker(5)
     create_topic(zk, "lonely", {0: [5]}, None)
@@ -348,7 +348,7 @@ def test_topic_whose_replicas_are_all_down_gets_a_leader_when_one_returns(zk, ma
     assert state(zk, "lonely", 0)["leader"] == 5 and state(zk, "lonely", 0)["isr"] == [5]
 
 
-def test_topic_deleted_through_zookeeper_is_gone_within_a_tick(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_topic_deleted_through_zookeeper_is_gone_within_a_tick(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5), Partition("gone", 0, (1, 2), 1, (1, 2), 7),
                                Partition("gone", 1, (2, 3), 2, (2, 3), 7)))
     set_config(zk, "topics", "gone", {"retention.ms": "1000"})
@@ -365,7 +365,7 @@ def test_topic_deleted_through_zookeeper_is_gone_within_a_tick(zk, make_sim):  #
     wait_for(lambda: zk.get_children("/admin/delete_topics") == [], timeout=2, what="the stray mark to go")
 
 
-def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 5), Partition("d", 0, (1, 2), 1, (1, 2), 7),
                                Partition("m", 0, (0, 1), 0, (0, 1), 20 * MB)), acceleration=5)
     # A replica's broker is down: the topic stays marked for deletion until the broker is back.
@@ -391,7 +391,7 @@ def test_deletion_waits_for_a_dead_replica_and_for_a_reassignment(zk, make_sim):
     assert assignment(zk, "t")["partitions"] == {"0": [0, 1]}
 
 
-def test_the_wait_for_a_simulator_retries_a_zookeeper_that_never_answers_its_handshake(zk_url, make_sim):  # type: ignore[no-untyped-def]
+def test_the_wait_for_a_simulator_retries_a_zookeeper_that_never_answers_its_handshake(zk_url, make_sim):
     # A fresh ZooKeeper on a loaded machine can take a connection before it serves sessions and never answer it (the
     # fast tier saw `sim up` hang past its test's 120 s so). The wait must give up on that connection and try again,
     # not hold it for the whole deadline. Here the first connection goes nowhere; later ones reach ZooKeeper.

@@ -53,7 +53,7 @@ def six_brokers(*partitions: Partition) -> Cluster:
     return Cluster.build([Broker(i, "ab"[i % 2]) for i in range(6)], partitions)
 
 
-def znode(zk, path: str) -> Any:  # type: ignore[no-untyped-def]
+def znode(zk, path: str) -> Any:
     return json.loads(zk.get(path)[0])
 
 
@@ -120,7 +120,7 @@ def throttle(admin: KafkaAdminClient, rate: int, brokers: list[int], topic: str,
 
 
 # -- brokers and metadata -------------------------------------------------------------------------------------
-def test_brokers_advertise_their_listeners_in_zookeeper_and_describe_cluster(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_brokers_advertise_their_listeners_in_zookeeper_and_describe_cluster(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     for b in range(6):
         reg = znode(zk, kz.broker_path(b))
@@ -137,7 +137,7 @@ def test_brokers_advertise_their_listeners_in_zookeeper_and_describe_cluster(zk,
            [(b, "127.0.0.1", sim.kafka_ports[b], "ab"[b % 2]) for b in range(6)]
 
 
-def test_kafka_port_base_gives_each_broker_base_plus_id(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_kafka_port_base_gives_each_broker_base_plus_id(zk, make_sim):
     from rebalancer.sim.controller import SimulatedCluster
     from rebalancer.sim.kafka_listener import serve
 
@@ -161,7 +161,7 @@ def test_kafka_port_base_gives_each_broker_base_plus_id(zk, make_sim):  # type: 
     assert all(refuses(base + b) for b in range(3))
 
 
-def test_metadata_equals_zookeeper_including_offline_replicas_and_unknown_topics(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_metadata_equals_zookeeper_including_offline_replicas_and_unknown_topics(zk, make_sim, connect):
     sim = make_sim(six_brokers(
         Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 10),
         Partition("t", 1, (3, 4), 3, (3, 4), 10),
@@ -191,7 +191,7 @@ def test_metadata_equals_zookeeper_including_offline_replicas_and_unknown_topics
     assert sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"]) == [0, 1, 2, 4]
 
 
-def test_describe_log_dirs_reports_each_brokers_own_replicas_and_partial_copies(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_describe_log_dirs_reports_each_brokers_own_replicas_and_partial_copies(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 200 * MB), Partition("t", 1, (1, 2), 1, (1, 2), 7)),
                    acceleration=10)
     admin = connect(sim)
@@ -218,7 +218,7 @@ def test_describe_log_dirs_reports_each_brokers_own_replicas_and_partial_copies(
 
 
 # -- configs --------------------------------------------------------------------------------------------------
-def test_throttle_set_through_the_api_lands_in_zookeeper_and_paces_the_copy(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_throttle_set_through_the_api_lands_in_zookeeper_and_paces_the_copy(zk, make_sim, connect):
     size, rate = 300 * MB, 5 * MB
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=40)
     admin = connect(sim)
@@ -259,7 +259,7 @@ def test_throttle_set_through_the_api_lands_in_zookeeper_and_paces_the_copy(zk, 
     wait_for(lambda: FOLLOWER_RATE not in sim.broker_config["5"], what="the controller to drop the deleted key")
 
 
-def test_invalid_throttles_are_refused_and_nothing_is_written(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_invalid_throttles_are_refused_and_nothing_is_written(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = connect(sim)
     notes_before = zk.get_children(kz.CONFIG_CHANGES)
@@ -286,7 +286,7 @@ def test_invalid_throttles_are_refused_and_nothing_is_written(zk, make_sim, conn
     assert znode(zk, kz.config_path("topics", "t"))["config"] == {FOLLOWER_REPLICAS: "0:2,0:3"}
 
 
-def test_config_resources_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_config_resources_kafka_refuses(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = connect(sim)
     assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "nope", {LEADER_REPLICAS: "*"})],
@@ -304,7 +304,7 @@ def test_config_resources_kafka_refuses(zk, make_sim, connect):  # type: ignore[
 
 
 # -- reassignment ---------------------------------------------------------------------------------------------
-def test_reassignment_through_the_api_runs_to_completion_without_the_admin_znode(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_reassignment_through_the_api_runs_to_completion_without_the_admin_znode(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 100 * MB),
                                Partition("t", 1, (1, 2), 1, (1, 2), 1)), acceleration=20)
     admin = connect(sim)
@@ -332,7 +332,7 @@ def test_reassignment_through_the_api_runs_to_completion_without_the_admin_znode
     assert not admin.list_partition_reassignments() and len(sim.completed) == 1
 
 
-def test_one_request_starts_all_its_moves_in_the_same_controller_tick(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_one_request_starts_all_its_moves_in_the_same_controller_tick(zk, make_sim, connect):
     # Kafka's controller takes a request as one event. Here each partition's start gives the controller loop a chance
     # to tick (as a loaded machine does): the moves must still start at one simulated instant, or a batch's copy
     # span grows by the request's own handling time.
@@ -342,7 +342,7 @@ def test_one_request_starts_all_its_moves_in_the_same_controller_tick(zk, make_s
     wait_for(lambda: sim.topic_config.get("t"), what="the throttle to reach the controller")
     reassign = sim.api_reassign
 
-    def reassign_then_let_the_loop_tick(tp, target):  # type: ignore[no-untyped-def]
+    def reassign_then_let_the_loop_tick(tp, target):
         reassign(tp, target)
         steps, deadline = sim.steps, time.monotonic() + 0.3
         while sim.steps == steps and time.monotonic() < deadline:
@@ -356,7 +356,7 @@ def test_one_request_starts_all_its_moves_in_the_same_controller_tick(zk, make_s
     assert len(started) == 3 and len(set(started.values())) == 1, started
 
 
-def test_cancel_mid_copy_reverts_to_the_original_replicas(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_cancel_mid_copy_reverts_to_the_original_replicas(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=10)
     admin = connect(sim)
     tp = TopicPartition("t", 0)
@@ -380,7 +380,7 @@ def test_cancel_mid_copy_reverts_to_the_original_replicas(zk, make_sim, connect)
     assert logdirs[4] == [] and logdirs[5] == []
 
 
-def test_retargeting_a_moving_partition_keeps_the_original_and_the_useful_copies(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_retargeting_a_moving_partition_keeps_the_original_and_the_useful_copies(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB)), acceleration=10)
     admin = connect(sim)
     throttle(admin, MB, [0, 2, 3, 4], "t", "*", "*")
@@ -401,7 +401,7 @@ def test_retargeting_a_moving_partition_keeps_the_original_and_the_useful_copies
     assert set(sim.disk[("t", 0)]) == {0, 1}
 
 
-def test_reassignments_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_reassignments_kafka_refuses(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     sim.kill_broker(5)
     admin = connect(sim)
@@ -426,7 +426,7 @@ def test_reassignments_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-
     assert not sim.moves and znode(zk, kz.topic_path("t"))["partitions"] == {"0": [0, 1]}
 
 
-def test_cancelling_a_zookeeper_move_also_clears_the_admin_znode(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_cancelling_a_zookeeper_move_also_clears_the_admin_znode(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 100 * MB),
                                Partition("t", 1, (0, 1), 0, (0, 1), 100 * MB)), acceleration=5)
     admin = connect(sim)
@@ -444,7 +444,7 @@ def test_cancelling_a_zookeeper_move_also_clears_the_admin_znode(zk, make_sim, c
 
 
 # -- elections and the controller --------------------------------------------------------------------------------
-def test_elect_leaders_is_synchronous_and_reports_kafkas_codes(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_elect_leaders_is_synchronous_and_reports_kafkas_codes(zk, make_sim, connect):
     sim = make_sim(six_brokers(
         Partition("t", 0, (0, 1), 0, (0, 1), 1),
         Partition("t", 1, (2, 3), 2, (2, 3), 1),
@@ -471,7 +471,7 @@ def test_elect_leaders_is_synchronous_and_reports_kafkas_codes(zk, make_sim, con
     assert unclean.replica_election_results[0].partition_result[0].error_code == 42
 
 
-def test_controller_requests_to_another_broker_get_not_controller_and_the_client_follows(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_controller_requests_to_another_broker_get_not_controller_and_the_client_follows(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     listing = raw_call(sim.kafka_ports[3], ListPartitionReassignmentsRequest(version=0, timeout_ms=1000, topics=None),
                        ListPartitionReassignmentsResponse)
@@ -486,7 +486,7 @@ def test_controller_requests_to_another_broker_get_not_controller_and_the_client
     assert meta.controller_id == 1 and [b.node_id for b in meta.brokers] == [1, 2, 3, 4, 5]
 
 
-def test_killed_broker_leaves_metadata_and_refuses_connections_until_restarted(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_killed_broker_leaves_metadata_and_refuses_connections_until_restarted(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (2, 1), 2, (2, 1), 1)))
     port = sim.kafka_ports[2]
     held = socket.create_connection(("127.0.0.1", port), timeout=5)  # an open client connection
@@ -510,7 +510,7 @@ def test_killed_broker_leaves_metadata_and_refuses_connections_until_restarted(z
 
 
 # -- the protocol ---------------------------------------------------------------------------------------------------
-def test_api_versions_newer_than_supported_gets_kafkas_downgrade_answer(zk, make_sim, connect, monkeypatch):  # type: ignore[no-untyped-def]
+def test_api_versions_newer_than_supported_gets_kafkas_downgrade_answer(zk, make_sim, connect, monkeypatch):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     # A v5 request (newer than the broker and kafka-python know): answered as v0 with UNSUPPORTED_VERSION and the
     # ApiVersions range; the connection stays open and the client's retry at v4 gets the full list.
@@ -576,7 +576,7 @@ def _request(api_key: int, version: int) -> tuple[Any, Callable[[Any], bool]]:
     return DescribeLogDirsRequest(version=version, topics=None), lambda r: r.results[0].topics[0].name == "t"
 
 
-def test_every_advertised_version_is_answered(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_every_advertised_version_is_answered(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     wrong = []
     for key, (low, high) in sorted(kafka_listener.SUPPORTED_VERSIONS.items()):
@@ -588,7 +588,7 @@ def test_every_advertised_version_is_answered(zk, make_sim):  # type: ignore[no-
     assert not wrong
 
 
-def test_malformed_requests_close_only_their_connection(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_malformed_requests_close_only_their_connection(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = connect(sim)
     port = sim.kafka_ports[0]
@@ -607,7 +607,7 @@ def test_malformed_requests_close_only_their_connection(zk, make_sim, connect): 
     assert sim.error is None
 
 
-def test_stop_closes_every_listener(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_stop_closes_every_listener(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     held = socket.create_connection(("127.0.0.1", sim.kafka_ports[1]), timeout=5)
     sim.stop()
@@ -617,7 +617,7 @@ def test_stop_closes_every_listener(zk, make_sim):  # type: ignore[no-untyped-de
     assert sim.bootstrap == ""
 
 
-def test_sim_up_publishes_the_bootstrap_in_sim_json_and_status(tmp_path, zk_server):  # type: ignore[no-untyped-def]
+def test_sim_up_publishes_the_bootstrap_in_sim_json_and_status(tmp_path, zk_server):
     from rebalancer.sim.scenarios import ScenarioParams
     from rebalancer.sim.service import down, up
 
@@ -675,12 +675,12 @@ def topic_admin(connect: Callable[..., KafkaAdminClient], sim: Any) -> KafkaAdmi
     return admin
 
 
-def deleted(zk, topic: str) -> bool:  # type: ignore[no-untyped-def]
+def deleted(zk, topic: str) -> bool:
     """The deletion is complete: the controller deletes the topic znode, then its config, then the mark, last."""
     return not zk.exists(kz.topic_path(topic)) and not zk.exists(f"/admin/delete_topics/{topic}")
 
 
-def test_create_topics_with_an_explicit_assignment_then_already_exists(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_create_topics_with_an_explicit_assignment_then_already_exists(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = topic_admin(connect, sim)
     (result,) = admin.create_topics({LOCK: {"assignments": {0: [2]}}})["topics"]
@@ -722,7 +722,7 @@ def test_create_topics_with_an_explicit_assignment_then_already_exists(zk, make_
     assert (default["error_code"], default["num_partitions"], default["replication_factor"]) == (0, 1, 1)
 
 
-def test_topic_created_through_zookeeper_appears_in_metadata_with_its_id(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_topic_created_through_zookeeper_appears_in_metadata_with_its_id(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = connect(sim)
     topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -736,7 +736,7 @@ def test_topic_created_through_zookeeper_appears_in_metadata_with_its_id(zk, mak
     assert admin.describe_topics([as_uuid(topic_id)])[0]["name"] == LOCK
 
 
-def test_delete_topics_by_id_and_by_name(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_delete_topics_by_id_and_by_name(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = topic_admin(connect, sim)
     admin.create_topics({"by-id": {"assignments": {0: [1, 2], 1: [2, 3]}}, "by-name": {"assignments": {0: [3]}},
@@ -767,7 +767,7 @@ def test_delete_topics_by_id_and_by_name(zk, make_sim, connect):  # type: ignore
     assert [t["name"] for t in admin.describe_topics()] == ["t"]
 
 
-def test_a_topic_marked_for_deletion_cannot_be_created_until_it_is_gone(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_a_topic_marked_for_deletion_cannot_be_created_until_it_is_gone(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     admin = topic_admin(connect, sim)
     admin.create_topics({LOCK: {"assignments": {0: [4, 5]}}})
@@ -802,7 +802,7 @@ def start_throttled_move(sim: Any, admin: KafkaAdminClient, rate: int) -> TopicP
     return tp
 
 
-def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 20 * MB), Partition("u", 0, (0, 1), 0, (0, 1), 1)),
                    acceleration=10)
     admin = topic_admin(connect, sim)
@@ -827,7 +827,7 @@ def test_deletion_of_a_topic_being_reassigned_waits_and_the_request_times_out(zk
     assert znode(zk, kz.topic_path("u"))["partitions"] == {"0": [0, 1]}
 
 
-def test_create_topics_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_create_topics_kafka_refuses(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1), Partition("a_b", 0, (1, 2), 1, (1, 2), 1)))
     long_name = "x" * 250
     expected = {
@@ -891,7 +891,7 @@ def test_create_topics_kafka_refuses(zk, make_sim, connect):  # type: ignore[no-
     assert connect(sim).describe_topics(["ghost"])[0]["error_code"] == 3
 
 
-def test_topic_requests_to_another_broker_get_not_controller(zk, make_sim):  # type: ignore[no-untyped-def]
+def test_topic_requests_to_another_broker_get_not_controller(zk, make_sim):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
     (created,) = create_raw(sim.kafka_ports[3], creatable(LOCK, assignments={0: [3]}))
     assert created.error_code == 41
@@ -901,7 +901,7 @@ def test_topic_requests_to_another_broker_get_not_controller(zk, make_sim):  # t
     assert not zk.exists(kz.topic_path(LOCK)) and zk.get_children("/admin/delete_topics") == []
 
 
-def test_a_reassignment_is_unaffected_by_topics_coming_and_going(zk, make_sim, connect):  # type: ignore[no-untyped-def]
+def test_a_reassignment_is_unaffected_by_topics_coming_and_going(zk, make_sim, connect):
     size, rate = 60 * MB, 2 * MB  # 30 simulated seconds: 3 s of wall clock for the topics to come and go
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), size)), acceleration=10)
     admin = topic_admin(connect, sim)
@@ -936,7 +936,7 @@ def _start_time(pid: int) -> int:
         return int(fh.read().rsplit(")", 1)[1].split()[19])
 
 
-def test_sim_down_never_kills_a_process_that_merely_has_a_recorded_pid(tmp_path):  # type: ignore[no-untyped-def]
+def test_sim_down_never_kills_a_process_that_merely_has_a_recorded_pid(tmp_path):
     import subprocess
 
     stranger = subprocess.Popen(["sleep", "300"])  # stands for whatever process got the pid after the simulator's
@@ -962,7 +962,7 @@ def test_sim_down_never_kills_a_process_that_merely_has_a_recorded_pid(tmp_path)
         stranger.wait()
 
 
-def test_sim_down_stops_the_very_process_up_recorded(tmp_path):  # type: ignore[no-untyped-def]
+def test_sim_down_stops_the_very_process_up_recorded(tmp_path):
     import subprocess
 
     from rebalancer.procs import process_identity

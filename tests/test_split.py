@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from load_cases import heavy_tailed, unequal  # noqa: E402
 
 
-def _problem(cluster: Cluster, mode: str = "rebalance", brokers: list[int] | None = None):  # type: ignore[no-untyped-def]
+def _problem(cluster: Cluster, mode: str = "rebalance", brokers: list[int] | None = None):
     model = load_model(cluster)
     targets = make_targets(cluster, mode, brokers)
     return load_input(cluster, model, targets, None if mode == "remove-brokers" else 1), model, targets
 
 
-def _assert_hard_rules(inp, changed, max_changes: int = 1) -> None:  # type: ignore[no-untyped-def]
+def _assert_hard_rules(inp, changed, max_changes: int = 1) -> None:
     for i, new in changed.items():
         old = inp.replicas[i]
         assert len(new) == len(old) and len(set(new)) == len(new), (i, old, new)

@@ -36,7 +36,7 @@ def base_cluster() -> Cluster:
 
 
 def crafted(cluster: Cluster, edits: dict[tuple[str, int], tuple[int, ...]], mode: str = "rebalance",
-            solver: dict | None = None) -> Plan:  # type: ignore[type-arg]
+            solver: dict | None = None) -> Plan:
     """A plan as a hand-made (or buggy) planner would write it: raw changes, correct hash."""
     changes = tuple(Change(t, n, cluster.partition(t, n).replicas, after, cluster.partition(t, n).leader, 1000)
                     for (t, n), after in sorted(edits.items()))
@@ -51,7 +51,7 @@ def run_dir(tmp: Path, cluster: Cluster, plan: Plan) -> Path:
     return tmp
 
 
-def gate_results(run: Path, **th) -> dict[str, bool]:  # type: ignore[no-untyped-def]
+def gate_results(run: Path, **th) -> dict[str, bool]:
     try:
         result = validate_run_dir(run, Thresholds(**th))
     except GateFailure:
@@ -59,7 +59,7 @@ def gate_results(run: Path, **th) -> dict[str, bool]:  # type: ignore[no-untyped
     return {g["name"]: g["passed"] for g in result["gates"]}
 
 
-def find(cluster: Cluster, pred) -> Partition:  # type: ignore[no-untyped-def]
+def find(cluster: Cluster, pred) -> Partition:
     return next(p for p in cluster.partitions if pred(p))
 
 
@@ -199,7 +199,7 @@ def test_gate_reassignment_files_hash_after_hand_edit(tmp_path: Path):
     _only(gate_results(run), "reassignment-files-hash")
 
 
-def _bench_cases():  # type: ignore[no-untyped-def]
+def _bench_cases():
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -231,7 +231,7 @@ def test_benchmark_plans_pass_every_gate(tmp_path: Path, case: str, strategy: st
     ("wix", "rebalance", None, "greedy"),
     ("wix", "rebalance", None, "lp"),
 ])
-def test_scenario_plans_pass_every_gate(tmp_path: Path, case, mode, brokers, strategy):  # type: ignore[no-untyped-def]
+def test_scenario_plans_pass_every_gate(tmp_path: Path, case, mode, brokers, strategy):
     # lp on the Wix cluster at a quarter of its partitions (3,000 replicas on 40 brokers): the whole 12,000 ran the
     # program to its gap for 50-95 s, most of the fast tier's longest test; bench/bench_validate.py plans the large
     # cases.
@@ -271,7 +271,7 @@ def test_cli_prints_gate_table_and_fails_with_exit_6(tmp_path: Path):
     assert ok.returncode == 0 and "all 12 gates passed" not in ok.stdout and "gates passed" in ok.stdout
 
 
-def test_relative_run_dir(tmp_path: Path, monkeypatch):  # type: ignore[no-untyped-def]
+def test_relative_run_dir(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_cluster_json(build_scenario("sqooba"), tmp_path / "rel" / "snapshot.json")
     # Counts: 10 partitions on 19 brokers put the disk band out of reach (tests/test_load_gates.py).

@@ -22,7 +22,7 @@ def _with_auth(zk_url: str, user: str, password: str) -> str:
     return zk_url.replace("zk://", f"zk://{user}:{password}@", 1)
 
 
-def test_a_cluster_migrating_to_kraft_is_refused_through_zookeeper(tmp_path: Path, zk, zk_url, make_sim) -> None:  # type: ignore[no-untyped-def]
+def test_a_cluster_migrating_to_kraft_is_refused_through_zookeeper(tmp_path: Path, zk, zk_url, make_sim) -> None:
     engine = sim_engine("sim-zk", make_sim, zk_url, tmp_path)
     before = {c: zk.get_children(c) for c in ("/admin", "/config/brokers")} if zk.exists("/config/brokers") else None
     zk.create("/migration", json.dumps({"version": 0, "kraft_metadata_offset": 10, "kraft_controller_id": 3000,
@@ -45,7 +45,7 @@ def test_a_cluster_migrating_to_kraft_is_refused_through_zookeeper(tmp_path: Pat
     assert not (engine.run / "execution" / "state.json").exists()
 
 
-def test_nodes_the_tool_creates_carry_the_clusters_acl(tmp_path: Path, zk, zk_url, make_sim) -> None:  # type: ignore[no-untyped-def]
+def test_nodes_the_tool_creates_carry_the_clusters_acl(tmp_path: Path, zk, zk_url, make_sim) -> None:
     # The brokers' identity on the test's client (the simulated controller's too) before the simulator starts: kazoo
     # mixes up replies when an auth packet goes out while that controller has requests in flight ("xids do not
     # match", seen once in the whole suite).

@@ -16,8 +16,8 @@ from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import load_snapshot, read_source, take_snapshot
 
 
-def _log_dirs(cluster: Cluster) -> dict:  # type: ignore[type-arg]
-    per: dict[int, list[dict]] = {b.id: [] for b in cluster.brokers}  # type: ignore[type-arg]
+def _log_dirs(cluster: Cluster) -> dict:
+    per: dict[int, list[dict]] = {b.id: [] for b in cluster.brokers}
     for p in cluster.partitions:
         for b in p.replicas:
             per[b].append({"partition": f"{p.topic}-{p.partition}", "size": p.size_bytes, "offsetLag": 0, "isFuture": False})
@@ -25,7 +25,7 @@ def _log_dirs(cluster: Cluster) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize("scenario", ["wix", "pinterest", "new-brokers", "sqooba"])
-def test_zk_snapshot_equals_what_the_scenario_wrote(scenario: str, zk, zk_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+def test_zk_snapshot_equals_what_the_scenario_wrote(scenario: str, zk, zk_url: str, tmp_path: Path):
     params = ScenarioParams(partitions=600) if scenario == "wix" else ScenarioParams()
     written = build_scenario(scenario, params)
     kz.write_cluster(zk, written)
@@ -44,7 +44,7 @@ def test_zk_snapshot_equals_what_the_scenario_wrote(scenario: str, zk, zk_url: s
     assert int(table.size_bytes.sum()) == sum(p.size_bytes * len(p.replicas) for p in written.partitions)
 
 
-def test_zk_snapshot_reports_dead_brokers_and_in_flight_reassignment(zk, zk_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+def test_zk_snapshot_reports_dead_brokers_and_in_flight_reassignment(zk, zk_url: str, tmp_path: Path):
     cluster = Cluster.build(
         [Broker(0, "a"), Broker(1, "b"), Broker(2, "c", alive=False)],
         [Partition("t", 0, (0, 1, 2), 0, (0, 1), 5)],
@@ -58,7 +58,7 @@ def test_zk_snapshot_reports_dead_brokers_and_in_flight_reassignment(zk, zk_url:
     assert snap.meta["sizes_known"] is False
 
 
-def test_znode_encodings_match_kafka(zk):  # type: ignore[no-untyped-def]
+def test_znode_encodings_match_kafka(zk):
     cluster = Cluster.build([Broker(1, "r1")], [Partition("t", 0, (1,), 1, (1,), 0)])
     kz.write_cluster(zk, cluster)
     broker = json.loads(zk.get("/brokers/ids/1")[0])

@@ -52,137 +52,167 @@ class LeaderLoadInput:
 
 def leader_load(inp: LeaderLoadInput, deadline: Deadline | None = None) -> tuple[dict[int, int], dict[str, object]]:
     """New leaders (partition index -> broker) for the partitions whose leader changes, and stats."""
-    deadline = deadline or Deadline.never()
-    dims = [d for d in inp.bands if d in inp.units]
-    leader = list(inp.leader)
-    brokers = sorted({b for c in inp.candidates for b in c} | {b for d in dims for b in inp.bands[d]})
-    load = {d: {b: 0.0 for b in brokers} for d in dims}
-    for i, b in enumerate(leader):
+    state = _Leadership(inp)
+    stats = state.run(deadline or Deadline.never())
+    changed = {i: b for i, b in enumerate(state.leader) if b != inp.leader[i]}
+    return changed, stats
+
+
+class _Leadership:
+    """One leader pass's state: the leaders being changed, every broker's leader load and counts (per broker and per
+    topic), and per broker the partitions it leads and those it could lead, sorted by the main dimension."""
+
+    def __init__(self, inp: LeaderLoadInput) -> None:
+        self.inp = inp
+        self.dims = dims = [d for d in inp.bands if d in inp.units]
+        self.leader = leader = list(inp.leader)
+        self.brokers = brokers = sorted({b for c in inp.candidates for b in c} | {b for d in dims for b in inp.bands[d]})
+        self.load = load = {d: {b: 0.0 for b in brokers} for d in dims}
+        for i, b in enumerate(leader):
+            for d in dims:
+                load[d][b] = load[d].get(b, 0.0) + inp.units[d][i]
+        self.low = {d: {b: float(inp.bands[d][b].floor) if b in inp.bands[d] else -1e300 for b in brokers} for d in dims}
+        self.high = {d: {b: float(inp.bands[d][b].ceil) if b in inp.bands[d] else 1e300 for b in brokers} for d in dims}
+        self.scale: dict[str, dict[int, float]] = {}
         for d in dims:
-            load[d][b] = load[d].get(b, 0.0) + inp.units[d][i]
-    low = {d: {b: float(inp.bands[d][b].floor) if b in inp.bands[d] else -1e300 for b in brokers} for d in dims}
-    high = {d: {b: float(inp.bands[d][b].ceil) if b in inp.bands[d] else 1e300 for b in brokers} for d in dims}
-    scale = {}
-    for d in dims:
-        mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
-        scale[d] = {b: max(inp.bands[d][b].average if b in inp.bands[d] else mean, mean * 1e-3) / inp.weight.get(d, 1.0)
-                    for b in brokers}
+            mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
+            self.scale[d] = {b: max(inp.bands[d][b].average if b in inp.bands[d] else mean, mean * 1e-3)
+                             / inp.weight.get(d, 1.0) for b in brokers}
+        self.zone = {d: (inp.accepted or {}).get(d, {}) for d in dims}
+        self.main = max(dims, key=lambda d: inp.weight.get(d, 1.0))
+        self._index()
 
-    zone = {d: (inp.accepted or {}).get(d, {}) for d in dims}
+    def _index(self) -> None:
+        """The sorted lists (led, could) and the counts per broker and per topic."""
+        inp, leader = self.inp, self.leader
+        self.led: dict[int, list[tuple[float, int]]] = {b: [] for b in self.brokers}    # partitions b leads
+        self.could: dict[int, list[tuple[float, int]]] = {b: [] for b in self.brokers}  # b could lead and does not
+        for i, cands in enumerate(inp.candidates):
+            for b in cands:
+                (self.led if b == leader[i] else self.could)[b].append((inp.units[self.main][i], i))
+        for lst in (*self.led.values(), *self.could.values()):
+            lst.sort()
+        self.per_topic: dict[tuple[str, int], int] = {}
+        if inp.topic_band:
+            for i, b in enumerate(leader):
+                self.per_topic[(inp.topics[i], b)] = self.per_topic.get((inp.topics[i], b), 0) + 1
+        self.count = {b: 0 for b in self.brokers}
+        for b in leader:
+            self.count[b] = self.count.get(b, 0) + 1
+        self.led_topic: dict[tuple[int, str], set[int]] = {}
+        if inp.topics:
+            for i, b in enumerate(leader):
+                self.led_topic.setdefault((b, inp.topics[i]), set()).add(i)
 
-    def out(d: str, b: int, v: float) -> float:
-        z = zone[d].get(b)
-        beyond = ZONE_WEIGHT * max(0.0, z[0] - v, v - z[1]) / scale[d][b] if z else 0.0
-        if v > high[d][b]:
-            return beyond + (v - high[d][b]) / scale[d][b]
-        if v < low[d][b]:
-            return beyond + (low[d][b] - v) / scale[d][b]
+    def out(self, d: str, b: int, v: float) -> float:
+        z = self.zone[d].get(b)
+        scale = self.scale[d][b]
+        beyond = ZONE_WEIGHT * max(0.0, z[0] - v, v - z[1]) / scale if z else 0.0
+        if v > self.high[d][b]:
+            return beyond + (v - self.high[d][b]) / scale
+        if v < self.low[d][b]:
+            return beyond + (self.low[d][b] - v) / scale
         return beyond
 
-    def violation(b: int) -> float:
-        return sum(out(d, b, load[d][b]) for d in dims)
+    def violation(self, b: int) -> float:
+        return sum(self.out(d, b, self.load[d][b]) for d in self.dims)
 
-    def above(b: int) -> bool:
-        return sum(max(0.0, load[d][b] - high[d][b]) / scale[d][b] for d in dims) >= \
-            sum(max(0.0, low[d][b] - load[d][b]) / scale[d][b] for d in dims)
+    def above(self, b: int) -> bool:
+        load, high, low, scale = self.load, self.high, self.low, self.scale
+        return sum(max(0.0, load[d][b] - high[d][b]) / scale[d][b] for d in self.dims) >= \
+            sum(max(0.0, low[d][b] - load[d][b]) / scale[d][b] for d in self.dims)
 
-    main = max(dims, key=lambda d: inp.weight.get(d, 1.0))
-    led: dict[int, list[tuple[float, int]]] = {b: [] for b in brokers}     # partitions b leads, by main units
-    could: dict[int, list[tuple[float, int]]] = {b: [] for b in brokers}   # partitions b could lead and does not
-    for i, cands in enumerate(inp.candidates):
-        for b in cands:
-            (led if b == leader[i] else could)[b].append((inp.units[main][i], i))
-    for lst in (*led.values(), *could.values()):
-        lst.sort()
-
-    def window(lst: list[tuple[float, int]], desired: float, width: int = WINDOW) -> list[int]:
-        pos = bisect.bisect_right(lst, (desired, len(leader)))
+    def window(self, lst: list[tuple[float, int]], desired: float, width: int = WINDOW) -> list[int]:
+        pos = bisect.bisect_right(lst, (desired, len(self.leader)))
         return [i for _, i in lst[max(0, pos - width):pos + width]]
 
-    per_topic: dict[tuple[str, int], int] = {}
-    if inp.topic_band:
-        for i, b in enumerate(leader):
-            per_topic[(inp.topics[i], b)] = per_topic.get((inp.topics[i], b), 0) + 1
-
-    count = {b: 0 for b in brokers}
-    for b in leader:
-        count[b] = count.get(b, 0) + 1
-
-    def count_ok(a: int, c: int) -> bool:
+    def count_ok(self, a: int, c: int) -> bool:
         """The hand-over leaves both leader counts in their band (or no further out)."""
-        if not inp.count_band:
+        band, count = self.inp.count_band, self.count
+        if not band:
             return True
-        ba, bc = inp.count_band.get(a), inp.count_band.get(c)
+        ba, bc = band.get(a), band.get(c)
         if ba is not None and count[a] - 1 < ba.floor and count[a] - 1 < count[a]:
             return False
         return not (bc is not None and count[c] + 1 > bc.ceil)
 
-    def topic_ok(i: int, a: int, c: int) -> bool:
-        if not count_ok(a, c):
+    def topic_ok(self, i: int, a: int, c: int) -> bool:
+        if not self.count_ok(a, c):
             return False
-        if not inp.topic_band:
+        if not self.inp.topic_band:
             return True
-        t = inp.topics[i]
-        band = inp.topic_band[t]
-        na, nc = per_topic.get((t, a), 0), per_topic.get((t, c), 0)
+        t = self.inp.topics[i]
+        band = self.inp.topic_band[t]
+        na, nc = self.per_topic.get((t, a), 0), self.per_topic.get((t, c), 0)
         before = band.excess(na) + band.deficit(na) + band.excess(nc) + band.deficit(nc)
         after = band.excess(na - 1) + band.deficit(na - 1) + band.excess(nc + 1) + band.deficit(nc + 1)
         return after <= before
 
-    led_topic: dict[tuple[int, str], set[int]] = {}
-    if inp.topics:
-        for i, b in enumerate(leader):
-            led_topic.setdefault((b, inp.topics[i]), set()).add(i)
-
-    def delta(i: int, a: int, c: int, j: int | None = None) -> float:
+    def delta(self, i: int, a: int, c: int, j: int | None = None) -> float:
         """Violation change when a hands partition i's leadership to c (and, for a swap, c hands j's to a)."""
         change = 0.0
-        for d in dims:
-            u = inp.units[d][i] - (inp.units[d][j] if j is not None else 0.0)
+        units, load, out = self.inp.units, self.load, self.out
+        for d in self.dims:
+            u = units[d][i] - (units[d][j] if j is not None else 0.0)
             if u:
                 change += out(d, a, load[d][a] - u) - out(d, a, load[d][a])
                 change += out(d, c, load[d][c] + u) - out(d, c, load[d][c])
         return change
 
-    def step(x: int) -> tuple[int, int, int, int | None] | None:
+    def pairs(self, i: int, x: int, giving: bool) -> list[tuple[int, int]]:
+        """(from, to) hand-overs of partition i for broker x: x to each other candidate, or the leader to x."""
+        return [(x, c) for c in self.inp.candidates[i] if c != x] if giving else [(self.leader[i], x)]
+
+    def step(self, x: int) -> tuple[int, int, int, int | None] | None:
         """The best single hand-over, else the best swap of two partitions of one topic between x and a partner
         (which keeps every per-topic and per-broker leader count as it is)."""
-        giving = above(x)
-        gap = (load[main][x] - high[main][x]) if giving else (low[main][x] - load[main][x])
+        main = self.main
+        giving = self.above(x)
+        gap = (self.load[main][x] - self.high[main][x]) if giving else (self.low[main][x] - self.load[main][x])
         desired = max(gap, 0.0)
-        pull = SIZE_PULL / scale[main][x]
+        pull = SIZE_PULL / self.scale[main][x]
+        pool = self.led[x] if giving else self.could[x]
+        best = self._hand_over(x, giving, pool, desired, pull)
+        if best is not None or not self.inp.topics:
+            return best
+        return self._swap(x, giving, pool, desired, pull)
+
+    def _hand_over(self, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
+                   pull: float) -> tuple[int, int, int, int | None] | None:
+        units = self.inp.units[self.main]
         best: tuple[float, int, int, int, int | None] | None = None
-        pool = led[x] if giving else could[x]
-        near = window(pool, desired)
+        near = self.window(pool, desired)
         # Near the desired size first; when nothing there may move (topic and count bands), every partition.
         for cands in (near, [i for _, i in pool] if len(pool) > len(near) else []):
             for i in cands:
-                pairs = [(x, c) for c in inp.candidates[i] if c != x] if giving else [(leader[i], x)]
-                for a, c in pairs:
-                    if not topic_ok(i, a, c):
+                for a, c in self.pairs(i, x, giving):
+                    if not self.topic_ok(i, a, c):
                         continue
-                    dv = delta(i, a, c)
+                    dv = self.delta(i, a, c)
                     if dv >= -1e-12:
                         continue
-                    score = dv + pull * abs(inp.units[main][i] - desired)
+                    score = dv + pull * abs(units[i] - desired)
                     if best is None or score < best[0]:
                         best = (score, i, a, c, None)
             if best is not None:
                 break
-        if best is not None or not inp.topics:
-            return None if best is None else best[1:]
-        # A swap moves the difference of two partitions: any size may pair up, so read wider.
-        for i in (i for _, i in pool) if len(pool) <= SWAP_SCAN else window(pool, desired, SWAP_SCAN // 2):
+        return None if best is None else best[1:]
+
+    def _swap(self, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
+              pull: float) -> tuple[int, int, int, int | None] | None:
+        """A swap moves the difference of two partitions: any size may pair up, so read wider."""
+        inp, units = self.inp, self.inp.units[self.main]
+        best: tuple[float, int, int, int, int | None] | None = None
+        for i in (i for _, i in pool) if len(pool) <= SWAP_SCAN else self.window(pool, desired, SWAP_SCAN // 2):
             t = inp.topics[i]
-            pairs = [(x, c) for c in inp.candidates[i] if c != x] if giving else [(leader[i], x)]
-            for a, c in pairs:
-                for j in led_topic.get((c, t), ()):
+            for a, c in self.pairs(i, x, giving):
+                for j in self.led_topic.get((c, t), ()):
                     if a not in inp.candidates[j]:
                         continue
-                    moved = inp.units[main][i] - inp.units[main][j]
+                    moved = units[i] - units[j]
                     if moved <= 0:
                         continue
-                    dv = delta(i, a, c, j)
+                    dv = self.delta(i, a, c, j)
                     if dv >= -1e-12:
                         continue
                     score = dv + pull * abs(moved - desired)
@@ -190,61 +220,64 @@ def leader_load(inp: LeaderLoadInput, deadline: Deadline | None = None) -> tuple
                         best = (score, i, a, c, j)
         return None if best is None else best[1:]
 
-    def move(i: int, a: int, c: int) -> None:
-        u = inp.units[main][i]
-        for lst, b in ((led[a], i), (could[c], i)):
+    def move(self, i: int, a: int, c: int) -> None:
+        inp = self.inp
+        u = inp.units[self.main][i]
+        for lst, b in ((self.led[a], i), (self.could[c], i)):
             j = bisect.bisect_left(lst, (u, b))
             if j < len(lst) and lst[j][1] == b:
                 del lst[j]
-        bisect.insort(led[c], (u, i))
-        bisect.insort(could[a], (u, i))
-        for d in dims:
-            load[d][a] -= inp.units[d][i]
-            load[d][c] += inp.units[d][i]
-        leader[i] = c
-        count[a] -= 1
-        count[c] = count.get(c, 0) + 1
+        bisect.insort(self.led[c], (u, i))
+        bisect.insort(self.could[a], (u, i))
+        for d in self.dims:
+            self.load[d][a] -= inp.units[d][i]
+            self.load[d][c] += inp.units[d][i]
+        self.leader[i] = c
+        self.count[a] -= 1
+        self.count[c] = self.count.get(c, 0) + 1
         if inp.topics:
             t = inp.topics[i]
-            per_topic[(t, a)] = per_topic.get((t, a), 0) - 1
-            per_topic[(t, c)] = per_topic.get((t, c), 0) + 1
-            led_topic[(a, t)].discard(i)
-            led_topic.setdefault((c, t), set()).add(i)
+            self.per_topic[(t, a)] = self.per_topic.get((t, a), 0) - 1
+            self.per_topic[(t, c)] = self.per_topic.get((t, c), 0) + 1
+            self.led_topic[(a, t)].discard(i)
+            self.led_topic.setdefault((c, t), set()).add(i)
 
-    moves = steps = swaps = 0
-    cut_short = False
-    stuck: set[int] = set()
-    heap = [(-violation(b), b) for b in brokers if violation(b) > 0]
-    heapq.heapify(heap)
-    rounds, moves_at_round = 1, 0
-    while heap or (stuck and rounds < ROUNDS and moves > moves_at_round and not cut_short):
-        if not heap:  # another broker's moves may have opened a way for the stuck ones
-            rounds, moves_at_round = rounds + 1, moves
-            heap = [(-violation(b), b) for b in stuck if violation(b) > 0]
-            heapq.heapify(heap)
-            stuck.clear()
-            continue
-        steps += 1
-        if steps % CHECK_EVERY == 1 and deadline.expired():
-            cut_short = True
-            break
-        v, x = heapq.heappop(heap)
-        if x in stuck or violation(x) <= 0 or -v != violation(x):
-            continue
-        chosen = step(x)
-        if chosen is None:
-            stuck.add(x)
-            continue
-        i, a, c, j = chosen
-        move(i, a, c)
-        moves += 1
-        if j is not None:
-            move(j, c, a)
-            swaps += 1
-        for b in (a, c):
-            stuck.discard(b)
-            if violation(b) > 0:
-                heapq.heappush(heap, (-violation(b), b))
-    changed = {i: b for i, b in enumerate(leader) if b != inp.leader[i]}
-    outside = sorted(b for b in brokers if violation(b) > 1e-12)
-    return changed, {"moves": moves, "swaps": swaps, "rounds": rounds, "outside_bands": outside, "cut_short": cut_short}
+    def run(self, deadline: Deadline) -> dict[str, object]:
+        """Steps until every broker is inside, no move helps, or the deadline; stuck brokers get ``ROUNDS`` tries."""
+        violation = self.violation
+        moves = steps = swaps = 0
+        cut_short = False
+        stuck: set[int] = set()
+        heap = [(-violation(b), b) for b in self.brokers if violation(b) > 0]
+        heapq.heapify(heap)
+        rounds, moves_at_round = 1, 0
+        while heap or (stuck and rounds < ROUNDS and moves > moves_at_round and not cut_short):
+            if not heap:  # another broker's moves may have opened a way for the stuck ones
+                rounds, moves_at_round = rounds + 1, moves
+                heap = [(-violation(b), b) for b in stuck if violation(b) > 0]
+                heapq.heapify(heap)
+                stuck.clear()
+                continue
+            steps += 1
+            if steps % CHECK_EVERY == 1 and deadline.expired():
+                cut_short = True
+                break
+            v, x = heapq.heappop(heap)
+            if x in stuck or violation(x) <= 0 or -v != violation(x):
+                continue
+            chosen = self.step(x)
+            if chosen is None:
+                stuck.add(x)
+                continue
+            i, a, c, j = chosen
+            self.move(i, a, c)
+            moves += 1
+            if j is not None:
+                self.move(j, c, a)
+                swaps += 1
+            for b in (a, c):
+                stuck.discard(b)
+                if violation(b) > 0:
+                    heapq.heappush(heap, (-violation(b), b))
+        outside = sorted(b for b in self.brokers if violation(b) > 1e-12)
+        return {"moves": moves, "swaps": swaps, "rounds": rounds, "outside_bands": outside, "cut_short": cut_short}

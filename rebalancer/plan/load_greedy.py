@@ -89,106 +89,128 @@ class GreedyStats(TypedDict):
 
 def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[int, tuple[int, ...]], GreedyStats]:
     """New replicas for the partitions that change (by index), and stats."""
-    deadline = deadline or Deadline.never()
-    dims = [d for d in inp.bands if d in inp.units]
-    if not dims:
-        raise ValueError("no placement dimension has both units and bands")
-    units = {d: inp.units[d] for d in dims}
-    n = len(inp.replicas)
-    assign = [list(r) for r in inp.replicas]
-    brokers = sorted(set(inp.rack))
-    movers = inp.givers | inp.receivers | inp.removed
-    load = {d: {b: 0.0 for b in brokers} for d in dims}
-    holders: dict[int, list[int]] = {b: [] for b in brokers}
-    topic_count: dict[tuple[int, str], int] = {}
-    for i, reps in enumerate(assign):
-        t = inp.topics[i]
-        for b in reps:
-            holders[b].append(i)
-            topic_count[(b, t)] = topic_count.get((b, t), 0) + 1
-            for d in dims:
-                load[d][b] += units[d][i]
-    # Per dimension and broker: low, high, hard limit, scale (its target, never 0).
-    low: dict[str, dict[int, float]] = {d: {} for d in dims}
-    high: dict[str, dict[int, float]] = {d: {} for d in dims}
-    hard: dict[str, dict[int, float]] = {d: {} for d in dims}
-    scale: dict[str, dict[int, float]] = {d: {} for d in dims}
-    for d in dims:
-        mean_target = max(1e-9, sum(bd.average for bd in inp.bands[d].values()) / max(1, len(inp.bands[d])))
-        for b in brokers:
-            band = inp.bands[d].get(b)
-            if b in inp.removed:
-                low[d][b], high[d][b], hard[d][b], scale[d][b] = 0.0, 0.0, 0.0, mean_target / REMOVED_WEIGHT
-            elif band is None or b not in movers:  # not eligible (down) or not part of this plan: left as it is
-                low[d][b], high[d][b], hard[d][b], scale[d][b] = -1e300, 1e300, 1e300, mean_target
-            else:
-                low[d][b], high[d][b] = float(band.floor), float(band.ceil)
-                hard[d][b] = float(band.limit) if band.limit is not None else 1e300
-                scale[d][b] = max(band.average, mean_target * 1e-3) / inp.weight.get(d, 1.0)
+    placement = _Placement(inp)
+    stats = placement.run(deadline or Deadline.never())
+    changed = {i: tuple(reps) for i, reps in enumerate(placement.assign) if tuple(reps) != tuple(inp.replicas[i])}
+    return changed, stats
 
-    def out_of_band(d: str, b: int, value: float) -> float:
-        if value > high[d][b]:
-            return (value - high[d][b]) / scale[d][b]
-        if value < low[d][b]:
-            return (low[d][b] - value) / scale[d][b]
+
+class _Placement:
+    """One greedy placement's state: the assignment being changed, every broker's load and violation, and per broker
+    its movable partitions sorted by each dimension (built when first needed and kept exact as moves are made)."""
+
+    def __init__(self, inp: LoadInput) -> None:
+        self.inp = inp
+        self.dims = dims = [d for d in inp.bands if d in inp.units]
+        if not dims:
+            raise ValueError("no placement dimension has both units and bands")
+        self.units = {d: inp.units[d] for d in dims}
+        self.n = len(inp.replicas)
+        self.assign = [list(r) for r in inp.replicas]
+        self.brokers = sorted(set(inp.rack))
+        self.movers = inp.givers | inp.receivers | inp.removed
+        self._count_loads()
+        self._limits()
+        # Cached per broker: how far above its bands, how far below (summed over dimensions, in target units).
+        self.above: dict[int, float] = {}
+        self.below: dict[int, float] = {}
+        for b in self.brokers:
+            self.refresh(b)
+        self.origin = origin = inp.origin
+        if origin is not None:
+            self.changes = [sum(1 for b in reps if b not in origin[i]) for i, reps in enumerate(self.assign)]
+        else:
+            self.changes = [0] * self.n
+        self.holding = {b: len(self.holders[b]) for b in self.brokers}
+        self.sorted_on: dict[str, dict[int, list[tuple[float, int]]]] = {d: {} for d in dims}
+        self.priority = {d: inp.weight.get(d, 1.0) for d in dims}
+        self.undo = inp.givers & inp.receivers  # brokers that may move back what a move overshoots
+        self.receivers = sorted(r for r in inp.receivers if r not in inp.removed)
+        self.givers = sorted(inp.givers | inp.removed)
+
+    def _count_loads(self) -> None:
+        inp, dims, units = self.inp, self.dims, self.units
+        self.load = load = {d: {b: 0.0 for b in self.brokers} for d in dims}
+        self.holders: dict[int, list[int]] = {b: [] for b in self.brokers}
+        self.topic_count: dict[tuple[int, str], int] = {}
+        for i, reps in enumerate(self.assign):
+            t = inp.topics[i]
+            for b in reps:
+                self.holders[b].append(i)
+                self.topic_count[(b, t)] = self.topic_count.get((b, t), 0) + 1
+                for d in dims:
+                    load[d][b] += units[d][i]
+
+    def _limits(self) -> None:
+        """Per dimension and broker: low, high, hard limit, scale (its target, never 0)."""
+        inp = self.inp
+        self.low: dict[str, dict[int, float]] = {d: {} for d in self.dims}
+        self.high: dict[str, dict[int, float]] = {d: {} for d in self.dims}
+        self.hard: dict[str, dict[int, float]] = {d: {} for d in self.dims}
+        self.scale: dict[str, dict[int, float]] = {d: {} for d in self.dims}
+        for d in self.dims:
+            low, high, hard, scale = self.low[d], self.high[d], self.hard[d], self.scale[d]
+            mean_target = max(1e-9, sum(bd.average for bd in inp.bands[d].values()) / max(1, len(inp.bands[d])))
+            for b in self.brokers:
+                band = inp.bands[d].get(b)
+                if b in inp.removed:
+                    low[b], high[b], hard[b], scale[b] = 0.0, 0.0, 0.0, mean_target / REMOVED_WEIGHT
+                elif band is None or b not in self.movers:  # not eligible (down) or not part of this plan: as it is
+                    low[b], high[b], hard[b], scale[b] = -1e300, 1e300, 1e300, mean_target
+                else:
+                    low[b], high[b] = float(band.floor), float(band.ceil)
+                    hard[b] = float(band.limit) if band.limit is not None else 1e300
+                    scale[b] = max(band.average, mean_target * 1e-3) / inp.weight.get(d, 1.0)
+
+    def out_of_band(self, d: str, b: int, value: float) -> float:
+        high, low = self.high[d][b], self.low[d][b]
+        if value > high:
+            return (value - high) / self.scale[d][b]
+        if value < low:
+            return (low - value) / self.scale[d][b]
         return 0.0
 
-    # Cached per broker: how far above its bands, how far below (summed over dimensions, in target units).
-    above: dict[int, float] = {}
-    below: dict[int, float] = {}
-
-    def refresh(b: int) -> float:
+    def refresh(self, b: int) -> float:
         up = down = 0.0
-        for d in dims:
-            v = load[d][b]
-            if v > high[d][b]:
-                up += (v - high[d][b]) / scale[d][b]
-            elif v < low[d][b]:
-                down += (low[d][b] - v) / scale[d][b]
-        above[b], below[b] = up, down
+        for d in self.dims:
+            v, high, low = self.load[d][b], self.high[d][b], self.low[d][b]
+            if v > high:
+                up += (v - high) / self.scale[d][b]
+            elif v < low:
+                down += (low - v) / self.scale[d][b]
+        self.above[b], self.below[b] = up, down
         return up + down
 
-    for b in brokers:
-        refresh(b)
-    origin = inp.origin
-    if origin is not None:
-        changes = [sum(1 for b in reps if b not in origin[i]) for i, reps in enumerate(assign)]
-    else:
-        changes = [0] * n
-    holding = {b: len(holders[b]) for b in brokers}
+    def violation(self, b: int) -> float:
+        return self.above[b] + self.below[b]
 
-    # Each broker's movable partitions sorted by each dimension, built when first needed and kept exact.
-    sorted_on: dict[str, dict[int, list[tuple[float, int]]]] = {d: {} for d in dims}
-
-    def listing(d: str, b: int) -> list[tuple[float, int]]:
-        got = sorted_on[d].get(b)
+    def listing(self, d: str, b: int) -> list[tuple[float, int]]:
+        got = self.sorted_on[d].get(b)
         if got is None:
-            got = sorted((units[d][i], i) for i in holders[b]
-                         if b in assign[i] and (changes[i] < inp.max_changes or (origin is not None and b not in origin[i])))
-            sorted_on[d][b] = got
+            assign, changes, origin, cap, units = self.assign, self.changes, self.origin, self.inp.max_changes, self.units[d]
+            got = sorted((units[i], i) for i in self.holders[b]
+                         if b in assign[i] and (changes[i] < cap or (origin is not None and b not in origin[i])))
+            self.sorted_on[d][b] = got
         return got
 
-    def forget(i: int, b: int) -> None:
-        for d in dims:
-            lst = sorted_on[d].get(b)
+    def forget(self, i: int, b: int) -> None:
+        for d in self.dims:
+            lst = self.sorted_on[d].get(b)
             if lst:
-                j = bisect.bisect_left(lst, (units[d][i], i))
+                j = bisect.bisect_left(lst, (self.units[d][i], i))
                 if j < len(lst) and lst[j][1] == i:
                     del lst[j]
 
-    def placeable(i: int, giver: int, receiver: int) -> bool:
-        reps = assign[i]
+    def placeable(self, i: int, giver: int, receiver: int) -> bool:
+        reps = self.assign[i]
         if receiver in reps:
             return False
-        for d in dims:
-            if load[d][receiver] + units[d][i] > hard[d][receiver]:
+        for d in self.dims:
+            if self.load[d][receiver] + self.units[d][i] > self.hard[d][receiver]:
                 return False
-        return not inp.keep_racks or keeps_racks(inp.rack, reps, giver, receiver)
+        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
-    priority = {d: inp.weight.get(d, 1.0) for d in dims}
-    undo = inp.givers & inp.receivers  # brokers that may move back what a move overshoots
-
-    def delta(i: int, giver: int, receiver: int) -> float | None:
+    def delta(self, i: int, giver: int, receiver: int) -> float | None:
         """The change of the total violation, or None when the move is not allowed. A broker may end further out
         of a band only in a dimension of lower priority than the best the move improves, or in one the move
         improves overall when that broker can undo it later (it may both give and take): shifting excess from one
@@ -196,8 +218,9 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
         change = 0.0
         top = 0.0
         worse: list[tuple[str, float, bool]] = []
-        for d in dims:
-            u = units[d][i]
+        out_of_band, load, low, high = self.out_of_band, self.load, self.low, self.high
+        for d in self.dims:
+            u = self.units[d][i]
             if u == 0:
                 continue
             lg, lr = load[d][giver], load[d][receiver]
@@ -206,27 +229,28 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
             net = dg + dr
             change += net
             if net < -1e-12:
-                top = max(top, priority[d])
+                top = max(top, self.priority[d])
             # Worse = further below the band for the giver, further above it for the receiver (a giver crossing
             # its whole band from above is worse too, though its violation may shrink).
             if lg - u < low[d][giver] and min(lg, high[d][giver]) - u < low[d][giver] and (lg - u) < min(lg, low[d][giver]):
-                worse.append((d, net, giver in undo))
+                worse.append((d, net, giver in self.undo))
             if lr + u > high[d][receiver] and (lr + u) > max(lr, high[d][receiver]):
-                worse.append((d, net, receiver in undo))
+                worse.append((d, net, receiver in self.undo))
         for d, net, can_undo in worse:
-            if priority[d] >= top and not (can_undo and net < -1e-12):
+            if self.priority[d] >= top and not (can_undo and net < -1e-12):
                 return None
         return change
 
-    def need(b: int, giving: bool) -> tuple[str, float]:
+    def need(self, b: int, giving: bool) -> tuple[str, float]:
         """The dimension that drives broker b's step and the load it should give (or take) per move."""
+        dims, load, low, high = self.dims, self.load, self.low, self.high
         worst, amount, worst_v = dims[0], 0.0, -1.0
         for d in dims:
             if d == "replicas" and len(dims) > 1:
                 continue
             lv = load[d][b]
             gap = (lv - high[d][b]) if giving else (low[d][b] - lv)
-            v = gap / scale[d][b]
+            v = gap / self.scale[d][b]
             if v > worst_v:
                 worst, amount, worst_v = d, max(gap, 0.0), v
         if "replicas" in load:
@@ -238,124 +262,129 @@ def load_greedy(inp: LoadInput, deadline: Deadline | None = None) -> tuple[dict[
                 return worst, amount / count_gap
         return worst, amount
 
-    def candidates(d: str, b: int, desired: float) -> list[int]:
+    def candidates(self, d: str, b: int, desired: float) -> list[int]:
         """Up to WINDOW partitions of b on each side of ``desired`` in dimension d."""
-        lst = listing(d, b)
-        pos = bisect.bisect_right(lst, (desired, n))
+        lst = self.listing(d, b)
+        pos = bisect.bisect_right(lst, (desired, self.n))
         return [i for _, i in lst[max(0, pos - WINDOW):pos + WINDOW]]
 
-    def role(b: int) -> str | None:
+    def role(self, b: int) -> str | None:
         """'give' or 'take': what broker b's next step does about its violation (None: it may do neither)."""
+        inp = self.inp
         if b in inp.removed:
-            return "give" if holding[b] else None
-        up, down = above[b], below[b]
+            return "give" if self.holding[b] else None
+        up, down = self.above[b], self.below[b]
         if up > 0 and b in inp.givers and (up >= down or b not in inp.receivers):
             return "give"
         if down > 0 and b in inp.receivers:
             return "take"
         return None
 
-    receivers = sorted(r for r in inp.receivers if r not in inp.removed)
-    givers = sorted(inp.givers | inp.removed)
-
-    def best_move(x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
-        d, desired = need(x, giving)
-        s = scale[d][x]
+    def partners(self, x: int, d: str, giving: bool, fan: int) -> list[tuple[int, int]]:
+        """(giver, receiver) pairs for broker x's step: the ``fan`` most needy brokers on the other side."""
+        load, scale, low, above, below = self.load[d], self.scale[d], self.low[d], self.above, self.below
         if giving:
-            partners = heapq.nsmallest(fan, (r for r in receivers if r != x),
-                                       key=lambda r: (-below[r], load[d][r] / scale[d][r]))
-            pairs = [(x, r) for r in partners]
-        else:
-            partners = heapq.nsmallest(fan, (g for g in givers if g != x and holding[g]),
-                                       key=lambda g: (-above[g], -(load[d][g] - low[d][g]) / scale[d][g]))
-            pairs = [(g, x) for g in partners]
+            takers = heapq.nsmallest(fan, (r for r in self.receivers if r != x),
+                                     key=lambda r: (-below[r], load[r] / scale[r]))
+            return [(x, r) for r in takers]
+        holding = self.holding
+        givers = heapq.nsmallest(fan, (g for g in self.givers if g != x and holding[g]),
+                                 key=lambda g: (-above[g], -(load[g] - low[g]) / scale[g]))
+        return [(g, x) for g in givers]
+
+    def best_move(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+        d, desired = self.need(x, giving)
+        s = self.scale[d][x]
+        units, topics, topic_count = self.units[d], self.inp.topics, self.topic_count
         best: tuple[float, int, int, int, int] | None = None
         found: dict[int, list[int]] = {}
-        for g, r in pairs:
+        for g, r in self.partners(x, d, giving, fan):
             cands = found.get(g)
             if cands is None:
-                cands = found[g] = candidates(d, g, desired)
+                cands = found[g] = self.candidates(d, g, desired)
             for i in cands:
-                if not placeable(i, g, r):
+                if not self.placeable(i, g, r):
                     continue
-                dv = delta(i, g, r)
+                dv = self.delta(i, g, r)
                 if dv is None or dv >= -1e-12:
                     continue
-                score = dv + SIZE_PULL * abs(units[d][i] - desired) / s
+                score = dv + SIZE_PULL * abs(units[i] - desired) / s
                 # Per-topic spread breaks ties: move the topic the giver holds most of relative to the receiver.
-                spread = topic_count.get((r, inp.topics[i]), 0) - topic_count.get((g, inp.topics[i]), 0)
+                spread = topic_count.get((r, topics[i]), 0) - topic_count.get((g, topics[i]), 0)
                 if best is None or (score, spread) < (best[0], best[1]):
                     best = (score, spread, i, g, r)
         return None if best is None else best[2:]
 
-    def apply(i: int, g: int, r: int) -> None:
-        reps = assign[i]
+    def apply(self, i: int, g: int, r: int) -> None:
+        inp, origin, changes = self.inp, self.origin, self.changes
+        reps = self.assign[i]
         reps[reps.index(g)] = r
         if origin is None:
             changes[i] += 1
         else:
             changes[i] = sum(1 for b in reps if b not in origin[i])
-        holding[g] -= 1
-        holding[r] += 1
-        for d in dims:
-            load[d][g] -= units[d][i]
-            load[d][r] += units[d][i]
+        self.holding[g] -= 1
+        self.holding[r] += 1
+        for d in self.dims:
+            self.load[d][g] -= self.units[d][i]
+            self.load[d][r] += self.units[d][i]
         t = inp.topics[i]
-        topic_count[(g, t)] -= 1
-        topic_count[(r, t)] = topic_count.get((r, t), 0) + 1
-        forget(i, g)
+        self.topic_count[(g, t)] -= 1
+        self.topic_count[(r, t)] = self.topic_count.get((r, t), 0) + 1
+        self.forget(i, g)
         if changes[i] < inp.max_changes or origin is not None:  # it may move again: a candidate on its new broker
-            holders[r].append(i)
-            for d in dims:
-                if r in sorted_on[d]:
-                    bisect.insort(sorted_on[d][r], (units[d][i], i))
+            self.holders[r].append(i)
+            for d in self.dims:
+                if r in self.sorted_on[d]:
+                    bisect.insort(self.sorted_on[d][r], (self.units[d][i], i))
         if changes[i] >= inp.max_changes:  # its replicas may not move again (a repair: those it had at first)
             for b in reps:
                 if b != r and (origin is None or b in origin[i]):
-                    forget(i, b)
+                    self.forget(i, b)
 
-    moves = steps = 0
-    cut_short = False
-    stuck: set[int] = set()
-    moved_since_retry = False
-    heap = [(-(above[b] + below[b]), b) for b in brokers if b in movers and above[b] + below[b] > 0]
-    heapq.heapify(heap)
-    while True:
-        while heap:
-            steps += 1
-            if steps % CHECK_EVERY == 1 and deadline.expired():
-                cut_short = True
-                break
-            v, x = heapq.heappop(heap)
-            current = above[x] + below[x]
-            if current <= 0 or x in stuck or -v != current:
-                continue  # in band, set aside, or a stale entry (a fresher one was pushed when it changed)
-            what = role(x)
-            move = None
-            if what:
-                move = best_move(x, what == "give", FAN) or best_move(x, what == "give", len(brokers))
-            if move is None:
-                stuck.add(x)
-                continue
-            i, g, r = move
-            apply(i, g, r)
-            moves += 1
-            moved_since_retry = True
-            for b in (g, r):
-                vb = refresh(b)
-                if vb > 0 and b not in stuck:
-                    heapq.heappush(heap, (-vb, b))
-        if cut_short or not stuck or not moved_since_retry:
-            break
-        # Moves since these brokers were set aside changed the loads: give each another try.
+    def run(self, deadline: Deadline) -> GreedyStats:
+        """Steps until no broker is outside a band, every broker outside is set aside, or the deadline."""
+        moves = steps = 0
+        cut_short = False
+        stuck: set[int] = set()
         moved_since_retry = False
-        heap = [(-(above[b] + below[b]), b) for b in stuck]
+        heap = [(-self.violation(b), b) for b in self.brokers if b in self.movers and self.violation(b) > 0]
         heapq.heapify(heap)
-        stuck.clear()
-    changed = {i: tuple(reps) for i, reps in enumerate(assign) if tuple(reps) != tuple(inp.replicas[i])}
-    outside = sorted(b for b in brokers if b in movers and above[b] + below[b] > 1e-12)
-    return changed, {"moves": moves, "outside_bands": outside, "stuck_brokers": sorted(stuck), "cut_short": cut_short,
-                     "steps": steps}
+        while True:
+            while heap:
+                steps += 1
+                if steps % CHECK_EVERY == 1 and deadline.expired():
+                    cut_short = True
+                    break
+                v, x = heapq.heappop(heap)
+                current = self.violation(x)
+                if current <= 0 or x in stuck or -v != current:
+                    continue  # in band, set aside, or a stale entry (a fresher one was pushed when it changed)
+                what = self.role(x)
+                move = None
+                if what:
+                    move = self.best_move(x, what == "give", FAN) or self.best_move(x, what == "give", len(self.brokers))
+                if move is None:
+                    stuck.add(x)
+                    continue
+                i, g, r = move
+                self.apply(i, g, r)
+                moves += 1
+                moved_since_retry = True
+                for b in (g, r):
+                    vb = self.refresh(b)
+                    if vb > 0 and b not in stuck:
+                        heapq.heappush(heap, (-vb, b))
+            if cut_short or not stuck or not moved_since_retry:
+                break
+            # Moves since these brokers were set aside changed the loads: give each another try.
+            moved_since_retry = False
+            heap = [(-self.violation(b), b) for b in stuck]
+            heapq.heapify(heap)
+            stuck.clear()
+        outside = sorted(b for b in self.brokers if b in self.movers and self.violation(b) > 1e-12)
+        return {"moves": moves, "outside_bands": outside, "stuck_brokers": sorted(stuck), "cut_short": cut_short,
+                "steps": steps}
 
 
 # -- from a cluster -------------------------------------------------------------------------------------------------

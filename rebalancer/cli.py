@@ -118,7 +118,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     max_disk_deviation_pct=args.max_disk_deviation,
                     max_network_deviation_pct=args.max_network_deviation,
                     max_disk_utilisation_pct=args.max_disk_utilisation,
-                    max_network_utilisation_pct=args.max_network_utilisation)
+                    max_network_utilisation_pct=args.max_network_utilisation,
+                    max_bytes_to_bound=args.max_bytes_to_bound)
     try:
         result = validate_run_dir(args.run_dir, th)
     except GateFailure:
@@ -530,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="capacity headroom: disk used after the plan, %% of capacity (default: the plan's, 85)")
     p.add_argument("--max-network-utilisation", type=_positive_float,
                    help="capacity headroom: network in/out, %% of capacity (default: the plan's, 80)")
+    p.add_argument("--max-bytes-to-bound", type=_positive_float,
+                   help="load plans: bytes copied at most this factor of their lower bound, plus the largest "
+                        "partition moved (default 1.15)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("approve", help="record approval (or rejection) of exactly this plan (its content hash)")

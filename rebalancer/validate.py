@@ -30,6 +30,9 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
                                   slack (counts have one replica), a broker no further from its target than
                                   before passing too (rates are estimates; a broker leads few partitions)
 11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known)
+12. ``bytes-vs-bound``            plans that balance load: the bytes the plan copies (the snapshot's sizes) at most
+                                  the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
+                                  the snapshot and the recorded load model), plus the largest partition it moves
 
 Load gates measure each broker against its target (its capacity's share of the total) with the load model the plan
 recorded (``params.load``), at the plan's band unless a threshold says otherwise; the band is widened to whole
@@ -79,6 +82,9 @@ class GateFailure(RebalancerError):
     exit_code = 6
 
 
+BYTES_TO_BOUND = 1.15  # the bytes gate's default factor: a load plan copies at most this much more than its bound
+
+
 @dataclass(frozen=True)
 class Thresholds:
     max_changes_per_partition: int | None = None  # None: 1, or the plan's own cap in remove-brokers mode
@@ -89,6 +95,7 @@ class Thresholds:
     max_network_deviation_pct: float | None = None
     max_disk_utilisation_pct: float | None = None
     max_network_utilisation_pct: float | None = None
+    max_bytes_to_bound: float | None = None  # None: BYTES_TO_BOUND
     sample_rows: int = 10
 
     def check(self) -> None:
@@ -99,6 +106,10 @@ class Thresholds:
             top = 100.0 if "utilisation" in name else math.inf
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= top):
                 raise InputError(f"{name}: {value!r} is not a percentage from 0 to {top:g}")
+        factor = self.max_bytes_to_bound
+        if factor is not None and not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor >= 1):
+            raise InputError(f"max_bytes_to_bound: {factor!r} is not a factor of at least 1 (no plan copies less "
+                             "than the bound)")
 
 
 def _excess(value: float, median: float, pct: float) -> float:
@@ -264,7 +275,31 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
                 "util_before_pct": round(before[d][b] / c * 100, 3) if c else None,
                 "util_after_pct": round(now[d][b] / c * 100, 3) if c else None,
             })
-    return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS)}
+    return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS), **_bytes_frame(cluster, plan, model, changed)}
+
+
+def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tuple[str, int], tuple[int, ...]]) -> dict[str, Any]:
+    """``bytes``: one row, the bytes the plan copies (each added replica at the snapshot's size, not the plan's
+    own figure), their lower bound recomputed as the plan stage does (``load_summary``), and the largest partition
+    it moves. Empty when the plan's mode and brokers do not fit the snapshot (other gates say why)."""
+    import pandas as pd
+
+    from .plan.load_summary import load_summary
+    from .plan.targets import PlanError, make_targets
+
+    if plan.params.get("balance") != "load" or plan.mode == "leaders":
+        return {}
+    try:
+        targets = make_targets(cluster, plan.mode, plan.params.get("brokers"))
+    except PlanError:
+        return {}
+    added = {tp: len(set(r) - set(cluster.partition(*tp).replicas)) for tp, r in changed.items()}
+    size = {tp: cluster.partition(*tp).size_bytes for tp in changed}
+    moved = sum(size[tp] * n for tp, n in added.items())
+    bound = load_summary(cluster, changed, targets, model, moved)["bytes_bound"]
+    largest = max((size[tp] for tp, n in added.items() if n), default=0)
+    return {"bytes": pd.DataFrame([{"moved": moved, "bound": bound, "ratio": round(moved / bound, 4) if bound else None,
+                                    "largest_moved": largest}])}
 
 
 def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0) -> float:
@@ -314,6 +349,16 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
             shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(
                 f"{d} {frame[frame['dimension'] == d]['band_pct'].iloc[0]:g}%" for d in dims if (frame["dimension"] == d).any())
             gates.append((name, key, e.ExpectColumnValuesToBeBetween(column="dev_excess_pct", max_value=0), shown, what))
+    if balances_load and "bytes" in frames:
+        row = frames["bytes"]
+        factor = th.max_bytes_to_bound if th.max_bytes_to_bound is not None else BYTES_TO_BOUND
+        # One partition of slack: a plan moves whole partitions, so a small one cannot come nearer its bound.
+        row["bytes_excess"] = [max(0, m - (factor * b + lg)) for m, b, lg in
+                               zip(row["moved"], row["bound"], row["largest_moved"], strict=True)]
+        gates.append(("bytes-vs-bound", "bytes", e.ExpectColumnValuesToBeBetween(column="bytes_excess", max_value=0),
+                      f"{factor:g} x bound + 1 partition",
+                      "bytes copied (the snapshot's sizes) at most the factor times their lower bound, plus the "
+                      "largest partition moved"))
     capped = load[load["capacity"].notna()].reset_index(drop=True)
     if len(capped):
         limits = []

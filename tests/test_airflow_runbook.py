@@ -281,6 +281,9 @@ def test_nothing_to_change_ends_early_without_asking(stack: Stack, cluster: Clus
 
 
 @pytest.mark.browser
+# The main job's shape (480 partitions): large enough for the load plan (on 48, auto plans counts instead), so the
+# approval request leads with bytes against their bound and the report's utilisation charts show every band met.
+@pytest.mark.parametrize("cluster", [{"partitions": 480}], indirect=True)
 def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cluster: Cluster, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
@@ -300,7 +303,18 @@ def test_approver_logs_in_opens_report_and_approves_in_chromium(stack: Stack, cl
         link = wait.until(ec.element_to_be_clickable((By.PARTIAL_LINK_TEXT, "Open the approver's report")))
         approve = wait.until(ec.presence_of_element_located((By.XPATH, "//button[normalize-space()='Approve']")))
         body = driver.find_element(By.TAG_NAME, "body").text
-        assert f"{plan['summary']['replica_moves']} replica moves" in body and "12/12 passed" in body
+        gates = json.loads((stack.run_dir(DAG, run_id) / "validation" / "result.json").read_text())["gates"]
+        assert f"{plan['summary']['replica_moves']} replica moves" in body
+        assert f"{len(gates)}/{len(gates)} passed" in body and {"disk-balance", "bytes-vs-bound"} <= {g["name"] for g in gates}
+        # A load plan: the request leads with the bytes against their bound and the worst broker per dimension.
+        load = plan["summary"]["load"]
+        assert plan["params"]["balance"] == "load" and load["bytes_to_bound"] <= 1.10, load
+        lead = wait.until(ec.presence_of_element_located((By.XPATH, "//*[starts-with(normalize-space(), 'Bytes to copy:')]")))
+        assert f"ratio {load['bytes_to_bound']:.3f}" in body and "Worst broker after the plan: disk: broker" in body
+        assert "inside the 5% band" in body and "outside" not in body.split("Worst broker after the plan:")[1].split(".")[0]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", lead)
+        time.sleep(0.5)
+        driver.save_screenshot(str(shots / "approval_request_load.png"))
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", approve)
         time.sleep(0.5)
         driver.save_screenshot(str(shots / "approval_page.png"))

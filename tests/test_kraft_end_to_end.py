@@ -186,10 +186,11 @@ def cli(section: str, step: str, *args: str, expect: int = 0, timeout: float = 3
 
 
 def gate_count(plan: dict[str, Any]) -> int:
-    """The gates validate runs on this plan: the 12 of every plan, disk and network balance for a plan that balanced
-    load, and capacity headroom (these brokers report their disks' total bytes through DescribeLogDirs)."""
+    """The gates validate runs on this plan: the 12 of every plan, disk and network balance and bytes against their
+    bound for a plan that balanced load, and capacity headroom (these brokers report their disks' total bytes through
+    DescribeLogDirs)."""
     balanced_load = plan["params"].get("balance") == "load" and plan["mode"] != "leaders"
-    return 12 + (2 if balanced_load else 0) + 1
+    return 12 + (3 if balanced_load else 0) + 1
 
 
 def planned(run: Path) -> Assignment:

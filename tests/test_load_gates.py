@@ -89,12 +89,47 @@ def test_the_disk_gate_fails_a_plan_that_leaves_new_brokers_empty(tmp_path: Path
     assert _gates(tmp_path, max_disk_deviation_pct=100.0)["disk-balance"]["passed"]
 
 
+def test_the_bytes_gate_fails_a_plan_that_copies_more_than_it_needs(load_run: Path, tmp_path: Path) -> None:
+    """The real plan copies about its bound; the same plan with swaps of like-sized partitions between old brokers
+    (balance unchanged, tens of GiB more copied) fails the bytes gate, which recomputes both sides itself."""
+    from rebalancer.plan import load_plan
+    from rebalancer.snapshot import load_snapshot
+
+    real = _gates(load_run)["bytes-vs-bound"]
+    assert real["passed"] and real["threshold"] == "1.15 x bound + 1 partition", real
+    cluster, plan = load_snapshot(load_run), load_plan(load_run)
+    moved = {(c.topic, c.partition): c.replicas_after for c in plan.changes}
+    new = set(plan.params["brokers"])
+    spare = sorted((p for p in cluster.partitions if p.tp not in moved), key=lambda p: p.size_bytes)
+    extra = 0
+    for a, b in zip(spare[::2], spare[1::2], strict=False):  # neighbours in size: a swap keeps both brokers' load
+        x = next((r for r in a.replicas if r not in b.replicas and r not in new), None)
+        y = next((r for r in b.replicas if r not in a.replicas and r not in new), None)
+        if x is None or y is None:
+            continue
+        moved[a.tp] = tuple(y if r == x else r for r in a.replicas)
+        moved[b.tp] = tuple(x if r == y else r for r in b.replicas)
+        extra += a.size_bytes + b.size_bytes
+    params = {**plan.params}
+    wasteful = build_plan(cluster, moved, mode="add-brokers", strategy="crafted", eligible=make_targets(
+        cluster, "add-brokers", sorted(new)).eligible, params=params, solver={}, bounds={})
+    write_cluster_json(cluster, tmp_path / "snapshot.json")
+    write_plan(wasteful, tmp_path)
+    gate = _gates(tmp_path)["bytes-vs-bound"]
+    assert not gate["passed"], gate
+    row = gate["failing_rows_sample"][0]
+    assert row["moved"] == plan.summary["bytes_moved"] + extra and row["ratio"] > 1.15
+    assert row["bound"] == plan.summary["load"]["bytes_bound"]  # the bound recomputed as the plan stage does
+    # The factor is the gate's threshold, not hard-coded.
+    assert _gates(tmp_path, max_bytes_to_bound=row["ratio"] + 0.01)["bytes-vs-bound"]["passed"]
+
+
 def test_count_plans_are_not_held_to_the_load_bands(tmp_path: Path) -> None:
     cluster, new = _main_job()
     write_cluster_json(cluster, tmp_path / "snapshot.json")
     plan_run_dir(tmp_path, "add-brokers", brokers=new, balance="counts")
     gates = _gates(tmp_path)
-    assert not LOAD_GATES & set(gates)
+    assert not (LOAD_GATES | {"bytes-vs-bound"}) & set(gates)
     assert all(g["passed"] for g in gates.values())
 
 
@@ -115,7 +150,7 @@ def test_capacity_headroom_gate_and_its_threshold(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("option", ["--max-disk-deviation=-1", "--max-disk-utilisation=101", "--max-network-deviation=nan",
-                                    "--max-network-utilisation=inf"])
+                                    "--max-network-utilisation=inf", "--max-bytes-to-bound=0.9"])
 def test_bad_gate_thresholds_are_one_line_errors(load_run: Path, option: str) -> None:
     result = run_cli("validate", str(load_run), option)
     assert result.returncode == 2, result

@@ -46,12 +46,13 @@ SPARK_CONF = {"spark.ui.enabled": "false"}  # shuffle partitions: sized to the s
 RUN_DIR_XCOM = "{{ ti.xcom_pull(task_ids='snapshot')['run_dir'] }}"
 
 
-# Load gates (plans that balance load): param -> (title, the plan's default, maximum)
+# Load gates (plans that balance load): param -> (title, what empty means, minimum, maximum)
 LOAD_GATE_PARAMS = {
-    "max_disk_deviation_pct": ("Gate: disk bytes vs each broker's target (%)", "its band, 5 %", None),
-    "max_network_deviation_pct": ("Gate: network in/out vs each broker's target (%)", "its band, 10 %", None),
-    "max_disk_utilisation_pct": ("Gate: disk used after the plan (% of capacity)", "its threshold, 85 %", 100),
-    "max_network_utilisation_pct": ("Gate: network used after the plan (% of capacity)", "its threshold, 80 %", 100),
+    "max_disk_deviation_pct": ("Gate: disk bytes vs each broker's target (%)", "the plan's band, 5 %", 0, None),
+    "max_network_deviation_pct": ("Gate: network in/out vs each broker's target (%)", "the plan's band, 10 %", 0, None),
+    "max_disk_utilisation_pct": ("Gate: disk used after the plan (% of capacity)", "the plan's threshold, 85 %", 0, 100),
+    "max_network_utilisation_pct": ("Gate: network used after the plan (% of capacity)", "the plan's threshold, 80 %", 0, 100),
+    "max_bytes_to_bound": ("Gate: bytes copied vs their lower bound (factor, plus one partition)", "1.15", 1, None),
 }
 
 
@@ -110,10 +111,10 @@ def common_params(mode: str) -> dict[str, Param]:
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
                                           title="Gate: leader deviation from median (%)", section="Validation"),
-        **({k: Param(None, type=["null", "number"], minimum=0, title=title,
-                     description=f"empty: the plan's own ({default})", section="Validation",
+        **({k: Param(None, type=["null", "number"], minimum=minimum, title=title,
+                     description=f"empty: {default}", section="Validation",
                      **_upper_bound(maximum))
-            for k, (title, default, maximum) in LOAD_GATE_PARAMS.items()} if mode in REPLICA_MODES else {}),
+            for k, (title, default, minimum, maximum) in LOAD_GATE_PARAMS.items()} if mode in REPLICA_MODES else {}),
         "approvers": Param([], type="array", items={"type": "string"}, title="Approvers",
                            description="user names allowed to approve (empty: anyone with access to the DAG)",
                            section="Approval"),

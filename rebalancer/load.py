@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,13 +217,45 @@ def replica_table(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad
     leads = np.zeros(len(broker), bool)
     leads[np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)] = True
     size = np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))[partition]
-    per = {}
-    ordered = [loads[p.tp] for p in parts]
-    for name in dimensions:
-        d = DIMENSIONS[name]
-        per[name] = (np.fromiter((d.replica(x, True) for x in ordered), np.int64, len(parts)),
-                     np.fromiter((d.replica(x, False) for x in ordered), np.int64, len(parts)))
+    columns = _load_columns([loads[p.tp] for p in parts])
+    per = {name: (_units(DIMENSIONS[name].leader, columns), _units(DIMENSIONS[name].follower, columns))
+           for name in dimensions}
     return ReplicaTable(partition, broker, leads, size, per)
+
+
+@dataclass(frozen=True)
+class _LoadColumns:
+    """``PartitionLoad``'s numeric fields as numpy columns (one row per partition): a dimension's ``leader`` and
+    ``follower`` functions are arithmetic, so they take the columns as they take one partition's load."""
+
+    size: Any
+    bytes_in: Any
+    fanout: Any
+    rf: Any
+    rows: int
+
+
+def _load_columns(ordered: Sequence[PartitionLoad]) -> _LoadColumns:
+    import numpy as np
+
+    n = len(ordered)
+    return _LoadColumns(np.fromiter((x.size for x in ordered), np.int64, n),
+                        np.fromiter((x.bytes_in for x in ordered), np.float64, n),
+                        np.fromiter((x.fanout for x in ordered), np.float64, n),
+                        np.fromiter((x.rf for x in ordered), np.int64, n), n)
+
+
+def _units(role: Callable[[Any], Any], columns: _LoadColumns) -> Any:
+    """One role's weight per partition in whole base units (``Dimension.replica``, vectorised: a constant is
+    broadcast, an integer column kept exact, a float one rounded half to even as ``round`` does)."""
+    import numpy as np
+
+    value = np.asarray(role(columns))
+    if value.ndim == 0:
+        value = np.full(columns.rows, value)
+    if np.issubdtype(value.dtype, np.integer):
+        return value.astype(np.int64, copy=False)
+    return np.rint(value).astype(np.int64)
 
 
 def dimension_loads(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],

@@ -254,6 +254,8 @@ def _int(value: Any, what: str, where: str, *, minimum: int | None = 0) -> int:
 
 
 def _int_list(value: Any, what: str, where: str) -> tuple[int, ...]:
+    if type(value) is list and all(type(v) is int and v >= 0 for v in value):  # the common case, checked at once
+        return tuple(value)
     if not isinstance(value, list):
         raise ModelError(f"{where}: {what} must be a list of broker ids, got {type(value).__name__}")
     return tuple(_int(v, f"{what} entry", where) for v in value)
@@ -321,8 +323,9 @@ def _partition_from_dict(obj: Any, i: int) -> Partition:
     rate = obj.get("bytes_in_per_s")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))):
         raise ModelError(f"{where}: bytes_in_per_s {rate!r} is not a number")
-    adding = _int_list(obj.get("adding_replicas") or [], "adding_replicas", where)
-    removing = _int_list(obj.get("removing_replicas") or [], "removing_replicas", where)
+    adding, removing = obj.get("adding_replicas"), obj.get("removing_replicas")
+    adding = _int_list(adding, "adding_replicas", where) if adding else ()
+    removing = _int_list(removing, "removing_replicas", where) if removing else ()
     return Partition(
         topic=topic,
         partition=num,

@@ -11,6 +11,7 @@ brokers joining and leaving.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -35,10 +36,15 @@ def topic_name_problem(name: object) -> str | None:
     """Why Kafka would refuse ``name`` as a topic name, or None. The reason never repeats a long name in full."""
     if not isinstance(name, str) or not name:
         return "is empty or not a string"
-    if name in (".", ".."):
-        return "cannot be '.' or '..'"
     if len(name) > TOPIC_MAX_LENGTH:
         return f"is {len(name)} characters long (Kafka allows at most {TOPIC_MAX_LENGTH})"
+    return _short_name_problem(name)  # a cluster's partitions name few topics: each is checked once
+
+
+@functools.lru_cache(maxsize=65536)  # names of at most 249 characters: a few MiB at the most
+def _short_name_problem(name: str) -> str | None:
+    if name in (".", ".."):
+        return "cannot be '.' or '..'"
     if not _TOPIC_CHARS.fullmatch(name):
         bad = next(c for c in name if not _TOPIC_CHARS.fullmatch(c))
         return f"contains {bad!r} (Kafka allows only ASCII letters, digits, '.', '_' and '-')"

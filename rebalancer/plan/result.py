@@ -157,46 +157,54 @@ class Plan:
 
 
 class _Tally:
-    """Per broker: replicas, preferred leaders and bytes; per (topic, broker): replicas and preferred leaders.
+    """Per broker: replicas, preferred leaders and bytes; per (topic, broker): replicas and preferred leaders, for the
+    snapshot or with an assignment applied. Counted as numpy columns over every replica (millions of them: a Python
+    dict per (topic, broker) took 12 s at 3M replicas)."""
 
-    Counted once over the snapshot; ``after`` moves each changed partition from its old replicas to its new ones, so
-    the state after a plan costs only its changes (the summary is built even when the time limit has run out).
-    """
+    def __init__(self, cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> None:
+        import itertools
 
-    def __init__(self, replicas: dict[int, int], leaders: dict[int, int], bytes_: dict[int, int],
-                 hosted: dict[tuple[str, int], int], led: dict[tuple[str, int], int]) -> None:
-        self.replicas, self.leaders, self.bytes, self.hosted, self.led = replicas, leaders, bytes_, hosted, led
+        import numpy as np
 
-    @classmethod
-    def of(cls, cluster: Cluster) -> _Tally:
-        tally = cls({b.id: 0 for b in cluster.brokers}, {b.id: 0 for b in cluster.brokers},
-                    {b.id: 0 for b in cluster.brokers}, {}, {})
-        for p in cluster.partitions:
-            tally._add(p.topic, p.replicas, p.size_bytes, 1)
-        return tally
-
-    def _add(self, topic: str, reps: tuple[int, ...], size: int, sign: int) -> None:
-        for b in reps:
-            self.replicas[b] += sign
-            self.bytes[b] += sign * size
-            self.hosted[(topic, b)] = self.hosted.get((topic, b), 0) + sign
-        self.leaders[reps[0]] += sign
-        self.led[(topic, reps[0])] = self.led.get((topic, reps[0]), 0) + sign
-
-    def after(self, changes: Iterable[Change]) -> _Tally:
-        new = _Tally(dict(self.replicas), dict(self.leaders), dict(self.bytes), dict(self.hosted), dict(self.led))
-        for c in changes:
-            new._add(c.topic, c.replicas_before, c.size_bytes, -1)
-            new._add(c.topic, c.replicas_after, c.size_bytes, 1)
-        return new
+        parts = cluster.partitions
+        assignment = assignment or {}
+        placed = [assignment.get(p.tp, p.replicas) for p in parts]
+        counts = np.fromiter(map(len, placed), np.int64, len(parts))
+        self.ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
+        brokers = np.fromiter(itertools.chain.from_iterable(placed), np.int64, int(counts.sum()))
+        where = np.searchsorted(self.ids, brokers)
+        known = self.ids[where.clip(max=len(self.ids) - 1)] == brokers if len(self.ids) else brokers != brokers
+        if not known.all():
+            raise KeyError(f"broker {int(brokers[~known][0])} is not in the cluster")
+        first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        lead = where[first] if len(parts) else where[:0]
+        size = np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))
+        n = len(self.ids)
+        replicas, leaders, bytes_ = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        np.add.at(replicas, where, 1)
+        np.add.at(leaders, lead, 1)
+        np.add.at(bytes_, where, np.repeat(size, counts))  # int64: exact, as the dicts were
+        self.replicas = {int(b): int(v) for b, v in zip(self.ids, replicas, strict=True)}
+        self.leaders = {int(b): int(v) for b, v in zip(self.ids, leaders, strict=True)}
+        self.bytes = {int(b): int(v) for b, v in zip(self.ids, bytes_, strict=True)}
+        codes: dict[str, int] = {}  # (topic, broker) as one key: topic number x brokers + broker index
+        topic = np.fromiter((codes.setdefault(p.topic, len(codes)) for p in parts), np.int64, len(parts))
+        self._hosted = np.unique(np.repeat(topic, counts) * n + where)
+        self._led_keys, self._led = np.unique(topic * n + lead, return_counts=True)
+        self._n = n
 
     def topic_spread(self, eligible: frozenset[int]) -> int:
         """Largest per-topic (max - min) preferred-leader count over the eligible brokers hosting the topic."""
-        per_topic: dict[str, list[int]] = {}
-        for (t, b), n in self.hosted.items():
-            if n > 0 and b in eligible:
-                per_topic.setdefault(t, []).append(self.led.get((t, b), 0))
-        return max((max(counts) - min(counts) for counts in per_topic.values()), default=0)
+        import numpy as np
+
+        hosted = self._hosted[np.isin(self.ids[self._hosted % self._n], np.fromiter(eligible, np.int64, len(eligible)))]
+        if not len(hosted):
+            return 0
+        at = np.searchsorted(self._led_keys, hosted).clip(max=len(self._led_keys) - 1)
+        led = np.where(self._led_keys[at] == hosted, self._led[at], 0) if len(self._led_keys) else np.zeros(len(hosted), np.int64)
+        topic = hosted // self._n
+        starts = np.flatnonzero(np.concatenate(([True], topic[1:] != topic[:-1])))
+        return int((np.maximum.reduceat(led, starts) - np.minimum.reduceat(led, starts)).max())
 
 
 def _max_dev(values: list[int]) -> float:
@@ -213,8 +221,8 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
         if new is not None and tuple(new) != p.replicas:
             changes.append(Change(p.topic, p.partition, p.replicas, tuple(new), p.leader, p.size_bytes))
     changes_t = tuple(changes)
-    before = _Tally.of(cluster)
-    after = before.after(changes_t)
+    before = _Tally(cluster)
+    after = _Tally(cluster, {(c.topic, c.partition): c.replicas_after for c in changes_t})
     elig = sorted(eligible)
     moves = sum(c.replica_moves for c in changes_t)
     leader_changes = sum(1 for c in changes_t if c.leader_change)

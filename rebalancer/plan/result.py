@@ -189,8 +189,8 @@ class _Tally:
         self.bytes = {int(b): int(v) for b, v in zip(self.ids, bytes_, strict=True)}
         codes: dict[str, int] = {}  # (topic, broker) as one key: topic number x brokers + broker index
         topic = np.fromiter((codes.setdefault(p.topic, len(codes)) for p in parts), np.int64, len(parts))
-        self._hosted = np.unique(np.repeat(topic, counts) * n + where)
-        self._led_keys, self._led = np.unique(topic * n + lead, return_counts=True)
+        self._hosted, _ = _distinct(np.repeat(topic, counts) * n + where)
+        self._led_keys, self._led = _distinct(topic * n + lead)
         self._n = n
 
     def topic_spread(self, eligible: frozenset[int]) -> int:
@@ -205,6 +205,15 @@ class _Tally:
         topic = hosted // self._n
         starts = np.flatnonzero(np.concatenate(([True], topic[1:] != topic[:-1])))
         return int((np.maximum.reduceat(led, starts) - np.minimum.reduceat(led, starts)).max())
+
+
+def _distinct(keys: Any) -> tuple[Any, Any]:
+    """The distinct keys, sorted, and how often each occurs (a sort: numpy's hashed ``unique`` took 2.5 s on 3M)."""
+    import numpy as np
+
+    ordered = np.sort(keys)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))) if len(ordered) else np.zeros(0, np.int64)
+    return ordered[starts], np.diff(np.append(starts, len(ordered)))
 
 
 def _max_dev(values: list[int]) -> float:

@@ -22,9 +22,9 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .errors import InputError, ModelError
 from .model import Broker, Cluster, Partition, TopicPartition, topic_name_problem
@@ -117,6 +117,20 @@ def _write_error(path: Path, exc: OSError) -> InputError:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` so that readers see either the old file or the whole new one, never a torn write; a failure
     (a full disk, a read-only directory) leaves no temporary file and is a one-line ``InputError``."""
+    _atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """``obj`` as indented JSON, atomically (``atomic_write_text``), streamed to the file as it is encoded: a plan of
+    millions of changes is never one string in memory (the same bytes as ``json.dumps``)."""
+
+    def write(fh: TextIO) -> None:
+        json.dump(obj, fh, indent=2, sort_keys=False)
+        fh.write("\n")
+    _atomic_write(path, write)
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], object]) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +142,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; run files are read by other users (approver, web UI)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -140,10 +154,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         if isinstance(exc, OSError):
             raise _write_error(target, exc) from None
         raise
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 def check_writable(directory: str | os.PathLike[str]) -> None:

@@ -280,11 +280,11 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
 
 def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tuple[str, int], tuple[int, ...]]) -> dict[str, Any]:
     """``bytes``: one row, the bytes the plan copies (each added replica at the snapshot's size, not the plan's
-    own figure), their lower bound recomputed as the plan stage does (``load_summary``), and the largest partition
+    own figure), their lower bound recomputed as the plan stage does (``load_summary.bytes_bound``), and the largest partition
     it moves. Empty when the plan's mode and brokers do not fit the snapshot (other gates say why)."""
     import pandas as pd
 
-    from .plan.load_summary import load_summary
+    from .plan.load_summary import bytes_bound
     from .plan.targets import PlanError, make_targets
 
     if plan.params.get("balance") != "load" or plan.mode == "leaders":
@@ -296,7 +296,7 @@ def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tupl
     added = {tp: len(set(r) - set(cluster.partition(*tp).replicas)) for tp, r in changed.items()}
     size = {tp: cluster.partition(*tp).size_bytes for tp in changed}
     moved = sum(size[tp] * n for tp, n in added.items())
-    bound = load_summary(cluster, changed, targets, model, moved)["bytes_bound"]
+    bound = bytes_bound(cluster, model, targets)
     largest = max((size[tp] for tp, n in added.items() if n), default=0)
     return {"bytes": pd.DataFrame([{"moved": moved, "bound": bound, "ratio": round(moved / bound, 4) if bound else None,
                                     "largest_moved": largest}])}

@@ -12,7 +12,7 @@ from ..model import Cluster, TopicPartition
 from .bounds import bytes_moved_bound
 from .targets import Targets
 
-__all__ = ["load_summary", "LoadSummary", "DimensionSummary"]
+__all__ = ["load_summary", "bytes_bound", "LoadSummary", "DimensionSummary"]
 
 
 class WorstBroker(TypedDict):
@@ -56,6 +56,28 @@ def _deviation(value: int, band: Band) -> float:
     return round((value - band.average) / band.average * 100, 2)
 
 
+def _bands(model: LoadModel, before: Mapping[str, Mapping[int, int]],
+           eligible: list[int]) -> tuple[dict[str, dict[int, Band]], dict[str, str]]:
+    """Every dimension's bands over the eligible brokers, and why a dimension has none (a capacity too small)."""
+    bands: dict[str, dict[int, Band]] = {}
+    errors: dict[str, str] = {}
+    for name in DIMENSIONS:
+        try:
+            bands[name] = model.bands(name, sum(before[name].values()), eligible)
+        except CapacityError as exc:
+            errors[name] = str(exc)
+    return bands, errors
+
+
+def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets) -> int:
+    """The lower bound on bytes moved that ``load_summary`` records, without the rest of the summary (the
+    validation's bytes gate recomputes it)."""
+    table = replica_table(cluster, model.loads)
+    before = dimension_loads(cluster, model.loads, table=table)
+    bands, _ = _bands(model, before, sorted(targets.eligible))
+    return int(bytes_moved_bound(cluster, model.loads, bands, targets, table=table)["bound"])
+
+
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
                  model: LoadModel, bytes_moved: int) -> LoadSummary:
     """``assignment``: the changed partitions' replicas after the plan (first = preferred leader); ``bytes_moved``:
@@ -65,16 +87,14 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
     after = dimension_loads(cluster, model.loads, assignment)
     eligible = sorted(targets.eligible)
     dims: dict[str, DimensionSummary] = {}
-    all_bands: dict[str, dict[int, Band]] = {}
+    all_bands, errors = _bands(model, before, eligible)
     per_broker: dict[int, dict[str, Any]] = {b: {} for b in eligible}
     for name, d in DIMENSIONS.items():
         total = sum(before[name].values())
-        try:
-            bands = model.bands(name, total, eligible)
-        except CapacityError as exc:
-            dims[name] = {"error": str(exc)}
+        if name in errors:
+            dims[name] = {"error": errors[name]}
             continue
-        all_bands[name] = bands
+        bands = all_bands[name]
         dev_before = {b: _deviation(before[name][b], bands[b]) for b in eligible}
         dev_after = {b: _deviation(after[name][b], bands[b]) for b in eligible}
         worst = max(eligible, key=lambda b: (abs(dev_after[b]), -b))

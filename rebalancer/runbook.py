@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .errors import InputError
+from .errors import ClusterBusy, InputError, ModelError, RebalancerError, SimulationError, SourceError
 from .rundir import RunDir
 
 if TYPE_CHECKING:
     from .execute import ExecOptions
     from .execute.backend import Backend
 
-__all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "has_changes", "validate", "report", "approval_request", "record_decision",
+__all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "run_cli", "has_changes", "validate", "report", "approval_request", "record_decision",
            "execution_started", "execute", "verify", "rollback", "cleanup_throttles", "outcome"]
 
 RUNS_ENV = "REBALANCER_RUNS_DIR"
@@ -109,19 +109,69 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
          max_changes_per_partition: int | None = None, time_limit: float | None = None,
          objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
          bands: Mapping[str, float] | None = None, groups: int | None = None,
-         master: str | None = None) -> dict[str, Any]:
+         master: str | None = None, isolated: bool = False) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
-    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``)."""
+    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``).
+
+    ``isolated``: plan in a fresh ``python -m rebalancer plan`` process (``run_cli``), as the DAGs do. The plan of a
+    large cluster starts worker processes (the leader waves' pool, a Spark session); they re-import the main module
+    of the process that starts them, and inside an Airflow task that is Airflow itself, whose import fails there
+    (tasks may not reach the metadata database): every plan of 12,000 partitions or more failed in the DAGs. A
+    process of its own also hands its gigabytes back to the machine when the plan is written."""
     from .plan import plan_run_dir
 
     ids = [int(b) for b in brokers] if brokers else None
     if mode in ("add-brokers", "remove-brokers") and not ids:
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
+    if isolated:
+        args = ["plan", str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance,
+                "--objective", objective]
+        args += ["--brokers", ",".join(map(str, ids))] if ids else []
+        args += ["--max-changes-per-partition", str(max_changes_per_partition)] if max_changes_per_partition else []
+        args += ["--time-limit", repr(float(time_limit))] if time_limit is not None else []
+        args += ["--capacity", str(capacity)] if capacity else []
+        for dim, fraction in (bands or {}).items():
+            args += ["--band", f"{dim}={round(float(fraction) * 100, 9)!r}"]
+        args += ["--groups", str(groups)] if groups else []
+        args += ["--master", master] if master else []
+        run_cli(args)
+        from .formats import read_json
+
+        return _plan_summary(Path(run_dir), read_json(Path(run_dir) / "plan.json"))
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
                           master=master)
     return _plan_summary(Path(run_dir), result.to_dict())
+
+
+_CLI_ERRORS: dict[int, type[RebalancerError]] = {
+    c.exit_code: c for c in (InputError, ModelError, SourceError, ClusterBusy, SimulationError)}
+
+
+def run_cli(args: Sequence[str]) -> None:
+    """``python -m rebalancer ARGS`` in a process of its own (this interpreter, this package), its output passed
+    through; a failure raises the error the CLI reported, with its one line (``exit_code`` maps back to the class),
+    or a ``RuntimeError`` for an internal error."""
+    import subprocess
+    import sys
+
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", "rebalancer", *args], env=env, stdin=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace", check=False)
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+    if proc.returncode == 0:
+        return
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    last = lines[-1] if lines else f"exit status {proc.returncode}"
+    message = last.removeprefix("rebalancer: error: ")
+    error = _CLI_ERRORS.get(proc.returncode)
+    if error is None or message == last:
+        raise RuntimeError(f"rebalancer {args[0]} failed (exit {proc.returncode}): {last}")
+    raise error(message)
 
 
 def _plan_summary(run: Path, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -108,3 +108,41 @@ def test_plan_groups_reach_the_planner_and_keep_every_gate(tmp_path: Path) -> No
     solver = json.loads((run / "plan.json").read_text())["solver"]
     assert solver["greedy"]["groups"] == 2 and "2 groups of topics planned apart" in solver["greedy"]["algorithm"]
     assert runbook.validate(run)["passed"]
+
+
+def test_an_isolated_plan_is_the_in_process_plan_and_reports_errors_in_one_line(tmp_path: Path,
+                                                                               description: str) -> None:
+    """``isolated=True`` (the DAGs) plans in ``python -m rebalancer plan``: the same plan as in process, the
+    options (bands included) passed through, and a bad input the same one-line error class."""
+    run = tmp_path / "run"
+    runbook.snapshot(run, description)
+    options = {"brokers": [12, 13, 14, 15], "bands": {"disk": 0.06}, "time_limit": 120.0}
+    here = runbook.plan(run, "add-brokers", **options)
+    apart = runbook.plan(run, "add-brokers", isolated=True, **options)
+    assert apart == here and here["changes"] > 0
+    assert json.loads((run / "plan.json").read_text())["summary"]["load"]["dimensions"]["disk"]["band_pct"] == 6
+    with pytest.raises(InputError, match=r"^.*\b99\b.*$") as err:
+        runbook.plan(run, "add-brokers", brokers=[99], isolated=True)
+    assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
+
+
+def test_a_large_plan_runs_under_a_host_process_that_cannot_be_re_imported(tmp_path: Path) -> None:
+    """Inside an Airflow task the main module is Airflow's, and a child process that re-imports it fails (tasks
+    may not reach the metadata database): the leader waves' process pool (from 12,000 partitions) broke every DAG
+    plan of a cluster that size ("BrokenProcessPool"). The DAGs plan isolated; this host stands for the task."""
+    path = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("wix", ScenarioParams(partitions=13_000, topics=100)), path)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{path}")
+    host = tmp_path / "host.py"
+    host.write_text("import sys\n"
+                    "if __name__ != '__main__':\n"
+                    "    raise SystemExit('this host cannot be imported again (like Airflow inside a task)')\n"
+                    "from rebalancer import runbook\n"
+                    "print(runbook.plan(sys.argv[1], 'leaders', isolated=sys.argv[2] == 'isolated')['changes'])\n")
+    proc = subprocess.run([sys.executable, str(host), str(run), "isolated"], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    solver = json.loads((run / "plan.json").read_text())["solver"]
+    # ten topic groups of up to 1,500 partitions, solved four at a time in the pool
+    assert int(proc.stdout.split()[-1]) > 0 and solver["leaders"]["groups"] == 10, solver["leaders"]

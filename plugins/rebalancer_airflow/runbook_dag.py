@@ -231,7 +231,7 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
                         objective=str(p.get("objective") or "replicas"),
                         capacity=capacity or None, bands=bands or None,
                         groups=None if p.get("plan_groups") is None else int(p["plan_groups"]),
-                        master=p.get("plan_spark_master") or None)
+                        master=p.get("plan_spark_master") or None, isolated=True)
 
 
 @one_line_errors

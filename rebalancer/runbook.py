@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from .execute import ExecOptions
     from .execute.backend import Backend
 
-__all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "run_cli", "has_changes", "validate", "report", "approval_request", "record_decision",
+__all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "plan_args", "plan_summary", "plan_groups", "plan_job", "plan_job_error",
+           "run_cli",
+           "has_changes", "validate", "report", "approval_request", "record_decision",
            "execution_started", "execute", "verify", "rollback", "cleanup_throttles", "outcome"]
 
 RUNS_ENV = "REBALANCER_RUNS_DIR"
@@ -97,6 +99,28 @@ def spark_job() -> str:
     return str(JOB)
 
 
+def plan_job() -> str:
+    """The PySpark application of a plan split in groups (``spark/plan_job.py``: ``rebalancer plan`` as driver)."""
+    return str(Path(__file__).resolve().parent.parent / "spark" / "plan_job.py")
+
+
+def plan_job_error(run_dir: str | Path, *, clear: bool = False) -> str | None:
+    """The one-line error ``spark/plan_job.py`` recorded in ``RUN_DIR/plan_error.txt`` when its plan failed (the
+    DAG fails the task with it, not with spark-submit's exit status); ``clear``: remove a previous one first."""
+    path = Path(run_dir) / PLAN_ERROR_FILE
+    if clear:
+        path.unlink(missing_ok=True)
+        return None
+    try:
+        text = path.read_text(errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return text.splitlines()[-1][:2000] if text else None
+
+
+PLAN_ERROR_FILE = "plan_error.txt"
+
+
 def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
     """The application arguments of ``spark/skew_analysis.py`` for ``run_dir``."""
     args = ["--run-dir", str(run_dir)]
@@ -124,25 +148,62 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
     if mode in ("add-brokers", "remove-brokers") and not ids:
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
     if isolated:
-        args = ["plan", str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance,
-                "--objective", objective]
-        args += ["--brokers", ",".join(map(str, ids))] if ids else []
-        args += ["--max-changes-per-partition", str(max_changes_per_partition)] if max_changes_per_partition else []
-        args += ["--time-limit", repr(float(time_limit))] if time_limit is not None else []
-        args += ["--capacity", str(capacity)] if capacity else []
-        for dim, fraction in (bands or {}).items():
-            args += ["--band", f"{dim}={round(float(fraction) * 100, 9)!r}"]
-        args += ["--groups", str(groups)] if groups else []
-        args += ["--master", master] if master else []
-        run_cli(args)
-        from .formats import read_json
-
-        return _plan_summary(Path(run_dir), read_json(Path(run_dir) / "plan.json"))
+        run_cli(["plan", *plan_args(run_dir, mode, brokers=ids, strategy=strategy, balance=balance,
+                                    objective=objective, max_changes_per_partition=max_changes_per_partition,
+                                    time_limit=time_limit, capacity=capacity, bands=bands, groups=groups,
+                                    master=master)])
+        return plan_summary(run_dir)
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
                           master=master)
     return _plan_summary(Path(run_dir), result.to_dict())
+
+
+def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
+              max_changes_per_partition: int | None = None, time_limit: float | None = None,
+              objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
+              bands: Mapping[str, float] | None = None, groups: int | None = None,
+              master: str | None = None) -> list[str]:
+    """The arguments of ``rebalancer plan`` (after the word ``plan``) for ``plan``'s options: what an isolated plan
+    runs, and what the DAGs hand ``spark/plan_job.py``."""
+    args = [str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance, "--objective", objective]
+    args += ["--brokers", ",".join(str(int(b)) for b in brokers)] if brokers else []
+    args += ["--max-changes-per-partition", str(max_changes_per_partition)] if max_changes_per_partition else []
+    args += ["--time-limit", repr(float(time_limit))] if time_limit is not None else []
+    args += ["--capacity", str(capacity)] if capacity else []
+    for dim, fraction in (bands or {}).items():
+        args += ["--band", f"{dim}={round(float(fraction) * 100, 9)!r}"]
+    args += ["--groups", str(groups)] if groups else []
+    args += ["--master", master] if master else []
+    return args
+
+
+def plan_summary(run_dir: str | Path) -> dict[str, Any]:
+    """The small summary ``plan`` returns, read from ``RUN_DIR/plan.json`` (after a plan in another process)."""
+    from .formats import read_json
+
+    return _plan_summary(Path(run_dir), read_json(Path(run_dir) / "plan.json"))
+
+
+def plan_groups(run_dir: str | Path, mode: str, groups: int | None = None, master: str | None = None) -> int:
+    """How many groups of topics the plan of ``run_dir`` places apart (1: one pass), as the planner will decide it
+    (``split_plan``), from the snapshot's parquet row counts: no need to read snapshot.json. Only load placements
+    are split; ``leaders`` plans never are."""
+    import pyarrow.parquet as pq
+
+    from .plan.planner import split_plan
+
+    if mode == "leaders":
+        return 1
+    rd = RunDir(Path(run_dir))
+    try:
+        replicas = pq.read_metadata(rd.replicas).num_rows
+        brokers = pq.read_metadata(rd.brokers).num_rows
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{run_dir}: no readable snapshot parquet ({type(exc).__name__}); take the snapshot "
+                         "first") from None
+    return split_plan(replicas, brokers, groups, master)[0]
 
 
 _CLI_ERRORS: dict[int, type[RebalancerError]] = {

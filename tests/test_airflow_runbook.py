@@ -280,6 +280,23 @@ def test_nothing_to_change_ends_early_without_asking(stack: Stack, cluster: Clus
     assert not (run / "approval.json").exists()
 
 
+@pytest.mark.parametrize("cluster", [{"partitions": 1_600}], indirect=True)
+def test_a_plan_split_in_groups_is_submitted_to_spark(stack: Stack, cluster: Cluster) -> None:
+    """plan_groups=2: the plan task submits spark/plan_job.py through spark_default (like the analysis), the groups
+    run as tasks of that application, and the run reaches its approval with every gate passed; rejected here."""
+    dag_id = "kafka_add_brokers"
+    run_id = stack.admin.trigger(dag_id, conf(cluster, plan_groups=2))
+    wait_awaiting_approval(stack, dag_id, run_id)
+    run = stack.run_dir(dag_id, run_id)
+    solver = json.loads((run / "plan.json").read_text())["solver"]
+    assert "2 groups of topics planned apart as Spark tasks (local[*])" in solver["greedy"]["algorithm"], solver
+    assert "the plan stage goes to Spark" in stack.admin.log(dag_id, run_id, "plan")
+    assert json.loads((run / "validation" / "result.json").read_text())["passed"]
+    stack.client(APPROVER).answer(dag_id, run_id, "Reject")
+    assert finished(stack, dag_id, run_id) == "success", explain(stack, dag_id, run_id)
+    assert stack.admin.task_states(dag_id, run_id)["execute"] == "skipped"
+
+
 @pytest.mark.browser
 # The main job's shape (480 partitions): large enough for the load plan (on 48, auto plans counts instead), so the
 # approval request leads with bytes against their bound and the report's utilisation charts show every band met.

@@ -116,7 +116,8 @@ def test_an_isolated_plan_is_the_in_process_plan_and_reports_errors_in_one_line(
     options (bands included) passed through, and a bad input the same one-line error class."""
     run = tmp_path / "run"
     runbook.snapshot(run, description)
-    options = {"brokers": [12, 13, 14, 15], "bands": {"disk": 0.06}, "time_limit": 120.0}
+    # greedy: the program's result depends on the machine's speed (its 10 s cap), the greedy placement does not
+    options = {"brokers": [12, 13, 14, 15], "bands": {"disk": 0.06}, "time_limit": 120.0, "strategy": "greedy"}
     here = runbook.plan(run, "add-brokers", **options)
     apart = runbook.plan(run, "add-brokers", isolated=True, **options)
     assert apart == here and here["changes"] > 0
@@ -146,3 +147,39 @@ def test_a_large_plan_runs_under_a_host_process_that_cannot_be_re_imported(tmp_p
     solver = json.loads((run / "plan.json").read_text())["solver"]
     # ten topic groups of up to 1,500 partitions, solved four at a time in the pool
     assert int(proc.stdout.split()[-1]) > 0 and solver["leaders"]["groups"] == 10, solver["leaders"]
+
+
+def test_the_plan_job_submitted_to_spark_is_the_plan_with_its_groups_as_tasks(tmp_path: Path) -> None:
+    """``spark/plan_job.py``, what the DAGs submit when the placement is split in groups, through a real
+    spark-submit on local[2]: the plan ``rebalancer plan`` makes in process with the same groups, change for change
+    (each group a pure function), the groups run as tasks of the submitted application; a bad input ends with the
+    CLI's exit status and its one-line error in plan_error.txt, which the DAG's task fails with."""
+    from rebalancer.analyze import spark_env
+
+    path = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams(partitions=1_600)), path)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{path}")
+    new = [12, 13, 14, 15]
+    assert runbook.plan_groups(run, "add-brokers") == 1  # 4,800 replicas: one pass (the DAG plans on the worker)
+    assert runbook.plan_groups(run, "add-brokers", 2) == 2 and runbook.plan_groups(run, "leaders", 2) == 1
+    runbook.plan(run, "add-brokers", brokers=new, groups=2)
+    in_process = json.loads((run / "plan.json").read_text())
+    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+              "--conf", "spark.ui.enabled=false", runbook.plan_job()]
+    proc = subprocess.run([*submit, *runbook.plan_args(run, "add-brokers", brokers=new, groups=2)],
+                          env=spark_env("local[2]"), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    on_spark = json.loads((run / "plan.json").read_text())
+    assert "2 groups of topics planned apart as Spark tasks (local[2])" in on_spark["solver"]["greedy"]["algorithm"]
+    assert on_spark["changes"] == in_process["changes"] and on_spark["changes"]
+    assert runbook.plan_summary(run)["changes"] == len(on_spark["changes"])
+    assert runbook.plan_job_error(run) is None
+
+    proc = subprocess.run([*submit, *runbook.plan_args(run, "add-brokers", brokers=[99], groups=2)],
+                          env=spark_env("local[2]"), capture_output=True, text=True, timeout=900)
+    error = runbook.plan_job_error(run)
+    assert proc.returncode == InputError.exit_code and error is not None and "99" in error, proc.stderr[-2000:]
+    assert "\n" not in error and not error.startswith("rebalancer:")
+    runbook.plan_job_error(run, clear=True)
+    assert runbook.plan_job_error(run) is None

@@ -192,30 +192,30 @@ def snapshot_task(**context: Any) -> dict[str, Any]:
     return runbook.snapshot(run_dir(context), c["source"], sizes=c["sizes"], kafka_config=c["kafka_config"])
 
 
+def _spark_env() -> dict[str, str]:
+    # spark-submit comes with pyspark in the virtualenv running Airflow. Executors use $PYSPARK_PYTHON when the
+    # deployment sets it (a Spark cluster's workers have their own Python, as in docker-compose.yaml), else this
+    # interpreter (local[*]).
+    venv_bin = os.path.dirname(sys.executable)
+    return {"PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
 def _analyze(task_id: str, doc: str) -> SparkSubmitOperator:
     from rebalancer.runbook import spark_args, spark_job
 
-    venv_bin = os.path.dirname(sys.executable)
     op = SparkSubmitOperator(
         task_id=task_id, conn_id="spark_default", application=spark_job(), name=f"kafka-skew-{task_id}",
-        application_args=spark_args(RUN_DIR_XCOM), conf=dict(SPARK_CONF),
-        # spark-submit comes with pyspark in the virtualenv running Airflow; the job needs only pyspark. Executors
-        # use $PYSPARK_PYTHON when the deployment sets it (a Spark cluster's workers have their own Python, as in
-        # docker-compose.yaml), else this interpreter (local[*]).
-        env_vars={"PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-                  "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
-                  "PYSPARK_DRIVER_PYTHON": sys.executable},
+        application_args=spark_args(RUN_DIR_XCOM), conf=dict(SPARK_CONF), env_vars=_spark_env(),
         execution_timeout=timedelta(hours=2),
     )
     op.doc_md = doc
     return op
 
 
-@one_line_errors
-def plan_task(mode: str, **context: Any) -> dict[str, Any]:
-    """Plan the smallest change set (writes plan.json, reassignment.json, rollback.json)."""
-    from rebalancer import runbook
-
+def plan_options(mode: str, context: Any) -> dict[str, Any]:
+    """``runbook.plan``'s options from the run's params."""
     p = context["params"]
     brokers = p.get("new_brokers") or p.get("brokers") or None
     bands = {}
@@ -224,14 +224,58 @@ def plan_task(mode: str, **context: Any) -> dict[str, Any]:
     if p.get("network_band_pct") is not None:
         bands["nw_in"] = bands["nw_out"] = float(p["network_band_pct"]) / 100
     capacity = p.get("capacity_file") or (_cluster(context).get("capacity") if mode != "leaders" else None)
-    return runbook.plan(run_dir(context), mode, brokers=brokers, strategy=p["strategy"],
-                        balance=str(p.get("balance") or "auto"),
-                        max_changes_per_partition=p.get("max_changes_per_partition"),
-                        time_limit=None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
-                        objective=str(p.get("objective") or "replicas"),
-                        capacity=capacity or None, bands=bands or None,
-                        groups=None if p.get("plan_groups") is None else int(p["plan_groups"]),
-                        master=p.get("plan_spark_master") or None, isolated=True)
+    return {"brokers": brokers, "strategy": p["strategy"], "balance": str(p.get("balance") or "auto"),
+            "max_changes_per_partition": p.get("max_changes_per_partition"),
+            "time_limit": None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
+            "objective": str(p.get("objective") or "replicas"), "capacity": capacity or None,
+            "bands": bands or None, "groups": None if p.get("plan_groups") is None else int(p["plan_groups"]),
+            "master": p.get("plan_spark_master") or None}
+
+
+class PlanOperator(SparkSubmitOperator):
+    """The plan stage (writes plan.json, reassignment.json, rollback.json). A placement in one pass plans in a
+    process of its own on the worker (``runbook.plan(isolated=True)``); one split in groups of topics (the
+    ``plan_groups`` param, or a snapshot of 5,000,000 replicas or more) is submitted to Spark through the
+    ``spark_default`` connection, like the analysis: ``spark/plan_job.py`` is ``rebalancer plan`` as the driver,
+    the groups its tasks. The ``plan_spark_master`` param instead runs the groups on that master from the worker's
+    plan process. Its XCom is the plan's small summary either way."""
+
+    def __init__(self, *, mode: str, **kwargs: Any) -> None:
+        from rebalancer.runbook import plan_job
+
+        super().__init__(conn_id="spark_default", application=plan_job(), name="kafka-rebalance-plan",
+                         conf=dict(SPARK_CONF), env_vars=_spark_env(), **kwargs)
+        self.mode = mode
+
+    def execute(self, context: Any) -> None:
+        summary = self._plan(context)
+        print(summary)
+        context["ti"].xcom_push(key="return_value", value=summary)
+
+    def _plan(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from rebalancer import runbook
+        from rebalancer.errors import RebalancerError
+
+        try:
+            run = run_dir(context)
+            options = plan_options(self.mode, context)
+            if options["master"] is not None or runbook.plan_groups(run, self.mode, options["groups"]) < 2:
+                return runbook.plan(run, self.mode, isolated=True, **options)
+            self.application_args = runbook.plan_args(run, self.mode, **options)
+            print("the load placement is split in groups of topics: the plan stage goes to Spark (spark_default)")
+            error = runbook.plan_job_error(run, clear=True)
+            try:
+                super().execute(context)
+            except Exception:
+                error = runbook.plan_job_error(run)
+                if error is None:
+                    raise
+                raise AirflowFailException(error) from None
+            return runbook.plan_summary(run)
+        except RebalancerError as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from None
 
 
 @one_line_errors
@@ -350,7 +394,10 @@ def build_runbook(mode: str, *, approval_param: str | None = None) -> dict[str, 
     snap = task(task_id="snapshot")(snapshot_task)()
     analyze = _analyze("analyze", "Spark skew analysis of the snapshot (spark/skew_analysis.py through the "
                                   "`spark_default` connection; local[*] by default).")
-    planned = task(task_id="plan")(plan_task)(mode)
+    planned = PlanOperator(task_id="plan", mode=mode, execution_timeout=timedelta(hours=4),
+                           doc_md="Plans the smallest change set (plan.json, reassignment.json, rollback.json): "
+                                  "in a process of its own, or submitted to Spark when the placement is split "
+                                  "in groups of topics (plan_groups, or 5,000,000 replicas and more).")
     check = task.short_circuit(task_id="check_changes", ignore_downstream_trigger_rules=True)(check_changes_task)()
     validated = task(task_id="validate")(validate_task)()
     analyze_plan = _analyze("analyze_plan", "The same Spark job again, now with plan.json: the per-broker "

@@ -226,6 +226,9 @@ def _size_of(sizes: Mapping[int, int] | None, leader: int | None) -> int:
     return max(sizes.values())
 
 
+READ_WINDOW = 5000  # partition-state reads in flight at a time
+
+
 def read_cluster(
     zk: Any,
     *,
@@ -279,17 +282,18 @@ def read_cluster(
         except (ValueError, TypeError, AttributeError):
             raise SourceError(f"ZooKeeper node {config_path('topics', t)} is not a Kafka topic config") from None
 
-    state_futs = []
-    for t, a in assignments.items():
-        for p in a.partitions:
-            state_futs.append((t, p, zk.get_async(state_path(t, p))))
+    # The partition states, READ_WINDOW gets in flight at a time: pipelined, and a million partitions never hold a
+    # million pending requests (and their results) at once.
+    keys = [(t, p) for t, a in assignments.items() for p in a.partitions]
     states: dict[TopicPartition, tuple[int | None, list[int], int]] = {}
-    for t, p, fut in state_futs:
-        try:
-            data, _ = fut.get()
-        except NoNodeError:
-            continue  # partition created but no leader elected yet
-        states[(t, p)] = parse_state_znode(data, t, p)
+    for start in range(0, len(keys), READ_WINDOW):
+        window = [(t, p, zk.get_async(state_path(t, p))) for t, p in keys[start:start + READ_WINDOW]]
+        for t, p, fut in window:
+            try:
+                data, _ = fut.get()
+            except NoNodeError:
+                continue  # partition created but no leader elected yet
+            states[(t, p)] = parse_state_znode(data, t, p)
 
     in_flight: list[dict[str, Any]] = []
     try:

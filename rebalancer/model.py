@@ -15,7 +15,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ModelError
@@ -238,4 +238,31 @@ class Cluster:
     def with_meta(self, **updates: Any) -> Cluster:
         meta = dict(self.meta)
         meta.update(updates)
-        return Cluster(brokers=self.brokers, partitions=self.partitions, meta=meta)
+        return self._validated(self.partitions, meta, self._partition_index)
+
+    def with_sizes(self, sizes: Mapping[TopicPartition, int], **meta: Any) -> Cluster:
+        """This cluster with the partitions of ``sizes`` at those sizes (each checked: an integer from 0 to
+        ``INT64_MAX``) and ``meta`` added; nothing else is validated again (a million partitions: seconds, not the
+        half-minute of a new ``Cluster``)."""
+        parts = []
+        for p in self.partitions:
+            size = sizes.get(p.tp)
+            if size is not None and size != p.size_bytes:
+                if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= INT64_MAX:
+                    raise ModelError(f"partition {p.topic}-{p.partition}: size_bytes {_shown(size)} is not an "
+                                     f"integer from 0 to {INT64_MAX}")
+                p = replace(p, size_bytes=size)
+            parts.append(p)
+        return self._validated(tuple(parts), {**self.meta, **meta}, None)
+
+    def _validated(self, partitions: tuple[Partition, ...], meta: Mapping[str, Any],
+                   index: dict[TopicPartition, Partition] | None) -> Cluster:
+        """A cluster of this one's brokers and ``partitions`` already validated against them (same keys, same
+        order), without checking them again."""
+        new = object.__new__(Cluster)
+        object.__setattr__(new, "brokers", self.brokers)
+        object.__setattr__(new, "partitions", partitions)
+        object.__setattr__(new, "meta", dict(meta))
+        object.__setattr__(new, "_broker_index", self._broker_index)
+        object.__setattr__(new, "_partition_index", index if index is not None else {p.tp: p for p in partitions})
+        return new

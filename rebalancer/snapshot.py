@@ -66,16 +66,13 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0,
 
 
 def _apply_sizes(cluster: Cluster, size_map: dict[TopicPartition, dict[int, int]]) -> Cluster:
-    from dataclasses import replace
-
-    parts = []
+    """Each partition's size: its leader's replica, else its largest replica (a partition without a leader)."""
+    chosen = {}
     for p in cluster.partitions:
         sizes = size_map.get(p.tp)
         if sizes:
-            size = sizes.get(p.leader, max(sizes.values())) if p.leader is not None else max(sizes.values())
-            p = replace(p, size_bytes=size)
-        parts.append(p)
-    return Cluster.build(cluster.brokers, parts, {**cluster.meta, "sizes_known": True})
+            chosen[p.tp] = sizes.get(p.leader, max(sizes.values())) if p.leader is not None else max(sizes.values())
+    return cluster.with_sizes(chosen, sizes_known=True)
 
 
 def write_replicas_parquet(cluster: Cluster, path: str | os.PathLike[str]) -> None:

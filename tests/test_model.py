@@ -144,3 +144,24 @@ def test_log_dirs_sizes_are_per_replica_and_skip_future_replicas():
     assert parse_log_dirs(doc) == {("my-topic-3"[:-2], 3): {0: 100, 1: 90}}
     with pytest.raises(InputError, match="malformed entry for broker 0"):
         parse_log_dirs({"brokers": [{"broker": 0, "logDirs": [{"partitions": [{"partition": "t-0"}]}]}]})
+
+
+def test_sizes_and_meta_replace_without_revalidating_and_a_bad_size_is_refused() -> None:
+    """``with_sizes`` / ``with_meta`` (the snapshot's last steps, a half-minute each at a million partitions when
+    they built a new Cluster): the cluster ``Cluster.build`` would give, lookups included, a bad size refused."""
+    from dataclasses import replace
+
+    brokers = [Broker(0, "a"), Broker(1, "b"), Broker(2)]
+    parts = [Partition("t", i, (i % 3, (i + 1) % 3), i % 3, (i % 3,), 10 * i) for i in range(6)]
+    c = Cluster.build(brokers, parts, {"source": "x"})
+    sized = c.with_sizes({("t", 1): 7, ("t", 4): 40}, sizes_known=True)
+    expected = Cluster.build(brokers, [replace(p, size_bytes=7) if p.partition == 1 else p for p in parts],
+                             {"source": "x", "sizes_known": True})
+    assert sized == expected and sized.partition("t", 1).size_bytes == 7 and sized.partition("t", 4) is c.partition("t", 4)
+    assert c.partition("t", 1).size_bytes == 10  # the original is unchanged
+    for bad in (-1, 2**63, 1.5, True):
+        with pytest.raises(ModelError, match=r"t-1: size_bytes .* is not an integer from 0 to"):
+            c.with_sizes({("t", 1): bad})
+    m = c.with_meta(read_seconds=1.5)
+    assert m.meta == {"source": "x", "read_seconds": 1.5} and c.meta == {"source": "x"} and m == c.with_meta(read_seconds=1.5)
+    assert m.partition("t", 5) is c.partition("t", 5) and m.broker(2) is c.broker(2)

@@ -79,11 +79,14 @@ def common_params(mode: str) -> dict[str, Param]:
                                          description="empty: 10", section="Plan"),
                "plan_groups": Param(None, type=["null", "integer"], minimum=1, title="Placement groups",
                                     description="split the load placement in this many groups of topics, planned "
-                                                "apart, merged and repaired (empty: one pass below 5,000,000 "
-                                                "replicas, a group per 250,000 from there)", section="Plan"),
+                                                "apart as Spark tasks (the plan stage submitted through the "
+                                                "spark_default connection), merged and repaired (empty: one pass "
+                                                "below 5,000,000 replicas, a group per 250,000 from there)",
+                                    section="Plan"),
                "plan_spark_master": Param(None, type=["null", "string"], title="Spark master of the groups",
-                                          description="the groups as Spark tasks on this master (empty: in "
-                                                      "process below 5,000,000 replicas, local[*] from there)",
+                                          description="the groups as Spark tasks on this master, from the plan "
+                                                      "process on the worker (empty: a split plan is submitted "
+                                                      "through the spark_default connection)",
                                           section="Plan")}
     return {
         "backend": Param(backend, type="string", enum=["zookeeper", "kafka"], title="Cluster access",

@@ -28,6 +28,7 @@ from typing import Any
 from .errors import SourceError
 from .lock import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
+from .zkclient import ZkTarget
 
 __all__ = [
     "BROKER_IDS",
@@ -234,13 +235,20 @@ def read_cluster(
     *,
     display: str,
     sizes: Mapping[TopicPartition, Mapping[int, int]] | None = None,
+    target: ZkTarget | None = None,
+    readers: int | None = None,
+    timeout: float = 10.0,
 ) -> Cluster:
     """Read brokers, topics, partition states and any in-flight reassignment from a ZooKeeper-mode cluster.
 
     Brokers that appear in a replica list without a ``/brokers/ids`` registration are included as dead
-    (``alive=False``, rack unknown). Reads are pipelined with async gets, so large clusters read quickly.
+    (``alive=False``, rack unknown). Reads are pipelined with async gets, so large clusters read quickly; with
+    the session's ``target``, the partition states of a large cluster are read by ``readers`` processes
+    (``zk_readers``; by default from ``zk_readers.PARALLEL_FROM`` partitions).
     """
     from kazoo.exceptions import NoNodeError
+
+    from . import zk_readers
 
     if not zk.exists(BROKER_IDS) or not zk.exists(TOPICS):
         raise SourceError(f"no Kafka metadata at {display}: {BROKER_IDS} or {TOPICS} is missing (wrong chroot?)")
@@ -286,6 +294,14 @@ def read_cluster(
     # million pending requests (and their results) at once.
     keys = [(t, p) for t, a in assignments.items() for p in a.partitions]
     states: dict[TopicPartition, tuple[int | None, list[int], int]] = {}
+    # Many partitions and the session's target known: reader processes (``zk_readers``) read them in parallel.
+    workers = 1 if target is None else (readers if readers is not None else zk_readers.readers(len(keys)))
+    if workers > 1 and target is not None:
+        datas = zk_readers.read_many(target, [state_path(t, p) for t, p in keys], workers, timeout)
+        for (t, p), data in zip(keys, datas, strict=True):
+            if data is not None:  # None: created but no leader elected yet
+                states[(t, p)] = parse_state_znode(data, t, p)
+        keys = []
     for start in range(0, len(keys), READ_WINDOW):
         window = [(t, p, zk.get_async(state_path(t, p))) for t, p in keys[start:start + READ_WINDOW]]
         for t, p, fut in window:
@@ -301,8 +317,8 @@ def read_cluster(
     except NoNodeError:
         data = None
     if data is not None:
-        for (t, p), target in sorted(parse_reassignment(data).items()):
-            in_flight.append({"topic": t, "partition": p, "replicas": target})
+        for (t, p), moving_to in sorted(parse_reassignment(data).items()):
+            in_flight.append({"topic": t, "partition": p, "replicas": moving_to})
 
     partitions: list[Partition] = []
     for t, a in assignments.items():

@@ -105,3 +105,36 @@ def test_acl_protected_metadata_needs_credentials(zk_url: str):
         read_source(f"zk://kafka:wrong@{hosts}/{chroot}")
     snap = read_source(f"zk://kafka:s3cret@{hosts}/{chroot}")
     assert snap.partitions == cluster.partitions
+
+
+def test_reader_processes_read_the_states_a_single_session_reads(zk, zk_url: str) -> None:
+    """A large cluster's partition states read by reader processes (``rebalancer.zk_readers``, each its own session,
+    credentials on stdin): the cluster one session reads, a partition whose state znode is missing included; with
+    the wrong credentials on ACL'd states, one line naming the cause, no password in it."""
+    from kazoo.security import make_digest_acl
+
+    from rebalancer.zkclient import parse_zk_url
+
+    written = build_scenario("wix", ScenarioParams(partitions=900))
+    kz.write_cluster(zk, written)
+    lost = written.partitions[7]
+    zk.delete(kz.state_path(lost.topic, lost.partition))  # created, no leader elected yet
+
+    def read(url: str, readers: int) -> Cluster:
+        return kz.read_cluster(zk, display="zk://test", target=parse_zk_url(url), readers=readers)
+
+    one, four = read(zk_url, 1), read(zk_url, 4)
+    assert four.partitions == one.partitions and len(four.partitions) == len(written.partitions)
+    assert four.partition(lost.topic, lost.partition).leader is None
+    got, want = four.partition(*written.partitions[8].tp), written.partitions[8]
+    assert (got.replicas, got.leader, got.isr) == (want.replicas, want.leader, want.isr)  # ZooKeeper holds no sizes
+
+    acl = [make_digest_acl("kafka", "s3cret", all=True)]
+    zk.add_auth("digest", "kafka:s3cret")
+    p = written.partitions[3]
+    zk.set_acls(kz.state_path(p.topic, p.partition), acl)
+    hosts, chroot = zk_url[len("zk://"):].split("/", 1)
+    assert read(f"zk://kafka:s3cret@{hosts}/{chroot}", 2).partitions == one.partitions
+    with pytest.raises(SourceError, match=r"^ZooKeeper at zk://\S+: a reader of partition states failed: NoAuth") as err:
+        read(f"zk://kafka:wr0ng@{hosts}/{chroot}", 2)
+    assert "wr0ng" not in str(err.value) and "\n" not in str(err.value)

@@ -34,6 +34,7 @@ from .. import kafka_zk as kz
 from ..errors import SourceError, TransientError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
 from ..model import Cluster, Partition, TopicPartition
+from ..zkclient import ZkTarget
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["ZkBackend", "LOCK_OWNERS"]
@@ -115,10 +116,12 @@ class ZkBackend:
     name = "zookeeper"
     can_cancel = False  # a reassignment znode cannot be edited or cancelled while in flight
 
-    def __init__(self, zk: Any, display: str) -> None:
+    def __init__(self, zk: Any, display: str, target: ZkTarget | None = None, timeout: float = 10.0) -> None:
         self.zk = zk
         self.display = display
         self.source = display  # zk://HOSTS/chroot, without credentials
+        self.target = target  # for the reader processes of a large snapshot (rebalancer.zk_readers)
+        self.timeout = timeout
 
     @classmethod
     @contextmanager
@@ -148,11 +151,11 @@ class ZkBackend:
                                   "identity, zk://USER:PASSWORD@HOST/chroot")
             if acl:
                 zk.default_acl = acl  # every create() below carries the cluster's ACL
-            yield cls(zk, target.display)
+            yield cls(zk, target.display, target, timeout)
 
     # -- reading -------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster:
-        return kz.read_cluster(self.zk, display=self.display)
+        return kz.read_cluster(self.zk, display=self.display, target=self.target, timeout=self.timeout)
 
     def read_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Partition]:
         """Replicas, leader and ISR of just these partitions (two znode reads per topic and partition)."""

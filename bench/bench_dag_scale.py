@@ -88,15 +88,13 @@ class Sampler(threading.Thread):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--partitions", type=int, default=1_000_000)
-    ap.add_argument("--brokers", type=int, default=2600)
-    ap.add_argument("--racks", type=int, default=13)
-    ap.add_argument("--topics", type=int, default=5000)
+    import load_cases
+
+    load_cases.add_shape_arguments(ap)
     ap.add_argument("--keep", action="store_true", help="keep the working directory (Airflow home, run directory)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the approval")
     args = ap.parse_args()
 
-    import load_cases
     from kazoo.client import KazooClient
 
     from rebalancer.formats import atomic_write_json
@@ -106,7 +104,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-dag-scale-"))
     print(f"working directory {work}", flush=True)
     t0 = time.perf_counter()
-    cluster = load_cases.unequal(args.brokers, args.racks, args.partitions, light=0, topics=args.topics)
+    cluster = load_cases.shaped(args)
     print(f"cluster: {len(cluster.brokers)} brokers, {len(cluster.partitions):,} partitions, "
           f"{cluster.replica_count:,} replicas ({time.perf_counter() - t0:.0f} s)", flush=True)
     sizes = work / "log-dirs.json"

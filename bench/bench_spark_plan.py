@@ -44,15 +44,13 @@ def peak_rss(proc: subprocess.Popen[bytes], done: threading.Event, out: list[int
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--partitions", type=int, default=1_000_000)
-    ap.add_argument("--brokers", type=int, default=2600)
-    ap.add_argument("--racks", type=int, default=13)
-    ap.add_argument("--topics", type=int, default=5000)
+    import load_cases
+
+    load_cases.add_shape_arguments(ap)
     ap.add_argument("--masters", nargs="+", default=["local[1]", "local[2]"])
     ap.add_argument("--no-gates", action="store_true", help="skip the GX gates (a minute at 3M)")
     args = ap.parse_args()
 
-    import load_cases
 
     from rebalancer.analyze import spark_env
     from rebalancer.formats import write_cluster_json
@@ -61,7 +59,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-spark-plan-"))
     try:
-        cluster = load_cases.unequal(args.brokers, args.racks, args.partitions, light=0, topics=args.topics)
+        cluster = load_cases.shaped(args)
         replicas = cluster.replica_count
         base = work / "base"
         base.mkdir()

@@ -18,6 +18,7 @@ import math
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rebalancer.model import Broker, Cluster, Partition
 
@@ -49,6 +50,20 @@ def unequal(brokers: int, racks: int, partitions: int, light: int, topics: int =
         parts.append(Partition(topic=f"t{k % topics:04d}", partition=k // topics, replicas=reps, isr=reps,
                                leader=reps[0], size_bytes=size))
     return Cluster.build(bs, parts, {"scenario": "unequal"})
+
+
+def add_shape_arguments(ap: Any) -> None:
+    """The ``2600b-3m`` case's shape as options (``--partitions --brokers --racks --topics``), for the benches that
+    take it to a real ZooKeeper, Airflow or spark-submit; ``shaped(args)`` builds it."""
+    ap.add_argument("--partitions", type=int, default=1_000_000)
+    ap.add_argument("--brokers", type=int, default=2600)
+    ap.add_argument("--racks", type=int, default=13)
+    ap.add_argument("--topics", type=int, default=5000)
+
+
+def shaped(args: Any) -> Cluster:
+    """The cluster of ``add_shape_arguments``' options: rack-safe, every broker alike, heavy-tailed sizes."""
+    return unequal(args.brokers, args.racks, args.partitions, light=0, topics=args.topics)
 
 
 def mixed_hardware(cluster: Cluster, path: Path, fraction: float = 0.25) -> Path:

@@ -16,6 +16,7 @@ fails exits non-zero with one line on stderr, which the parent raises as a ``Sou
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import subprocess
@@ -34,6 +35,7 @@ PARALLEL_FROM = 100_000  # state znodes; below, one session reads them in second
 WINDOW = 5000  # gets in flight per session
 MAX_READERS = 4
 _LENGTH = struct.Struct(">i")
+log = logging.getLogger(__name__)
 
 
 def readers(paths: int) -> int:
@@ -50,6 +52,7 @@ def read_many(target: ZkTarget, paths: Sequence[str], workers: int, timeout: flo
     header = json.dumps({"hosts": target.hosts, "chroot": target.chroot,
                          "auth": list(target.auth) if target.auth else None, "timeout": timeout}) + "\n"
     out: list[bytes | None] = [None] * len(paths)
+    log.info("reading %d partition states from %s with %d reader processes", len(paths), target.display, workers)
     procs = []
     errors: list[str] = []
     for w in range(workers):

@@ -142,11 +142,13 @@ def main() -> int:
         admin.request("POST", "/connections", json={
             "connection_id": "zk_scale", "conn_type": "zookeeper", "host": zk.hosts, "schema": chroot.strip("/"),
             "extra": json.dumps({"sizes": f"file://{sizes}"})})
-        admin.unpause(DAG)
         sampler = Sampler(pids["scheduler"])
         sampler.start()  # counts the processes started from now on
         started = time.perf_counter()
         run_id = admin.trigger(DAG, {"backend": "zookeeper", "zookeeper_conn_id": "zk_scale"})
+        # Unpaused after the trigger: the scheduled run unpausing creates (on zookeeper_default, absent here) then
+        # waits behind this one (one active run) instead of running, and failing, first.
+        admin.unpause(DAG)
         print(f"triggered {DAG} {run_id}", flush=True)
         deadline = time.monotonic() + args.timeout
         seen: dict[str, str | None] = {}

@@ -53,17 +53,19 @@ def unequal(brokers: int, racks: int, partitions: int, light: int, topics: int =
 
 
 def add_shape_arguments(ap: Any) -> None:
-    """The ``2600b-3m`` case's shape as options (``--partitions --brokers --racks --topics``), for the benches that
+    """The ``2600b-3m`` case's shape as options (``--partitions --brokers --racks --topics --light``; ``--light 50
+    --brokers 300 --racks 6 --partitions 200000 --topics 1000`` is ``300b-600k``), for the benches that
     take it to a real ZooKeeper, Airflow or spark-submit; ``shaped(args)`` builds it."""
     ap.add_argument("--partitions", type=int, default=1_000_000)
     ap.add_argument("--brokers", type=int, default=2600)
     ap.add_argument("--racks", type=int, default=13)
     ap.add_argument("--topics", type=int, default=5000)
+    ap.add_argument("--light", type=int, default=0, help="brokers starting with a quarter of the others' load")
 
 
 def shaped(args: Any) -> Cluster:
-    """The cluster of ``add_shape_arguments``' options: rack-safe, every broker alike, heavy-tailed sizes."""
-    return unequal(args.brokers, args.racks, args.partitions, light=0, topics=args.topics)
+    """The cluster of ``add_shape_arguments``' options: rack-safe, heavy-tailed sizes, ``--light`` brokers light."""
+    return unequal(args.brokers, args.racks, args.partitions, light=args.light, topics=args.topics)
 
 
 def mixed_hardware(cluster: Cluster, path: Path, fraction: float = 0.25) -> Path:

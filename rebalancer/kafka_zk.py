@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,9 +227,6 @@ def _size_of(sizes: Mapping[int, int] | None, leader: int | None) -> int:
     return max(sizes.values())
 
 
-READ_WINDOW = 5000  # partition-state reads in flight at a time
-
-
 def read_cluster(
     zk: Any,
     *,
@@ -290,25 +287,18 @@ def read_cluster(
         except (ValueError, TypeError, AttributeError):
             raise SourceError(f"ZooKeeper node {config_path('topics', t)} is not a Kafka topic config") from None
 
-    # The partition states, READ_WINDOW gets in flight at a time: pipelined, and a million partitions never hold a
-    # million pending requests (and their results) at once.
+    # The partition states, zk_readers.WINDOW gets in flight at a time (a million partitions never hold a million
+    # pending requests at once); many partitions and the session's target known: reader processes in parallel.
     keys = [(t, p) for t, a in assignments.items() for p in a.partitions]
-    states: dict[TopicPartition, tuple[int | None, list[int], int]] = {}
-    # Many partitions and the session's target known: reader processes (``zk_readers``) read them in parallel.
+    paths = [state_path(t, p) for t, p in keys]
     workers = 1 if target is None else (readers if readers is not None else zk_readers.readers(len(keys)))
     if workers > 1 and target is not None:
-        datas = zk_readers.read_many(target, [state_path(t, p) for t, p in keys], workers, timeout)
-        for (t, p), data in zip(keys, datas, strict=True):
-            if data is not None:  # None: created but no leader elected yet
-                states[(t, p)] = parse_state_znode(data, t, p)
-        keys = []
-    for start in range(0, len(keys), READ_WINDOW):
-        window = [(t, p, zk.get_async(state_path(t, p))) for t, p in keys[start:start + READ_WINDOW]]
-        for t, p, fut in window:
-            try:
-                data, _ = fut.get()
-            except NoNodeError:
-                continue  # partition created but no leader elected yet
+        datas: Iterable[bytes | None] = zk_readers.read_many(target, paths, workers, timeout)
+    else:
+        datas = zk_readers.read_in_session(zk, paths)
+    states: dict[TopicPartition, tuple[int | None, list[int], int]] = {}
+    for (t, p), data in zip(keys, datas, strict=True):
+        if data is not None:  # None: created but no leader elected yet
             states[(t, p)] = parse_state_znode(data, t, p)
 
     in_flight: list[dict[str, Any]] = []

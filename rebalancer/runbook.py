@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .errors import ClusterBusy, InputError, ModelError, RebalancerError, SimulationError, SourceError
-from .rundir import RunDir
+from .rundir import PLAN_ERROR_FILE, RunDir
 
 if TYPE_CHECKING:
     from .execute import ExecOptions
@@ -116,9 +116,6 @@ def plan_job_error(run_dir: str | Path, *, clear: bool = False) -> str | None:
     except FileNotFoundError:
         return None
     return text.splitlines()[-1][:2000] if text else None
-
-
-PLAN_ERROR_FILE = "plan_error.txt"
 
 
 def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:

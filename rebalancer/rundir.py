@@ -25,7 +25,8 @@ from pathlib import Path
 __all__ = ["RunDir", "SNAPSHOT_FILE", "REPLICAS_FILE", "BROKERS_FILE", "PLAN_FILE", "REASSIGNMENT_FILE",
            "ROLLBACK_FILE", "REPORT_FILE", "APPROVAL_FILE", "RESULT_FILE", "STATE_FILE", "ROLLBACK_STATE_FILE",
            "LEDGER_FILE", "LOCK_FILE", "ANALYSIS_DIR", "VALIDATION_DIR", "EXECUTION_DIR", "VERIFICATION_FILE",
-           "VERIFICATION_ROLLBACK_FILE", "SUMMARY_FILE", "PARTITION_LOAD_FILE", "DOCS_DIR", "CHARTS_DIR"]
+           "VERIFICATION_ROLLBACK_FILE", "SUMMARY_FILE", "PARTITION_LOAD_FILE", "DOCS_DIR", "CHARTS_DIR",
+           "PLAN_ERROR_FILE"]
 
 SNAPSHOT_FILE = "snapshot.json"
 REPLICAS_FILE = "replicas.parquet"
@@ -34,6 +35,7 @@ ANALYSIS_DIR = "analysis"
 SUMMARY_FILE = "summary.json"               # in analysis/
 PARTITION_LOAD_FILE = "partition_load.parquet"  # in analysis/
 PLAN_FILE = "plan.json"
+PLAN_ERROR_FILE = "plan_error.txt"          # spark/plan_job.py's one-line error when its plan failed
 REASSIGNMENT_FILE = "reassignment.json"
 ROLLBACK_FILE = "rollback.json"
 VALIDATION_DIR = "validation"

@@ -22,14 +22,14 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import SourceError
 from .zkclient import ZkTarget
 
-__all__ = ["PARALLEL_FROM", "WINDOW", "readers", "read_many"]
+__all__ = ["PARALLEL_FROM", "WINDOW", "readers", "read_many", "read_in_session"]
 
 PARALLEL_FROM = 100_000  # state znodes; below, one session reads them in seconds
 WINDOW = 5000  # gets in flight per session
@@ -101,8 +101,6 @@ def _collect(stdout: IO[bytes] | None, share: range, out: list[bytes | None], er
 
 def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     """A reader: its session, then the data of every path on stdin, in order, on stdout."""
-    from kazoo.exceptions import NoNodeError
-
     from .zkclient import zk_session
 
     conf: dict[str, Any] = json.loads(stdin.readline())
@@ -110,18 +108,22 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     auth = (str(conf["auth"][0]), str(conf["auth"][1])) if conf["auth"] else None
     target = ZkTarget(conf["hosts"], conf["chroot"], auth)
     with zk_session(target, timeout=float(conf["timeout"])) as zk:
-        for start in range(0, len(paths), WINDOW):
-            window = [zk.get_async(p) for p in paths[start:start + WINDOW]]
-            chunk = []
-            for fut in window:
-                try:
-                    data = fut.get()[0] or b""
-                    chunk.append(_LENGTH.pack(len(data)) + data)
-                except NoNodeError:
-                    chunk.append(_LENGTH.pack(-1))
-            stdout.write(b"".join(chunk))
+        for data in read_in_session(zk, paths):
+            stdout.write(_LENGTH.pack(-1) if data is None else _LENGTH.pack(len(data)) + data)
     stdout.flush()
     return 0
+
+
+def read_in_session(zk: Any, paths: Sequence[str]) -> Iterator[bytes | None]:
+    """The data of every path through one session (None: no such znode), ``WINDOW`` gets in flight at a time."""
+    from kazoo.exceptions import NoNodeError
+
+    for start in range(0, len(paths), WINDOW):
+        for fut in [zk.get_async(p) for p in paths[start:start + WINDOW]]:
+            try:
+                yield fut.get()[0] or b""
+            except NoNodeError:
+                yield None
 
 
 def main() -> int:

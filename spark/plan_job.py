@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     spark = SparkSession.builder.appName("kafka-rebalance-plan").getOrCreate()
     master = spark.sparkContext.master
     from rebalancer.cli import main as cli
-    from rebalancer.runbook import PLAN_ERROR_FILE
+    from rebalancer.rundir import PLAN_ERROR_FILE
 
     tee = _Tee(sys.stderr)
     sys.stderr = tee

@@ -103,7 +103,8 @@ def main() -> int:
                          "replicas": dims["replicas"]["max_deviation_pct_after"],
                          "bound": doc["summary"]["load"]["bytes_to_bound"], "gates": gates,
                          "changes": len(doc["changes"])})
-            print(rows[-1], flush=True)
+            phases = {k: v.get("seconds") for k, v in doc["solver"]["budget"]["phases"].items()}
+            print(rows[-1], "\n  phases:", phases, flush=True)
         print(f"\n{replicas:,} replicas, {args.brokers} brokers, {args.racks} racks; spark-submit spark/plan_job.py")
         print("| master | wall s | peak MiB (all processes) | groups | slowest group s | placement s | disk dev % "
               "| replica dev % | bytes/bound | changes | gates |")

@@ -47,7 +47,7 @@ from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
 __all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "DEFAULT_RETENTION_MS",
-           "partition_loads", "dimension_loads", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
+           "partition_loads", "dimension_loads", "largest_replica", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
            "model_from_params", "read_history", "HISTORY_FILE", "CapacityError"]
 
 MiB = 1024 * 1024
@@ -275,6 +275,23 @@ def dimension_loads(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLo
         sums = np.zeros(len(ids), np.int64)
         np.add.at(sums, where, table.units(name))
         out[name] = {int(b): int(v) for b, v in zip(ids, sums, strict=True)}
+    return out
+
+
+def largest_replica(cluster: Cluster, tables: Iterable[ReplicaTable], dimensions: Iterable[str]) -> dict[str, dict[int, int]]:
+    """dimension -> broker -> the heaviest single replica it carries in any of ``tables`` (placements, e.g. before
+    and after a plan): what ``accepted_range`` widens a broker's band by. Every broker of the cluster is present."""
+    import numpy as np
+
+    ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
+    tables = list(tables)
+    where = [np.searchsorted(ids, t.broker) for t in tables]
+    out = {}
+    for d in dimensions:
+        top = np.zeros(len(ids), np.int64)
+        for t, w in zip(tables, where, strict=True):
+            np.maximum.at(top, w, t.units(d))
+        out[d] = {int(b): int(v) for b, v in zip(ids, top, strict=True)}
     return out
 
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from .errors import InputError, RebalancerError
 from .formats import StagedFiles, atomic_write_json, read_json
-from .load import accepted_range, dimension_loads, replica_table
+from .load import accepted_range, dimension_loads, largest_replica, replica_table
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
 from .rundir import DOCS_DIR, RESULT_FILE, VALIDATION_DIR, RunDir
@@ -233,23 +233,14 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
     history = read_history(run) if run is not None else None  # the rates the plan was made with
     model = (model_from_params(cluster, recorded, history) if recorded is not None
              else load_model(cluster, history=history))
-    import numpy as np
 
     dims = ["disk", *NETWORK]
     changed = {tp: r for tp, r in after.items() if r != cluster.partition(*tp).replicas}
     table = replica_table(cluster, model.loads, changed, dims)
     now = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
-    ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
-    where = np.searchsorted(ids, table.broker)
-    largest = {}  # dimension -> broker -> the busiest single replica it carries, before or after the plan
     table_before = replica_table(cluster, model.loads, None, dims)
-    where_before = np.searchsorted(ids, table_before.broker)
     before = dimension_loads(cluster, model.loads, dimensions=dims, table=table_before)
-    for d in dims:
-        top = np.zeros(len(ids), np.int64)
-        np.maximum.at(top, where, table.units(d))
-        np.maximum.at(top, where_before, table_before.units(d))
-        largest[d] = {int(b): int(v) for b, v in zip(ids, top, strict=True)}
+    largest = largest_replica(cluster, [table, table_before], dims)  # the busiest replica, before or after
     # What the mode lets a broker do: in add-brokers the others only give and the new ones only take, so an old
     # broker that was light before cannot be helped (nor a new one that is heavy).
     named = {int(b) for b in plan.params.get("brokers") or []}

@@ -34,7 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import check_writable
-from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, load_model, read_capacity_file, read_history
+from ..load import (
+    DIMENSIONS,
+    Band,
+    LoadModel,
+    accepted_range,
+    largest_replica,
+    load_bands,
+    load_model,
+    read_capacity_file,
+    read_history,
+    replica_table,
+)
 from ..model import Cluster, Partition
 from ..snapshot import load_snapshot
 from ..strategies import BALANCES, STRATEGIES
@@ -681,16 +692,14 @@ def _network_beyond_gate(plan: Plan, cluster: Cluster, assignment: Mapping[Key, 
     from the target than before), measured as ``rebalancer.validate`` measures it."""
     rows = plan.summary["load"].get("brokers", [])
     out: dict[str, list[int]] = {}
-    for d in ("nw_in", "nw_out"):
-        if not any(d in r for r in rows):
-            continue
-        dim = DIMENSIONS[d]
+    dims = [d for d in ("nw_in", "nw_out") if any(d in r for r in rows)]
+    if not dims:
+        return out
+    largest = largest_replica(cluster, [replica_table(cluster, model.loads, assignment, dims),
+                                        replica_table(cluster, model.loads, None, dims)], dims)
+    for d in dims:
         bands = model.bands(d, plan.summary["load"]["dimensions"][d]["total"], [r["broker"] for r in rows])
-        busiest: dict[int, float] = {}
-        for p in cluster.partitions:
-            for replicas in {p.replicas, assignment.get(p.tp, p.replicas)}:
-                for i, b in enumerate(replicas):
-                    busiest[b] = max(busiest.get(b, 0.0), float(dim.replica(model.loads[p.tp], i == 0)))
+        busiest = largest[d]
         beyond = []
         for r in rows:
             x, target = r.get(d), bands[r["broker"]].average

@@ -4,7 +4,10 @@ of millions of replicas be planned as parallel tasks (issue 26), each task a pur
 1. **Groups.** Whole topics are packed into ``groups`` sets of about equal replica counts (largest topic first, into
    the lightest group); a topic larger than a group's share is cut into runs of partitions.
 2. **Targets per group** (a transportation problem, solved in closed form). For each placement dimension, broker
-   b's surplus ``s_b = load_b - target_b`` must leave it (a removed broker's target is 0) and its deficit arrive.
+   b's surplus ``s_b`` must leave it and its deficit arrive: what lies beyond the inner band (``TRANSPORT_INNER``
+   of the band's half-widths around the target; a removed broker's target is 0), the side with the smaller total
+   making up the difference from what its brokers hold between the inner band and the target (``_transport``), so
+   a broker already near its target keeps its load, as the single pass would leave it.
    Group g sheds from every broker above its target in proportion to what g holds there
    (``x_gb = s_b * load_gb / load_b``, never more than g holds), and the ``r_g = sum_b x_gb`` it shed arrives at the
    brokers below their target in proportion to their deficit (``y_gb = deficit_b * r_g / sum of deficits``). Each
@@ -57,6 +60,8 @@ GROUP_BAND_SHARE = 0.5
 # every group shedding its part of a broker's surplus replicas. Wider, a heavy broker's groups stop at their disk
 # floors with its count still above the band, where no single move helps it.
 COUNT_BAND_SHARE = 0.8
+# The transportation moves only what lies beyond this fraction of each band's half-width around the target (below).
+TRANSPORT_INNER = 0.5
 COUNT_DIMENSIONS = frozenset({"replicas", "leaders"})
 
 
@@ -114,6 +119,40 @@ def _group_band(band: Band, target: float, cluster_target: float, held: float, c
     return Band(max(0, floor), max(max(0, floor), ceil if limit is None else min(ceil, limit)), target, limit)
 
 
+def _transport(load: dict[int, float], bands: dict[int, Band], removed: Sequence[int]) -> tuple[dict[int, float], dict[int, float]]:
+    """What leaves each broker above its target and arrives at each below it (one dimension): only what lies beyond
+    the inner band (``TRANSPORT_INNER`` of the band's half-widths around the target; a removed broker's target and
+    band are 0), and, where one side's total beyond it is the larger, the other side makes it up in proportion to
+    what it holds between the inner band and the target. A broker inside its inner band keeps its load unless the
+    other side needs it, so the groups do not move a near-balanced cluster the whole way to its targets (2 groups on
+    40 near-balanced brokers moved 1.54 x the bytes bound against the single pass's 1.06)."""
+    beyond_out: dict[int, float] = {}
+    inside_out: dict[int, float] = {}
+    beyond_in: dict[int, float] = {}
+    inside_in: dict[int, float] = {}
+    for b in removed:
+        if load[b] > 0:
+            beyond_out[b], inside_out[b] = load[b], 0.0
+    for b, band in bands.items():
+        x, goal = load[b], band.average
+        if x > goal:
+            high = goal + (band.ceil - goal) * TRANSPORT_INNER
+            beyond_out[b] = max(0.0, x - high)
+            inside_out[b] = x - goal - beyond_out[b]
+        elif x < goal:
+            low = goal - (goal - band.floor) * TRANSPORT_INNER
+            beyond_in[b] = max(0.0, low - x)
+            inside_in[b] = goal - x - beyond_in[b]
+    moving = max(sum(beyond_out.values()), sum(beyond_in.values()))
+
+    def share(beyond: dict[int, float], inside: dict[int, float]) -> dict[int, float]:
+        extra, room = moving - sum(beyond.values()), sum(inside.values())
+        fill = min(1.0, extra / room) if room > 0 else 0.0
+        return {b: beyond[b] + inside[b] * fill for b in beyond if beyond[b] + inside[b] * fill > 0}
+
+    return share(beyond_out, inside_out), share(beyond_in, inside_in)
+
+
 def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float) -> list[GroupTask]:
     """Each group's ``LoadInput``, its bands from the transportation of every broker's surplus to the deficits."""
     dims = [d for d in inp.bands if d in inp.units]
@@ -134,9 +173,8 @@ def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float)
         load = {b: sum(h[d][b] for h in held) for b in brokers}
         # Brokers left as they are (down, not part of this plan): every group keeps its load there.
         planned = [b for b in brokers if b in inp.removed or (b in bands and b in inp.givers | inp.receivers)]
-        goal = {b: (0.0 if b in inp.removed else bands[b].average) for b in planned}
-        surplus = {b: load[b] - goal[b] for b in planned if load[b] > goal[b]}
-        deficit = {b: goal[b] - load[b] for b in planned if load[b] < goal[b]}
+        surplus, deficit = _transport(load, {b: bands[b] for b in planned if b not in inp.removed},
+                                      [b for b in planned if b in inp.removed])
         missing = sum(deficit.values())
         for g, h in enumerate(held):
             shed = {b: s * h[d][b] / load[b] for b, s in surplus.items() if load[b] > 0}

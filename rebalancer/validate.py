@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bulk import collector_paused
 from .errors import InputError, RebalancerError
 from .formats import StagedFiles, atomic_write_json, read_json
 from .load import accepted_range, dimension_loads, largest_replica, replica_table
@@ -478,6 +479,7 @@ def run_gates(frames: dict[str, Any], plan: Plan, thresholds: Thresholds, docs_d
             "docs": str(docs_dir / "index.html")}
 
 
+@collector_paused()  # millions of long-lived objects at scale: rebalancer.bulk
 def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) -> dict[str, Any]:
     """Validate RUN_DIR's plan; writes validation/result.json and Data Docs. Raises GateFailure when a gate fails."""
     thresholds = thresholds or Thresholds()

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
+from ..bulk import collector_paused
 from ..load import Band
 from .budget import Deadline
 from .load_greedy import GreedyStats, LoadInput, load_greedy
@@ -199,6 +200,7 @@ def group_tasks(inp: LoadInput, groups: Sequence[Sequence[int]], seconds: float)
     return tasks
 
 
+@collector_paused()  # on a Spark worker too: its group's hundreds of thousands of objects (rebalancer.bulk)
 def plan_group(task: GroupTask) -> tuple[int, dict[int, tuple[int, ...]], GreedyStats, float]:
     """Plan one group (a pure function of its task): (group, new replicas by global index, stats, seconds)."""
     started = time.monotonic()

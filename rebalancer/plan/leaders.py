@@ -107,10 +107,17 @@ def topic_change_bounds(items: Sequence[LeaderItem]) -> dict[str, int]:
     for (topic, b), c in per.items():
         if b not in bands[topic][1]:
             stranded[topic] = stranded.get(topic, 0) + c
+    # Per topic, over the brokers that can lead it: those leading some of its partitions, then the rest at zero.
+    leading: dict[str, list[int]] = {}
+    for (topic, b), c in per.items():
+        if b in bands[topic][1]:
+            leading.setdefault(topic, []).append(c)
     out: dict[str, int] = {}
     for topic, (tb, brokers) in bands.items():
-        excess = sum(tb.excess(per.get((topic, b), 0)) for b in brokers)
-        deficit = sum(tb.deficit(per.get((topic, b), 0)) for b in brokers)
+        counts = leading.get(topic, [])
+        idle = len(brokers) - len(counts)
+        excess = sum(tb.excess(c) for c in counts) + idle * tb.excess(0)
+        deficit = sum(tb.deficit(c) for c in counts) + idle * tb.deficit(0)
         out[topic] = max(excess + stranded.get(topic, 0), deficit)
     return out
 

@@ -412,10 +412,11 @@ def placement_dimensions(model: LoadModel) -> list[str]:
 def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes: int | None) -> LoadInput:
     """The load placement problem of ``cluster`` for ``targets`` (raises ``CapacityError`` when a capacity cannot
     hold its load)."""
-    from ..load import DIMENSIONS, dimension_loads, load_bands
+    from ..load import DIMENSIONS, dimension_loads, load_bands, replica_table
 
     dims = placement_dimensions(model)
-    totals = dimension_loads(cluster, model.loads, dimensions=dims)
+    table = replica_table(cluster, model.loads, dimensions=dims)
+    totals = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
     bands: dict[str, dict[int, Band]] = {}
     gate_bands: dict[str, dict[int, Band]] = {}
     for d in dims:
@@ -428,7 +429,8 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
             bands[d] = load_bands(d, total, targets.eligible, band=model.band[d] * COUNT_MARGIN)
             gate_bands[d] = count_gate_band(total, targets.eligible, model.band[d])
     parts = cluster.partitions
-    units = {d: [float(DIMENSIONS[d].replica(model.loads[p.tp], False)) for p in parts] for d in dims}
+    # a follower's weight per partition (Dimension.replica, vectorised by the table)
+    units = {d: table.per_partition[d][1].astype(float).tolist() for d in dims}
     return LoadInput(replicas=[p.replicas for p in parts], topics=[p.topic for p in parts], units=units, bands=bands,
                      rack={b.id: b.rack for b in cluster.brokers}, receivers=targets.receivers, givers=targets.givers,
                      removed=targets.removed, max_changes=max_changes if max_changes is not None else 10**9,

@@ -312,7 +312,9 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     parts = cluster.partitions
     current = [assignment.get(p.tp, p.replicas)[0] for p in parts]
     cands = [it.candidates if current[i] in it.candidates else (current[i],) for i, it in enumerate(items)]
-    units = {"nw_out": [float(DIMENSIONS["nw_out"].replica(model.loads[p.tp], True)) for p in parts]}
+    # the leader's network out per partition (Dimension.replica, vectorised by the table)
+    units = {"nw_out": replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0]
+             .astype(float).tolist()}
     weight = {"nw_out": DIMENSIONS["nw_out"].priority}
     bands = {}
     accepted = {}

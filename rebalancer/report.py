@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .balance import deviation_pct, human_bytes
-from .bulk import collector_paused
 from .errors import InputError
 from .formats import StagedFiles, atomic_write_text, read_json
 from .rundir import CHARTS_DIR, PLAN_FILE, REPORT_FILE, RunDir
@@ -822,7 +821,6 @@ def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str
 
 
 # -- entry point ----------------------------------------------------------------------------------------------
-@collector_paused()  # millions of long-lived objects at scale: rebalancer.bulk
 def render_report(run_dir: str | Path) -> Path:
     """Write ``RUN_DIR/report.html`` (self-contained) and its charts in ``RUN_DIR/report/``; return the html path.
 

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .bulk import collector_paused
 from .errors import InputError, ModelError
 from .formats import StagedFiles, load_cluster_file, parse_log_dirs, read_json, write_cluster_json
 from .model import Cluster, TopicPartition
@@ -139,7 +138,6 @@ def _write_parquet(table: Any, target: Path, **kwargs: Any) -> None:
         raise
 
 
-@collector_paused()  # millions of long-lived objects at scale: rebalancer.bulk
 def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | None = None, timeout: float = 10.0,
                   kafka_config: Mapping[str, Any] | None = None, kafka_config_file: str | None = None) -> Cluster:
     """Read the source and write ``snapshot.json`` and ``replicas.parquet`` into ``out_dir``.

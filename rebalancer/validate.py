@@ -234,7 +234,6 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
     history = read_history(run) if run is not None else None  # the rates the plan was made with
     model = (model_from_params(cluster, recorded, history) if recorded is not None
              else load_model(cluster, history=history))
-
     dims = ["disk", *NETWORK]
     changed = {tp: r for tp, r in after.items() if r != cluster.partition(*tp).replicas}
     table = replica_table(cluster, model.loads, changed, dims)

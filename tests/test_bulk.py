@@ -16,13 +16,13 @@ from load_cases import unequal  # noqa: E402
 
 
 def _collections_during(fn) -> int:  # type: ignore[no-untyped-def]
-    """Cyclic collections started while the plan's own work (``_plan_run_dir``) was on the stack."""
+    """Cyclic collections started while the plan (``plan_run_dir``) was on the stack."""
     seen = []
 
     def count(phase: str, info: dict) -> None:  # type: ignore[type-arg]
         frame = sys._getframe(1)
         while frame is not None and phase == "start":
-            if frame.f_code.co_name == "_plan_run_dir":
+            if frame.f_code.co_name == "plan_run_dir":
                 seen.append(info["generation"])
                 break
             frame = frame.f_back  # type: ignore[assignment]

@@ -102,16 +102,15 @@ def topic_change_bounds(items: Sequence[LeaderItem]) -> dict[str, int]:
     per: dict[tuple[str, int], int] = {}
     for it in items:
         per[(it.key[0], it.current)] = per.get((it.key[0], it.current), 0) + 1
-    # Leaders on brokers that cannot lead (dead, removed, out of sync) must all change.
+    # Per topic: leaders on brokers that cannot lead (dead, removed, out of sync), which must all change, and the
+    # counts of the brokers that can lead it and do (the others that can lead it count zero).
     stranded: dict[str, int] = {}
-    for (topic, b), c in per.items():
-        if b not in bands[topic][1]:
-            stranded[topic] = stranded.get(topic, 0) + c
-    # Per topic, over the brokers that can lead it: those leading some of its partitions, then the rest at zero.
     leading: dict[str, list[int]] = {}
     for (topic, b), c in per.items():
         if b in bands[topic][1]:
             leading.setdefault(topic, []).append(c)
+        else:
+            stranded[topic] = stranded.get(topic, 0) + c
     out: dict[str, int] = {}
     for topic, (tb, brokers) in bands.items():
         counts = leading.get(topic, [])

@@ -716,6 +716,7 @@ def _network_beyond_gate(plan: Plan, cluster: Cluster, assignment: Mapping[Key, 
     return out
 
 
+@collector_paused()  # millions of long-lived objects: rebalancer.bulk
 def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
                  fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
                  thresholds: Mapping[str, float] | None = None, **kwargs: Any) -> Plan:
@@ -734,13 +735,6 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
     if Path(run_dir).is_dir():
         check_writable(run_dir)  # a read-only run directory fails now, not after planning
     budget = Budget(time_limit if time_limit is not None else math.inf)
-    with collector_paused():  # millions of long-lived objects: rebalancer.bulk
-        return _plan_run_dir(run_dir, mode, budget, time_limit, capacity, fanout, bands, thresholds, **kwargs)
-
-
-def _plan_run_dir(run_dir: str | Path, mode: str, budget: Budget, time_limit: float | None,
-                  capacity: str | Path | None, fanout: Mapping[str, float] | None, bands: Mapping[str, float] | None,
-                  thresholds: Mapping[str, float] | None, **kwargs: Any) -> Plan:
     with budget.phase("load"):
         cluster = load_snapshot(run_dir)
         if time_limit is None:

@@ -204,23 +204,49 @@ class ReplicaTable:
 def replica_table(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad],
                   assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None,
                   dimensions: Iterable[str] = DIMENSIONS) -> ReplicaTable:
+    """The replica table of the cluster as it is, or with ``assignment`` (partition -> replicas, the first leading)
+    applied. A plan of 3M replicas asks for seven: what depends on the cluster and ``loads`` alone (the placement as
+    it is, sizes, each dimension's units per partition) is built once per cluster and kept (``Cluster.cached``; the
+    arrays are read-only), so a table costs what the assignment changes."""
+    import numpy as np
+
+    parts = cluster.partitions
+    base = cluster.cached("replica-placement", lambda: _placement_columns([p.replicas for p in parts]))
+    if assignment:
+        partition, broker, leads = _placement_columns([assignment.get(p.tp, p.replicas) for p in parts])
+    else:
+        partition, broker, leads = base
+    size = cluster.cached("partition-size", lambda: _read_only(
+        np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))))[partition]
+    # keyed by the loads' identity: the cluster keeps them alive with it, so the key cannot be reused
+    _, columns, units = cluster.cached(f"load-columns-{id(loads)}", lambda: (
+        loads, _load_columns([loads[p.tp] for p in parts]), {}))
+    per = {}
+    for name in dimensions:
+        if name not in units:
+            units[name] = (_read_only(_units(DIMENSIONS[name].leader, columns)),
+                           _read_only(_units(DIMENSIONS[name].follower, columns)))
+        per[name] = units[name]
+    return ReplicaTable(partition, broker, leads, size, per)
+
+
+def _read_only(array: Any) -> Any:
+    array.flags.writeable = False
+    return array
+
+
+def _placement_columns(placed: Sequence[tuple[int, ...]]) -> tuple[Any, Any, Any]:
+    """(partition index, broker, leads) per replica of ``placed`` (replicas per partition, the first leading)."""
     import itertools
 
     import numpy as np
 
-    parts = cluster.partitions
-    assignment = assignment or {}
-    placed = [assignment.get(p.tp, p.replicas) for p in parts]
-    counts = np.fromiter(map(len, placed), np.int64, len(parts))
+    counts = np.fromiter(map(len, placed), np.int64, len(placed))
     broker = np.fromiter(itertools.chain.from_iterable(placed), np.int64, int(counts.sum()))
-    partition = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    partition = np.repeat(np.arange(len(placed), dtype=np.int64), counts)
     leads = np.zeros(len(broker), bool)
-    leads[np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)] = True
-    size = np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))[partition]
-    columns = _load_columns([loads[p.tp] for p in parts])
-    per = {name: (_units(DIMENSIONS[name].leader, columns), _units(DIMENSIONS[name].follower, columns))
-           for name in dimensions}
-    return ReplicaTable(partition, broker, leads, size, per)
+    leads[(np.cumsum(counts) - counts)[counts > 0]] = True  # each partition's first replica
+    return _read_only(partition), _read_only(broker), _read_only(leads)
 
 
 @dataclass(frozen=True)

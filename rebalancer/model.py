@@ -14,11 +14,13 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ModelError
+
+_T = TypeVar("_T")
 
 __all__ = ["Broker", "Partition", "Cluster", "TopicPartition", "INT32_MAX", "INT64_MAX", "topic_name_problem"]
 
@@ -165,6 +167,8 @@ class Cluster:
     meta: Mapping[str, Any] = field(default_factory=dict)
     _broker_index: dict[int, Broker] = field(init=False, repr=False, compare=False)
     _partition_index: dict[TopicPartition, Partition] = field(init=False, repr=False, compare=False)
+    # Values derived from this (immutable) cluster that its users compute once and keep (``cached``).
+    _derived: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[int, Broker] = {}
@@ -180,6 +184,7 @@ class Cluster:
             pindex[p.tp] = p
         object.__setattr__(self, "_broker_index", index)
         object.__setattr__(self, "_partition_index", pindex)
+        object.__setattr__(self, "_derived", {})
 
     @classmethod
     def build(
@@ -193,6 +198,14 @@ class Cluster:
             partitions=tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
             meta=dict(meta or {}),
         )
+
+    def cached(self, key: str, build: Callable[[], _T]) -> _T:
+        """``build()``'s value, built the first time ``key`` is asked for and kept as long as the cluster: what is
+        derived from the cluster alone and read many times per plan (``rebalancer.load.replica_table``'s columns
+        over millions of replicas). The value must not be changed by its users."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     # -- lookups ---------------------------------------------------------------------------------------------
     def broker(self, broker_id: int) -> Broker:

@@ -23,6 +23,7 @@ from rebalancer.load import (
     load_bands,
     partition_loads,
     read_capacity_file,
+    replica_table,
 )
 from rebalancer.model import Broker, Cluster, Partition
 
@@ -64,6 +65,30 @@ def test_each_replica_weighs_its_role_in_every_dimension() -> None:
     # With an assignment: clicks-0 led by broker 2 now.
     moved = dimension_loads(c, loads, {("clicks", 0): (2, 1, 0)}, dimensions=["leaders", "nw_out"])
     assert moved["leaders"] == {0: 1, 1: 1, 2: 2} and moved["nw_out"][2] == round(rate0 * 4)
+
+
+def test_replica_tables_kept_per_cluster_and_loads_equal_fresh_ones() -> None:
+    """replica_table keeps what depends on the cluster and the loads alone (``Cluster.cached``): tables asked for
+    in any order, with and without an assignment, and for another load model of the same cluster, equal those of a
+    cluster that computed nothing before, and what is kept cannot be written to."""
+    import numpy as np
+
+    c = cluster()
+    one = partition_loads(c, retention_ms={"clicks": DAY_MS})
+    two = partition_loads(c, fanout={"clicks": 3.0})
+    moved = {("clicks", 0): (2, 1, 0), ("audit", 0): (1, 0)}
+    asked = [(one, None), (one, moved), (two, None), (one, None), (two, moved)]
+    for loads, assignment in asked:
+        kept = replica_table(c, loads, assignment)
+        fresh = replica_table(cluster(), loads, assignment)
+        for field in ("partition", "broker", "leads", "size"):
+            assert np.array_equal(getattr(kept, field), getattr(fresh, field)), field
+        for d in DIMENSIONS:
+            assert all(np.array_equal(k, f) for k, f in zip(kept.per_partition[d], fresh.per_partition[d], strict=True)), d
+    assert dimension_loads(c, two)["nw_out"] != dimension_loads(c, one)["nw_out"]  # each load model its own units
+    kept = replica_table(c, one)
+    with pytest.raises(ValueError, match="read-only"):
+        kept.broker[0] = 7
 
 
 def test_bad_retention_and_fanout_are_named() -> None:

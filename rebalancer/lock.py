@@ -64,7 +64,13 @@ def kafka_uuid(value: uuid.UUID | str | bytes) -> str:
 
 
 def new_topic_id() -> str:
-    return kafka_uuid(uuid.uuid4())
+    """A fresh topic id (a random UUID as Kafka prints it). Like Kafka's ``Uuid.randomUuid``, never one that begins
+    with '-': the lock's id is the marker topic's, and ``rebalancer unlock LOCK_ID`` would read it as an option (1 id
+    in 64 did)."""
+    while True:
+        topic_id = kafka_uuid(uuid.uuid4())
+        if not topic_id.startswith("-"):
+            return topic_id
 
 
 def uuid_of(topic_id: str) -> uuid.UUID:

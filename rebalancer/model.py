@@ -278,4 +278,5 @@ class Cluster:
         object.__setattr__(new, "meta", dict(meta))
         object.__setattr__(new, "_broker_index", self._broker_index)
         object.__setattr__(new, "_partition_index", index if index is not None else {p.tp: p for p in partitions})
+        object.__setattr__(new, "_derived", {})
         return new

@@ -89,6 +89,11 @@ def test_replica_tables_kept_per_cluster_and_loads_equal_fresh_ones() -> None:
     kept = replica_table(c, one)
     with pytest.raises(ValueError, match="read-only"):
         kept.broker[0] = 7
+    # a cluster made from this one (new sizes, new meta) keeps its own
+    resized = c.with_sizes({("audit", 0): 7}).with_meta(source="test")
+    audit = [p.tp for p in c.partitions].index(("audit", 0))
+    assert replica_table(resized, one).size.tolist() == [7 if i == audit else x for i, x in zip(
+        kept.partition.tolist(), kept.size.tolist(), strict=True)]
 
 
 def test_bad_retention_and_fanout_are_named() -> None:

@@ -157,3 +157,19 @@ def test_a_lock_is_never_deleted_by_a_process_that_does_not_own_it(tmp_path, zk,
     assert _marker(zk) == held
     mine.release()
     wait_for(lambda: not zk.exists(kz.topic_path(LOCK_TOPIC)), timeout=30, what="the lock topic to be deleted")
+
+
+def test_a_lock_id_never_begins_with_a_dash(monkeypatch):
+    """The lock's id is its marker topic's id, which ``rebalancer unlock LOCK_ID`` takes as an argument: one that
+    began with '-' was read as an option (the CLI refused it, 1 lock in 64). Kafka's ``Uuid.randomUuid`` draws
+    again then, and so does ``new_topic_id``."""
+    import uuid
+
+    from rebalancer import lock
+
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + b"\x01" * 15), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(lock.uuid, "uuid4", lambda: next(drawn))
+    assert lock.kafka_uuid(uuid.UUID(bytes=b"\xf8" + b"\x01" * 15)).startswith("-")  # what the first draw gives
+    assert lock.new_topic_id() == lock.kafka_uuid(uuid.UUID(bytes=b"\x01" * 16))
+    monkeypatch.undo()
+    assert not any(lock.new_topic_id().startswith("-") for _ in range(2000))

@@ -5,10 +5,10 @@ listener. The controller is given its listener as a factory (``SimulatedCluster(
 
 from __future__ import annotations
 
-import base64
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
+
+from ..lock import new_topic_id  # ZooKeeper holds topic ids as Kafka prints them, never beginning with '-'
 
 if TYPE_CHECKING:
     from .controller import SimulatedCluster
@@ -32,11 +32,6 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def new_topic_id() -> str:
-    """A fresh topic id as ZooKeeper holds it: a random UUID in unpadded base64url (Kafka's ``Uuid.toString``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def delete_topic_path(topic: str) -> str:

@@ -214,3 +214,35 @@ def test_auto_plans_counts_where_the_load_bands_would_break_the_count_gates() ->
     assert auto.summary["max_deviation_pct"]["replicas_after"] <= 15.0
     load = make_plan(cluster, "add-brokers", brokers=new, balance="load")
     assert load.solver["balance"] == "load" and load.solver["status"] == "Heuristic" and load.solver["outside_why"]
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.data())
+def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObject) -> None:
+    """The leader pass's per-broker lists (partitions it leads, those it could lead, each sorted by load then
+    partition) and per-topic counts are built in columns; they hold what a loop over every candidate holds, ties on
+    load included."""
+    from rebalancer.load import Band
+    from rebalancer.plan.leader_load import LeaderLoadInput, _Leadership
+
+    brokers = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True))
+    n = data.draw(st.integers(0, 30))
+    cands = [tuple(data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=3, unique=True))) for _ in range(n)]
+    leader = [data.draw(st.sampled_from(c)) for c in cands]
+    units = [float(data.draw(st.integers(0, 3))) for _ in range(n)]  # few values: ties
+    topics = [data.draw(st.sampled_from(["a", "b", "c"])) for _ in range(n)]
+    band = {b: Band(0, 10, 5.0) for b in brokers}
+    inp = LeaderLoadInput(leader, cands, {"nw_out": units}, {"nw_out": band}, {"nw_out": 1.0}, topics=topics,
+                          topic_band={t: Band(0, 5, 1.0) for t in "abc"})
+    state = _Leadership(inp)
+    led: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
+    could: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
+    for i, cs in enumerate(cands):
+        for b in cs:
+            (led if b == leader[i] else could)[b].append((units[i], i))
+    assert state.led == {b: sorted(x) for b, x in led.items()}
+    assert state.could == {b: sorted(x) for b, x in could.items()}
+    per_topic: dict[tuple[str, int], int] = {}
+    for t, b in zip(topics, leader, strict=True):
+        per_topic[(t, b)] = per_topic.get((t, b), 0) + 1
+    assert state.per_topic == per_topic

@@ -208,16 +208,10 @@ def replica_table(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad
     applied. A plan of 3M replicas asks for seven: what depends on the cluster and ``loads`` alone (the placement as
     it is, sizes, each dimension's units per partition) is built once per cluster and kept (``Cluster.cached``; the
     arrays are read-only), so a table costs what the assignment changes."""
-    import numpy as np
 
     parts = cluster.partitions
-    base = cluster.cached("replica-placement", lambda: _placement_columns([p.replicas for p in parts]))
-    if assignment:
-        partition, broker, leads = _placement_columns([assignment.get(p.tp, p.replicas) for p in parts])
-    else:
-        partition, broker, leads = base
-    size = cluster.cached("partition-size", lambda: _read_only(
-        np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))))[partition]
+    partition, broker, leads = placement_columns(cluster, assignment)
+    size = partition_sizes(cluster)[partition]
     # keyed by the loads' identity: the cluster keeps them alive with it, so the key cannot be reused
     _, columns, units = cluster.cached(f"load-columns-{id(loads)}", lambda: (
         loads, _load_columns([loads[p.tp] for p in parts]), {}))
@@ -228,6 +222,24 @@ def replica_table(cluster: Cluster, loads: Mapping[TopicPartition, PartitionLoad
                            _read_only(_units(DIMENSIONS[name].follower, columns)))
         per[name] = units[name]
     return ReplicaTable(partition, broker, leads, size, per)
+
+
+def placement_columns(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None
+                      ) -> tuple[Any, Any, Any]:
+    """(partition index, broker, leads) per replica (numpy, read-only) of the cluster as it is (built once per cluster:
+    ``Cluster.cached``) or with ``assignment`` applied."""
+    if assignment:
+        return _placement_columns([assignment.get(p.tp, p.replicas) for p in cluster.partitions])
+    return cluster.cached("replica-placement", lambda: _placement_columns([p.replicas for p in cluster.partitions]))
+
+
+def partition_sizes(cluster: Cluster) -> Any:
+    """Each partition's size in bytes (numpy int64, read-only), built once per cluster."""
+    import numpy as np
+
+    parts = cluster.partitions
+    return cluster.cached("partition-size", lambda: _read_only(
+        np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))))
 
 
 def _read_only(array: Any) -> Any:

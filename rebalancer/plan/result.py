@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -20,7 +20,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from ..balance import max_abs_deviation
 from ..errors import InputError
 from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
-from ..model import INT32_MAX, INT64_MAX, Cluster, topic_name_problem
+from ..model import INT32_MAX, INT64_MAX, Cluster, Partition, topic_name_problem
 from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
 from .load_summary import LoadSummary
 
@@ -162,34 +162,29 @@ class _Tally:
     dict per (topic, broker) took 12 s at 3M replicas)."""
 
     def __init__(self, cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]] | None = None) -> None:
-        import itertools
-
         import numpy as np
 
+        from ..load import partition_sizes, placement_columns
+
         parts = cluster.partitions
-        assignment = assignment or {}
-        placed = [assignment.get(p.tp, p.replicas) for p in parts]
-        counts = np.fromiter(map(len, placed), np.int64, len(parts))
+        partition, brokers, leads = placement_columns(cluster, assignment)  # the snapshot's: kept by the cluster
         self.ids = np.array(sorted(cluster.broker_ids), dtype=np.int64)
-        brokers = np.fromiter(itertools.chain.from_iterable(placed), np.int64, int(counts.sum()))
         where = np.searchsorted(self.ids, brokers)
         known = self.ids[where.clip(max=len(self.ids) - 1)] == brokers if len(self.ids) else brokers != brokers
         if not known.all():
             raise KeyError(f"broker {int(brokers[~known][0])} is not in the cluster")
-        first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-        lead = where[first] if len(parts) else where[:0]
-        size = np.fromiter((p.size_bytes for p in parts), np.int64, len(parts))
+        lead = where[leads]  # per partition, in order: each has one first replica
         n = len(self.ids)
         replicas, leaders, bytes_ = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         np.add.at(replicas, where, 1)
         np.add.at(leaders, lead, 1)
-        np.add.at(bytes_, where, np.repeat(size, counts))  # int64: exact, as the dicts were
+        np.add.at(bytes_, where, partition_sizes(cluster)[partition])  # int64: exact, as the dicts were
         self.replicas = {int(b): int(v) for b, v in zip(self.ids, replicas, strict=True)}
         self.leaders = {int(b): int(v) for b, v in zip(self.ids, leaders, strict=True)}
         self.bytes = {int(b): int(v) for b, v in zip(self.ids, bytes_, strict=True)}
-        codes: dict[str, int] = {}  # (topic, broker) as one key: topic number x brokers + broker index
-        topic = np.fromiter((codes.setdefault(p.topic, len(codes)) for p in parts), np.int64, len(parts))
-        self._hosted, _ = _distinct(np.repeat(topic, counts) * n + where)
+        # (topic, broker) as one key: topic number x brokers + broker index
+        topic = cluster.cached("topic-numbers", lambda: _topic_numbers(parts))
+        self._hosted, _ = _distinct(topic[partition] * n + where)
         self._led_keys, self._led = _distinct(topic * n + lead)
         self._n = n
 
@@ -205,6 +200,16 @@ class _Tally:
         topic = hosted // self._n
         starts = np.flatnonzero(np.concatenate(([True], topic[1:] != topic[:-1])))
         return int((np.maximum.reduceat(led, starts) - np.minimum.reduceat(led, starts)).max())
+
+
+def _topic_numbers(parts: Sequence[Partition]) -> Any:
+    """Each partition's topic as a number (the order topics first appear in)."""
+    import numpy as np
+
+    codes: dict[str, int] = {}
+    numbers = np.fromiter((codes.setdefault(p.topic, len(codes)) for p in parts), np.int64, len(parts))
+    numbers.flags.writeable = False  # kept by the cluster (Cluster.cached)
+    return numbers
 
 
 def _distinct(keys: Any) -> tuple[Any, Any]:

@@ -236,7 +236,7 @@ class Cluster:
 
     @property
     def replica_count(self) -> int:
-        return sum(len(p.replicas) for p in self.partitions)
+        return self.cached("replica-count", lambda: sum(len(p.replicas) for p in self.partitions))
 
     @property
     def racks(self) -> tuple[str, ...]:

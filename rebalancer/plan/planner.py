@@ -119,16 +119,17 @@ def choose_strategy(cluster: Cluster, mode: str, strategy: str, balance: str = "
 
 def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
                   replicas_moved: bool) -> list[LeaderItem]:
-    alive = {b.id for b in cluster.brokers if b.alive}
+    may_lead = {b.id for b in cluster.brokers if b.alive and b.id in eligible}
     items = []
     for p in cluster.partitions:
-        reps = assignment.get(p.tp, p.replicas)
+        tp = p.tp
+        reps = assignment.get(tp, p.replicas)
         if replicas_moved and reps != p.replicas:
             # New replicas will be in sync once their move completes.
-            cands = tuple(b for b in reps if b in eligible and b in alive and (b in p.isr or b not in p.replicas))
+            cands = tuple(b for b in reps if b in may_lead and (b in p.isr or b not in p.replicas))
         else:
-            cands = tuple(b for b in reps if b in eligible and b in alive and b in p.isr)
-        items.append(LeaderItem(p.tp, cands, p.replicas[0]))
+            cands = tuple(b for b in reps if b in may_lead and b in p.isr)
+        items.append(LeaderItem(tp, cands, p.replicas[0]))
     return items
 
 

@@ -146,13 +146,15 @@ def canonical_order(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[in
 
 
 def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, leaders: Mapping[Key, int]) -> None:
-    for p in cluster.partitions:
-        reps = assignment.get(p.tp, p.replicas)
-        new = leaders.get(p.tp)
+    """Each of ``leaders``' partitions led by its new leader in ``assignment`` (the leader first, the others in
+    their order); only those partitions are visited (a few thousand of a million on load)."""
+    for tp, new in leaders.items():
+        if not cluster.has_partition(*tp):
+            continue
+        reps = assignment.get(tp) or cluster.partition(*tp).replicas
         if new is None or new == reps[0]:
             continue
-        order = [new] + [b for b in reps if b != new]
-        assignment[p.tp] = tuple(order)
+        assignment[tp] = (new, *(b for b in reps if b != new))
 
 
 def _leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, strategy: str,

@@ -225,8 +225,8 @@ def placement_columns(cluster: Cluster, assignment: Mapping[TopicPartition, tupl
     """(partition index, broker, leads) per replica (numpy, read-only) of the cluster as it is (built once per cluster:
     ``Cluster.cached``) or with ``assignment`` applied."""
     if assignment:
-        return _placement_columns([assignment.get(p.tp, p.replicas) for p in cluster.partitions])
-    return cluster.cached("replica-placement", lambda: _placement_columns([p.replicas for p in cluster.partitions]))
+        return replica_columns([assignment.get(p.tp, p.replicas) for p in cluster.partitions])
+    return cluster.cached("replica-placement", lambda: replica_columns([p.replicas for p in cluster.partitions]))
 
 
 def partition_sizes(cluster: Cluster) -> Any:
@@ -243,8 +243,9 @@ def _read_only(array: Any) -> Any:
     return array
 
 
-def _placement_columns(placed: Sequence[tuple[int, ...]]) -> tuple[Any, Any, Any]:
-    """(partition index, broker, leads) per replica of ``placed`` (replicas per partition, the first leading)."""
+def replica_columns(placed: Sequence[Sequence[int]]) -> tuple[Any, Any, Any]:
+    """(partition index, broker, leads) per replica of ``placed`` (brokers per partition, the first leading), as
+    read-only numpy columns in ``placed``'s order: what every per-replica sum over millions of replicas starts from."""
     import itertools
 
     import numpy as np

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -89,11 +88,11 @@ class _Leadership:
         by one, 3M candidates at 3M replicas); their content and order are the loop's."""
         import numpy as np
 
+        from ..load import replica_columns
+
         inp, leader, brokers = self.inp, self.leader, self.brokers
         n = len(leader)
-        lens = np.fromiter(map(len, inp.candidates), dtype=np.int64, count=n)
-        flat = np.fromiter(itertools.chain.from_iterable(inp.candidates), dtype=np.int64, count=int(lens.sum()))
-        part = np.repeat(np.arange(n, dtype=np.int64), lens)
+        part, flat, _ = replica_columns(inp.candidates)  # every (partition, candidate)
         units = np.asarray(inp.units[self.main], dtype=float)
         pos = np.searchsorted(np.asarray(brokers, dtype=np.int64), flat)
         is_led = flat == np.asarray(leader, dtype=np.int64)[part]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,17 +134,16 @@ class _Placement:
         to the bit: ``bincount`` adds each broker's units in the same order, in the same double precision."""
         import numpy as np
 
+        from ..load import replica_columns
+
         inp, dims, brokers = self.inp, self.dims, self.brokers
-        lens = np.fromiter(map(len, self.assign), dtype=np.int64, count=self.n)
-        flat = np.fromiter(itertools.chain.from_iterable(self.assign), dtype=np.int64, count=int(lens.sum()))
-        part = np.repeat(np.arange(self.n, dtype=np.int64), lens)
+        part, flat, _ = replica_columns(self.assign)
         ids = np.asarray(brokers, dtype=np.int64)
         pos = np.searchsorted(ids, flat)
         if flat.size and (pos.max() >= ids.size or not np.array_equal(ids[pos], flat)):
             raise ValueError("a replica on a broker without a rack entry")
-        self.load = {d: dict(zip(brokers, np.bincount(pos, weights=np.repeat(np.asarray(self.units[d], dtype=float),
-                                                                             lens), minlength=ids.size).tolist(),
-                                 strict=True)) for d in dims}
+        self.load = {d: dict(zip(brokers, np.bincount(pos, weights=np.asarray(self.units[d], dtype=float)[part],
+                                                      minlength=ids.size).tolist(), strict=True)) for d in dims}
         order = np.argsort(pos, kind="stable")  # by broker, each broker's partitions ascending
         ends = np.cumsum(np.bincount(pos, minlength=ids.size)).tolist()
         held = part[order].tolist()
@@ -155,7 +153,7 @@ class _Placement:
         self.topic_of = [index[t] for t in inp.topics]  # per partition: its topic's number
         self.topics_n = len(index)
         tid = np.asarray(self.topic_of, dtype=np.int64)
-        keys, counts = np.unique(flat * self.topics_n + np.repeat(tid, lens), return_counts=True)
+        keys, counts = np.unique(flat * self.topics_n + tid[part], return_counts=True)
         self.topic_count: dict[int, int] = dict(zip(keys.tolist(), counts.tolist(), strict=True))  # b x topics + t
 
     def _limits(self) -> None:

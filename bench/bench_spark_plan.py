@@ -98,6 +98,8 @@ def main() -> int:
                 gates = f"{sum(g['passed'] for g in result['gates'])}/{len(result['gates'])}"
             rows.append({"master": master, "seconds": seconds, "peak": peak[0] / 2**20, "groups": greedy.get("groups", 1),
                          "slowest": max(greedy.get("group_seconds") or [0.0]),
+                         "slowest_repair": max(greedy.get("repair_group_seconds") or [0.0]),
+                         "whole_repair_moves": greedy.get("whole_repair_moves"),
                          "placement": doc["solver"]["budget"]["phases"].get("greedy", {}).get("seconds"),
                          "disk": dims["disk"]["max_deviation_pct_after"],
                          "replicas": dims["replicas"]["max_deviation_pct_after"],

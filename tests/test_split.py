@@ -20,9 +20,14 @@ from rebalancer.plan.racks import keeps_racks
 from rebalancer.plan.split import (
     COUNT_BAND_SHARE,
     GROUP_BAND_SHARE,
+    REPAIR_SHARE_MIN_BROKERS,
     TRANSPORT_INNER,
     group_tasks,
+    outside_bands,
+    placement_loads,
     plan_group,
+    repair_shares,
+    repair_tasks,
     split_greedy,
     split_groups,
     undo_overshoot,
@@ -139,6 +144,58 @@ def test_split_plan_is_as_balanced_as_one_pass_and_near_the_bound(groups: int) -
     outside = {d: summary["dimensions"][d]["outside_after"] for d in inp.bands}
     assert not any(outside.values()), outside
     assert 1.0 <= summary["bytes_to_bound"] <= 1.15, summary["bytes_to_bound"]
+    if groups * REPAIR_SHARE_MIN_BROKERS <= 40:  # the groups' second round repaired it, no pass over the whole
+        assert sum(stats["repair_group_moves"]) > 0 and stats["whole_repair_moves"] is None, stats
+    else:
+        assert stats["repair_group_moves"] == []
+
+
+@pytest.mark.parametrize("mode", ["rebalance", "remove-brokers"])
+def test_the_repair_round_moves_each_groups_replicas_only_between_the_brokers_of_its_share(mode: str) -> None:
+    """The repair's second round: every broker of the plan in exactly one group's share; a group moves its own
+    partitions only between brokers of its share (or off a removed broker, every group's to empty), against the
+    cluster's bands with the others' load fixed: the load each group sees on its brokers is the cluster's, so the
+    groups' results add up to a placement whose every band the round met is met."""
+    cluster = unequal(60, 4, 9_000, light=8, topics=40)
+    gone = [max(cluster.broker_ids)] if mode == "remove-brokers" else None
+    inp, _, _ = _problem(cluster, mode, gone)
+    tasks = group_tasks(inp, split_groups(inp.replicas, inp.topics, 3), 10.0)
+    merged = [tuple(r) for r in inp.replicas]
+    held = []
+    for _, moved, _, _, loads in map(plan_group, tasks):
+        for i, reps in moved.items():
+            merged[i] = reps
+        held.append(loads)
+    dims = list(inp.bands)
+    total = {d: {b: sum(h[d][b] for h in held) for b in inp.rack} for d in dims}
+    whole = placement_loads(inp, merged)
+    assert all(total[d] == pytest.approx(whole[d]) for d in dims)
+    assert outside_bands(inp, total), "the merge should leave a broker outside a band, or the round is not tested"
+    shares = repair_shares(inp, total, 3)
+    planned = (inp.givers | inp.receivers) - inp.removed
+    assert sorted(b for s in shares for b in s) == sorted(planned)  # each broker of the plan in exactly one share
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    after = list(merged)
+    for task, share in zip(repair_tasks(inp, tasks, merged, held, 10.0), shares, strict=True):
+        seen = placement_loads(task.problem, task.problem.replicas)
+        for d in dims:  # what the group sees on its brokers: the cluster's load
+            for b in share:
+                assert seen[d][b] + task.problem.fixed[d][b] == pytest.approx(total[d][b])
+        g, moved, _, _, loads = plan_group(task)
+        for i, reps in moved.items():
+            gone_from = set(merged[i]) - set(reps)
+            came_to = set(reps) - set(merged[i])
+            assert came_to <= share and gone_from <= share | inp.removed, (i, merged[i], reps)
+            after[i] = reps
+        held[g] = loads
+    changed = {i: r for i, r in enumerate(after) if r != tuple(inp.replicas[i])}
+    _assert_hard_rules(inp, changed, max_changes=1 if mode == "rebalance" else 10**9)
+    before = {i: r for i, r in enumerate(merged) if r != tuple(inp.replicas[i])}
+    assert evaluate(inp, changed)[0] < evaluate(inp, before)[0]
+    assert not any(set(r) & inp.removed for r in after)
+    if mode == "rebalance":  # here the round alone meets every band (split_greedy then skips the whole pass)
+        assert outside_bands(inp, placement_loads(inp, after)) == []
+        assert evaluate(inp, changed)[0] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_split_remove_brokers_empties_them() -> None:
@@ -174,7 +231,7 @@ def test_undoing_group_moves_never_worsens_the_placement(seed: int, groups: int,
     new = sorted(cluster.broker_ids)[-2:]
     inp, _, _ = _problem(cluster, "add-brokers", new)
     merged = [tuple(r) for r in inp.replicas]
-    for _, moved, _, _ in map(plan_group, group_tasks(inp, split_groups(inp.replicas, inp.topics, groups), 10.0)):
+    for _, moved, _, _, _ in map(plan_group, group_tasks(inp, split_groups(inp.replicas, inp.topics, groups), 10.0)):
         for i, reps in moved.items():
             merged[i] = reps
     before = {i: r for i, r in enumerate(merged) if r != tuple(inp.replicas[i])}
@@ -208,13 +265,16 @@ def test_groups_planned_as_spark_tasks_give_the_in_process_plan() -> None:
     repaired placement is the one planned in process, move for move."""
     from rebalancer.plan.spark_tasks import spark_map
 
-    cluster = unequal(24, 3, 2_400, light=5, topics=20)
+    cluster = unequal(2 * REPAIR_SHARE_MIN_BROKERS, 4, 4_000, light=5, topics=20)
     inp, _, _ = _problem(cluster)
-    here, here_stats = split_greedy(inp, groups=4)
+    here, here_stats = split_greedy(inp, groups=2)
     with spark_map("local[2]") as on_spark:
-        there, there_stats = split_greedy(inp, groups=4, map_fn=on_spark)
+        there, there_stats = split_greedy(inp, groups=2, map_fn=on_spark)
     assert there == here
     assert there_stats["group_moves"] == here_stats["group_moves"] and sum(here_stats["group_moves"]) > 0
+    # the repair's second round ran as Spark tasks too
+    assert there_stats["repair_group_moves"] == here_stats["repair_group_moves"]
+    assert sum(here_stats["repair_group_moves"]) > 0
 
 
 def test_split_plan_defaults_keep_small_clusters_in_one_pass() -> None:

@@ -74,6 +74,8 @@ class LoadInput:
     origin: Sequence[tuple[int, ...]] | None = None  # a repair pass over a placement planned already (``split``):
     #   the partitions' replicas before any planning; max_changes then counts the replicas not in ``origin`` (a
     #   replica added by the earlier planning may move again: the plan still adds it once)
+    fixed: Mapping[str, Mapping[int, float]] | None = None  # dimension -> broker -> load this problem cannot move
+    #   (other groups' replicas, ``split``'s repair): counted in the broker's load, so its bands are the cluster's
 
 
 class GreedyStats(TypedDict):
@@ -144,6 +146,10 @@ class _Placement:
             raise ValueError("a replica on a broker without a rack entry")
         self.load = {d: dict(zip(brokers, np.bincount(pos, weights=np.asarray(self.units[d], dtype=float)[part],
                                                       minlength=ids.size).tolist(), strict=True)) for d in dims}
+        for d, extra in (inp.fixed or {}).items():
+            if d in self.load:
+                for b, x in extra.items():
+                    self.load[d][b] += x
         order = np.argsort(pos, kind="stable")  # by broker, each broker's partitions ascending
         ends = np.cumsum(np.bincount(pos, minlength=ids.size)).tolist()
         held = part[order].tolist()
@@ -462,6 +468,10 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
     dims = [d for d in bands_of if d in inp.units]
     load = {d: {b: 0.0 for b in inp.rack} for d in dims}
     moved = 0.0
+    for d, extra in (inp.fixed or {}).items():
+        if d in load:
+            for b, x in extra.items():
+                load[d][b] += x
     for i, reps in enumerate(inp.replicas):
         new = changed.get(i, reps)
         for b in new:

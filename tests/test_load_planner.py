@@ -235,14 +235,27 @@ def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObje
     inp = LeaderLoadInput(leader, cands, {"nw_out": units}, {"nw_out": band}, {"nw_out": 1.0}, topics=topics,
                           topic_band={t: Band(0, 5, 1.0) for t in "abc"})
     state = _Leadership(inp)
-    led: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
-    could: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
-    for i, cs in enumerate(cands):
-        for b in cs:
-            (led if b == leader[i] else could)[b].append((units[i], i))
-    assert state.led == {b: sorted(x) for b, x in led.items()}
-    assert state.could == {b: sorted(x) for b, x in could.items()}
+
+    def loop(now: list[int]) -> tuple[dict[int, list[tuple[float, int]]], dict[int, list[tuple[float, int]]]]:
+        led: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
+        could: dict[int, list[tuple[float, int]]] = {b: [] for b in state.brokers}
+        for i, cs in enumerate(cands):
+            for b in cs:
+                (led if b == now[i] else could)[b].append((units[i], i))
+        return {b: sorted(x) for b, x in led.items()}, {b: sorted(x) for b, x in could.items()}
+
     per_topic: dict[tuple[str, int], int] = {}
     for t, b in zip(topics, leader, strict=True):
         per_topic[(t, b)] = per_topic.get((t, b), 0) + 1
     assert state.per_topic == per_topic
+    # The lists are built when a broker's are first asked for, some before hand-overs, the others after: either
+    # way they hold what the loop over the leaders as they are then holds.
+    early = data.draw(st.lists(st.sampled_from(state.brokers), max_size=4))
+    for b in early:
+        state.lists(b)
+    movable = [i for i in range(n) if len(cands[i]) > 1]
+    for i in data.draw(st.lists(st.sampled_from(movable), max_size=6)) if movable else []:
+        a = state.leader[i]
+        state.move(i, a, data.draw(st.sampled_from([c for c in cands[i] if c != a])))
+    led, could = loop(state.leader)
+    assert {b: state.lists(b) for b in state.brokers} == {b: (led[b], could[b]) for b in state.brokers}

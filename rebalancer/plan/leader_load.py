@@ -83,9 +83,10 @@ class _Leadership:
         self._index()
 
     def _index(self) -> None:
-        """The sorted lists (led, could) and the counts per broker and per topic. The lists are built in columns
-        (numpy: one sort of every (broker, load, partition) instead of a Python sort per broker of tuples appended one
-        by one, 3M candidates at 3M replicas); their content and order are the loop's."""
+        """Every broker's candidates sorted by load then partition (one numpy sort of every (broker, load, partition)),
+        from which ``lists`` builds a broker's sorted lists (those it leads, those it could lead) when a step first
+        needs them, and the counts per broker and per topic. Most brokers of a large cluster are never stepped: the
+        lists of all 3M candidates took ~5 s at 3M replicas; their content and order are the loop's."""
         import numpy as np
 
         from ..load import replica_columns
@@ -95,19 +96,15 @@ class _Leadership:
         part, flat, _ = replica_columns(inp.candidates)  # every (partition, candidate)
         units = np.asarray(inp.units[self.main], dtype=float)
         pos = np.searchsorted(np.asarray(brokers, dtype=np.int64), flat)
-        is_led = flat == np.asarray(leader, dtype=np.int64)[part]
-        self.led: dict[int, list[tuple[float, int]]] = {}    # partitions b leads
-        self.could: dict[int, list[tuple[float, int]]] = {}  # b could lead and does not
+        order = np.lexsort((part, units[part], pos))  # by broker, then load, then partition
+        self._sorted = part[order]
+        ends = np.cumsum(np.bincount(pos, minlength=len(brokers))).tolist()
+        self._span = {b: (start, end) for b, start, end in zip(brokers, [0, *ends[:-1]], ends, strict=True)}
         # the tuples hold the partitions' own load and index objects, as the loop's did (new ones per candidate
         # took ~130 MB more at 3M replicas)
-        loads, index = inp.units[self.main], list(range(n))
-        for lists, mask in ((self.led, is_led), (self.could, ~is_led)):
-            sel = np.flatnonzero(mask)
-            sel = sel[np.lexsort((part[sel], units[part[sel]], pos[sel]))]  # by broker, then load, then partition
-            pairs = [(loads[i], index[i]) for i in part[sel].tolist()]
-            ends = np.cumsum(np.bincount(pos[sel], minlength=len(brokers))).tolist()
-            for b, start, end in zip(brokers, [0, *ends[:-1]], ends, strict=True):
-                lists[b] = pairs[start:end]
+        self._loads, self._ids = inp.units[self.main], list(range(n))
+        self.led: dict[int, list[tuple[float, int]]] = {}    # partitions b leads (built by ``lists``)
+        self.could: dict[int, list[tuple[float, int]]] = {}  # b could lead and does not
         self.count = {b: 0 for b in self.brokers}
         for b in leader:
             self.count[b] = self.count.get(b, 0) + 1
@@ -118,6 +115,18 @@ class _Leadership:
         # what each broker leads of each topic: counted once, from the sets
         self.per_topic: dict[tuple[str, int], int] = ({(t, b): len(led) for (b, t), led in self.led_topic.items()}
                                                       if inp.topic_band else {})
+
+    def lists(self, b: int) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+        """(the partitions b leads, those it could lead and does not), each sorted by (load, partition): built from
+        the leaders as they are when first asked for, then kept exact by ``move``."""
+        led = self.led.get(b)
+        if led is None:
+            start, end = self._span[b]
+            leader, loads, ids = self.leader, self._loads, self._ids
+            parts = self._sorted[start:end].tolist()
+            led = self.led[b] = [(loads[i], ids[i]) for i in parts if leader[i] == b]
+            self.could[b] = [(loads[i], ids[i]) for i in parts if leader[i] != b]
+        return led, self.could[b]
 
     def out(self, d: str, b: int, v: float) -> float:
         z = self.zone[d].get(b)
@@ -186,7 +195,8 @@ class _Leadership:
         gap = (self.load[main][x] - self.high[main][x]) if giving else (self.low[main][x] - self.load[main][x])
         desired = max(gap, 0.0)
         pull = SIZE_PULL / self.scale[main][x]
-        pool = self.led[x] if giving else self.could[x]
+        led, could = self.lists(x)
+        pool = led if giving else could
         best = self._hand_over(x, giving, pool, desired, pull)
         if best is not None or not self.inp.topics:
             return best
@@ -238,12 +248,14 @@ class _Leadership:
     def move(self, i: int, a: int, c: int) -> None:
         inp = self.inp
         u = inp.units[self.main][i]
-        for lst, b in ((self.led[a], i), (self.could[c], i)):
-            j = bisect.bisect_left(lst, (u, b))
-            if j < len(lst) and lst[j][1] == b:
+        for broker, lose, gain in ((a, self.led, self.could), (c, self.could, self.led)):
+            if broker not in lose:  # not built yet: ``lists`` reads the leaders as they will be
+                continue
+            lst = lose[broker]
+            j = bisect.bisect_left(lst, (u, i))
+            if j < len(lst) and lst[j][1] == i:
                 del lst[j]
-        bisect.insort(self.led[c], (u, i))
-        bisect.insort(self.could[a], (u, i))
+            bisect.insort(gain[broker], (u, i))
         for d in self.dims:
             self.load[d][a] -= inp.units[d][i]
             self.load[d][c] += inp.units[d][i]

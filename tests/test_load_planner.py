@@ -259,3 +259,54 @@ def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObje
         state.move(i, a, data.draw(st.sampled_from([c for c in cands[i] if c != a])))
     led, could = loop(state.leader)
     assert {b: state.lists(b) for b in state.brokers} == {b: (led[b], could[b]) for b in state.brokers}
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.data())
+def test_leader_items_topic_bands_and_the_leader_bound_are_the_loops(data: st.DataObject) -> None:
+    """The leader pass's inputs have fast paths (a partition in sync, all brokers eligible: its replicas are its
+    candidates; topic bands counted run by run; the bound from bands computed once): on clusters with dead or
+    ineligible brokers, shrunk ISRs, moved replicas and topics in any order they equal the plain loops."""
+    from rebalancer.load import Band
+    from rebalancer.plan.bounds import leader_change_bound
+    from rebalancer.plan.leaders import LeaderItem, band, topic_bands
+    from rebalancer.plan.planner import _leader_items
+
+    n_brokers = data.draw(st.integers(3, 6))
+    dead = set(data.draw(st.lists(st.integers(0, n_brokers - 1), max_size=1)))
+    brokers = [Broker(b, rack=None, alive=b not in dead) for b in range(n_brokers)]
+    parts = []
+    for k in range(data.draw(st.integers(1, 25))):
+        reps = tuple(data.draw(st.permutations(range(n_brokers)))[:3])
+        isr = tuple(b for b in reps if b == reps[0] or data.draw(st.booleans()))
+        parts.append(Partition(data.draw(st.sampled_from(["a", "b", "c"])), k, reps, isr=isr, leader=reps[0]))
+    cluster = Cluster.build(brokers, parts)
+    moved = {}
+    for p in cluster.partitions:
+        if data.draw(st.booleans()):
+            free = [b for b in range(n_brokers) if b not in p.replicas]
+            if free:
+                moved[p.tp] = (data.draw(st.sampled_from(free)), *p.replicas[1:])
+    everyone = frozenset(range(n_brokers))
+    eligible = data.draw(st.one_of(st.just(everyone), st.frozensets(st.sampled_from(sorted(everyone)), min_size=1)))
+    for replicas_moved in (True, False):
+        may_lead = {b.id for b in cluster.brokers if b.alive and b.id in eligible}
+        expected = []
+        for p in cluster.partitions:
+            reps = moved.get(p.tp, p.replicas)
+            if replicas_moved and reps != p.replicas:
+                cands = tuple(b for b in reps if b in may_lead and (b in p.isr or b not in p.replicas))
+            else:
+                cands = tuple(b for b in reps if b in may_lead and b in p.isr)
+            expected.append(LeaderItem(p.tp, cands, p.replicas[0]))
+        assert _leader_items(cluster, moved, eligible, replicas_moved) == expected
+    items = data.draw(st.permutations(expected))  # topics interleaved
+    counts: dict[str, int] = {}
+    hosts: dict[str, set[int]] = {}
+    for it in items:
+        counts[it.key[0]] = counts.get(it.key[0], 0) + 1
+        hosts.setdefault(it.key[0], set()).update(it.candidates)
+    bands = topic_bands(items)
+    assert bands == {t: (band(counts[t], len(hosts[t])) if hosts[t] else Band(0, 0, 0.0), frozenset(hosts[t]))
+                     for t in counts}
+    assert leader_change_bound(items, bands) == leader_change_bound(items)

@@ -63,8 +63,9 @@ def replica_move_bound(counts: Mapping[int, int], targets: Targets) -> dict[str,
     return {"excess": excess, "deficit": deficit, "bound": max(excess, deficit)}
 
 
-def leader_change_bound(items: Sequence[LeaderItem]) -> int:
-    return sum(topic_change_bounds(items).values())
+def leader_change_bound(items: Sequence[LeaderItem],
+                        bands: Mapping[str, tuple[Band, frozenset[int]]] | None = None) -> int:
+    return sum(topic_change_bounds(items, bands).values())
 
 
 def _cheapest(size: Any, units: Any, amounts: Any) -> Any:

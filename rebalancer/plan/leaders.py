@@ -42,6 +42,7 @@ integral optimum, so the result is the exact optimum of the integer problem.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -86,22 +87,26 @@ class LeaderResult:
 
 def topic_bands(items: Sequence[LeaderItem]) -> dict[str, tuple[Band, frozenset[int]]]:
     """Per topic: the leader band over the brokers that can lead any of its partitions, and those brokers."""
-    counts: dict[str, int] = {}
-    brokers: dict[str, set[int]] = {}
-    for it in items:
-        counts[it.key[0]] = counts.get(it.key[0], 0) + 1
-        brokers.setdefault(it.key[0], set()).update(it.candidates)
+    topics = [it.key[0] for it in items]
+    counts = Counter(topics)
+    brokers: dict[str, set[int]] = {t: set() for t in counts}
+    last, into = None, set()
+    for t, it in zip(topics, items, strict=True):
+        if t != last:  # a cluster's items come topic by topic: one lookup per run
+            last, into = t, brokers[t]
+        into.update(it.candidates)
     return {t: (band(counts[t], len(brokers[t])) if brokers[t] else Band(0, 0, 0.0), frozenset(brokers[t])) for t in counts}
 
 
-def topic_change_bounds(items: Sequence[LeaderItem]) -> dict[str, int]:
+def topic_change_bounds(items: Sequence[LeaderItem],
+                        bands: Mapping[str, tuple[Band, frozenset[int]]] | None = None) -> dict[str, int]:
     """Per topic, the fewest leader changes that bring it into its band: max(leaders above the ceiling plus leaders on
     brokers that cannot lead, leaders missing below the floor). Their sum is the leader-change lower bound
-    (``bounds.leader_change_bound``); each is also how much imbalance the topic carries."""
-    bands = topic_bands(items)
-    per: dict[tuple[str, int], int] = {}
-    for it in items:
-        per[(it.key[0], it.current)] = per.get((it.key[0], it.current), 0) + 1
+    (``bounds.leader_change_bound``); each is also how much imbalance the topic carries. ``bands``:
+    ``topic_bands(items)`` when the caller has it."""
+    if bands is None:
+        bands = topic_bands(items)
+    per = Counter((it.key[0], it.current) for it in items)
     # Per topic: leaders on brokers that cannot lead (dead, removed, out of sync), which must all change, and the
     # counts of the brokers that can lead it and do (the others that can lead it count zero).
     stranded: dict[str, int] = {}

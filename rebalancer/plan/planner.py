@@ -120,16 +120,21 @@ def choose_strategy(cluster: Cluster, mode: str, strategy: str, balance: str = "
 def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
                   replicas_moved: bool) -> list[LeaderItem]:
     may_lead = {b.id for b in cluster.brokers if b.alive and b.id in eligible}
-    items = []
+    everyone = len(may_lead) == len(cluster.brokers)  # then a partition in sync, as it is, may be led by any replica
+    items: list[LeaderItem] = []
+    append = items.append
     for p in cluster.partitions:
-        tp = p.tp
-        reps = assignment.get(tp, p.replicas)
-        if replicas_moved and reps != p.replicas:
+        tp = (p.topic, p.partition)
+        replicas = p.replicas
+        reps = assignment.get(tp, replicas)
+        if reps is replicas or reps == replicas:
+            cands = replicas if everyone and p.isr == replicas else tuple(b for b in reps if b in may_lead and b in p.isr)
+        elif replicas_moved:
             # New replicas will be in sync once their move completes.
-            cands = tuple(b for b in reps if b in may_lead and (b in p.isr or b not in p.replicas))
+            cands = tuple(b for b in reps if b in may_lead and (b in p.isr or b not in replicas))
         else:
             cands = tuple(b for b in reps if b in may_lead and b in p.isr)
-        items.append(LeaderItem(tp, cands, p.replicas[0]))
+        append(LeaderItem(tp, cands, replicas[0]))
     return items
 
 
@@ -332,19 +337,26 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
         weight["leaders"] = DIMENSIONS["leaders"].priority
     margin = (1 + COUNT_MARGIN) / 2 if counts_too else COUNT_MARGIN
     counts = load_bands("leaders", len(parts), targets.eligible, band=model.band["leaders"] * margin)
+    tbands = topic_bands(items)
+    topic_band = {t: b for t, (b, _) in tbands.items()}
+    usable = [it for it in items if it.candidates]
+    # the bound counts from the leaders before the plan; the items and the topics' broker sets (~300 MB at 3M
+    # replicas) are let go before the pass
+    bound = leader_change_bound(usable, tbands if len(usable) == len(items) else None) if counts_too else None
+    stranded = len(items) - len(usable)
+    del tbands, items, usable
     changed, stats = leader_load(LeaderLoadInput(current, cands, units, bands, weight,
                                                  count_band=counts, topics=[p.topic for p in parts],
-                                                 topic_band={t: b for t, (b, _) in topic_bands(items).items()},
+                                                 topic_band=topic_band,
                                                  accepted=accepted), deadline)
     _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in changed.items()})
     info = {**stats, "seconds": round(time.monotonic() - started, 3)}
     if counts_too:
-        usable = [it for it in items if it.candidates]
         info = {"algorithm": "load hand-overs: network out, then leader counts (no exact flow above "
                              f"{LEADER_FLOW_MAX_PARTITIONS} partitions)", **info,
                 "cut_short": deadline.cut_short or bool(stats.get("cut_short")),
-                "partitions_without_eligible_leader": len(items) - len(usable),
-                "leader_bound": leader_change_bound(usable)}
+                "partitions_without_eligible_leader": stranded,
+                "leader_bound": bound}
     return info
 
 

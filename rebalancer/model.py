@@ -116,7 +116,10 @@ class Partition:
         return len(self.isr) < len(self.replicas)
 
     def validate(self, broker_ids: Mapping[int, Any] | set[int] | frozenset[int]) -> None:
-        """Check every invariant of this partition against the known broker ids."""
+        """Check every invariant of this partition against the known broker ids (each a valid id: ``Broker``
+        checks its own)."""
+        if self._plain(broker_ids):
+            return
         problem = topic_name_problem(self.topic)
         if problem:
             raise ModelError(f"topic name {_shown(self.topic)} {problem}")
@@ -152,6 +155,19 @@ class Partition:
             for b in group:
                 if b not in seen:
                     raise ModelError(f"{where}: {label} replica {b} is not one of its replicas")
+
+    def _plain(self, broker_ids: Mapping[int, Any] | set[int] | frozenset[int]) -> bool:
+        """The common case, checked in a few operations (``validate`` takes a second or two less per million
+        partitions): replicas distinct integers on known brokers, in sync, led by one of them, a valid size and
+        rate, no reassignment in flight. False sends ``validate`` through every check, for its one-line error."""
+        replicas, part, size, rate = self.replicas, self.partition, self.size_bytes, self.bytes_in_per_s
+        return (type(part) is int and 0 <= part <= INT32_MAX and type(size) is int and 0 <= size <= INT64_MAX
+                and (rate is None or (type(rate) in (float, int) and 0 <= rate <= INT64_MAX and math.isfinite(rate)))
+                and not self.adding and not self.removing and topic_name_problem(self.topic) is None
+                and type(replicas) is tuple and self.isr == replicas
+                and all(type(b) is int and b in broker_ids for b in replicas)  # known ids are valid ids
+                and len(replicas) == len(set(replicas)) > 0
+                and (self.leader is None or self.leader in replicas))
 
 
 @dataclass(frozen=True)

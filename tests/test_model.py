@@ -165,3 +165,55 @@ def test_sizes_and_meta_replace_without_revalidating_and_a_bad_size_is_refused()
     m = c.with_meta(read_seconds=1.5)
     assert m.meta == {"source": "x", "read_seconds": 1.5} and c.meta == {"source": "x"} and m == c.with_meta(read_seconds=1.5)
     assert m.partition("t", 5) is c.partition("t", 5) and m.broker(2) is c.broker(2)
+
+
+def test_the_plain_partition_check_accepts_nothing_the_full_checks_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Partition.validate`` passes the common case in a few operations (``_plain``); every partition it lets
+    through, the full checks pass too, and what it does not, they judge (with their one-line error). Drawn over
+    hostile fields: bools and floats as ids, duplicates, unknown brokers, a leader outside its replicas, an ISR that
+    differs, sizes and rates out of range, reassignments in flight, bad topic names."""
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    ids = {0: None, 1: None, 2: None, 3: None}
+    broker = st.one_of(st.integers(-1, 5), st.just(True), st.just(1.0), st.just("1"))
+    field = {
+        "topic": st.sampled_from(["t", "a.b", "", "..", "x" * 250, "bad topic", 7]),
+        "partition": st.one_of(st.integers(-1, 3), st.just(2**31), st.just(False), st.just(1.0)),
+        "replicas": st.lists(broker, max_size=4).map(tuple),
+        "leader": st.one_of(st.none(), broker),
+        "isr": st.lists(broker, max_size=4).map(tuple),
+        "size_bytes": st.one_of(st.integers(-1, 10), st.just(2**63), st.just(True), st.just(1.5)),
+        "bytes_in_per_s": st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.integers(-1, 3)),
+        "adding": st.lists(broker, max_size=2).map(tuple),
+        "removing": st.lists(broker, max_size=2).map(tuple),
+    }
+
+    def judged(p: Partition) -> bool:
+        with monkeypatch.context() as m:
+            m.setattr(Partition, "_plain", lambda self, known: False)
+            try:
+                p.validate(ids)
+            except ModelError:
+                return False
+        return True
+
+    plain = {"topic": "t", "partition": 0, "replicas": (0, 1, 2), "leader": None, "isr": (0, 1, 2), "size_bytes": 5,
+             "bytes_in_per_s": 1.0, "adding": (), "removing": ()}
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.fixed_dictionaries(field), st.sets(st.sampled_from(sorted(field)), min_size=1, max_size=2),
+           st.booleans())
+    @example({**plain, "replicas": (True, 0, 2)}, {"replicas"}, True)  # True == 1 and 1.0 == 1: known broker 1
+    @example({**plain, "replicas": (1.0, 2)}, {"replicas"}, True)
+    @example({**plain, "leader": 3}, {"leader"}, True)
+    def check(drawn: dict, hostile: set, in_sync: bool) -> None:
+        kw = {**plain, **{k: drawn[k] for k in hostile}}  # the common case with one or two fields drawn
+        if in_sync:
+            kw["isr"] = kw["replicas"]
+        p = Partition(**kw)
+        if p._plain(ids):
+            assert judged(p), kw
+
+    check()
+    assert Partition("t", 0, (0, 1), 0, (0, 1), 5)._plain(ids)  # the common case takes the short way

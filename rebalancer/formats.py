@@ -24,7 +24,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from .errors import InputError, ModelError
 from .model import Broker, Cluster, Partition, TopicPartition, topic_name_problem
@@ -304,7 +304,32 @@ def _broker_from_dict(obj: Any, i: int) -> Broker:
     )
 
 
+def _plain_partition(obj: Any) -> Partition | None:
+    """A snapshot's common partition entry, read in a few operations (a second or two less per million
+    partitions): a valid topic name, a partition number, replica and ISR lists of non-negative integers, the leader
+    given as one, a whole size, a numeric rate, no reassignment in flight. None: ``_partition_from_dict`` reads it
+    field by field, for its one-line error. The same fields as that reading gives (an ISR equal to the replicas
+    shares their tuple)."""
+    if type(obj) is not dict:
+        return None
+    get = obj.get
+    topic, num, replicas, isr, leader = get("topic"), get("partition"), get("replicas"), get("isr"), get("leader")
+    size, rate = get("size_bytes", 0), get("bytes_in_per_s")
+    if not (type(num) is int and num >= 0 and type(replicas) is list and type(isr) is list and type(leader) is int
+            and leader >= 0 and type(size) is int and (rate is None or type(rate) in (float, int))
+            and not get("adding_replicas") and not get("removing_replicas") and topic_name_problem(topic) is None
+            and all(type(b) is int and b >= 0 for b in replicas) and all(type(b) is int and b >= 0 for b in isr)):
+        return None
+    reps = tuple(replicas)
+    return Partition(topic=cast(str, topic), partition=num, replicas=reps, leader=leader,
+                     isr=reps if isr == replicas else tuple(isr), size_bytes=size,
+                     bytes_in_per_s=None if rate is None else float(rate))
+
+
 def _partition_from_dict(obj: Any, i: int) -> Partition:
+    plain = _plain_partition(obj)
+    if plain is not None:
+        return plain
     if not isinstance(obj, dict):
         raise ModelError(f"partitions[{i}]: expected an object, got {type(obj).__name__}")
     topic = _req(obj, "topic", f"partitions[{i}]")

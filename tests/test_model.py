@@ -217,3 +217,52 @@ def test_the_plain_partition_check_accepts_nothing_the_full_checks_refuse(monkey
 
     check()
     assert Partition("t", 0, (0, 1), 0, (0, 1), 5)._plain(ids)  # the common case takes the short way
+
+
+def test_the_plain_reading_of_a_partition_entry_is_the_field_by_field_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``formats._plain_partition`` reads a snapshot's common entry in a few operations: whatever entry it reads
+    gives the partition the field-by-field reading gives, and it reads nothing that reading refuses."""
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    from rebalancer import formats
+
+    number = st.one_of(st.integers(-2, 4), st.just(True), st.just(1.0), st.just("1"), st.none())
+    field = {
+        "topic": st.sampled_from(["t", "", "..", "bad topic", 7, None]),
+        "partition": number,
+        "replicas": st.one_of(st.lists(number, max_size=4), st.just("0,1"), st.none()),
+        "isr": st.one_of(st.lists(number, max_size=4), st.none()),
+        "leader": number,
+        "size_bytes": st.one_of(number, st.just(2.0), st.just(2.5), st.just(-5)),
+        "bytes_in_per_s": st.one_of(number, st.floats(allow_nan=True)),
+        "adding_replicas": st.one_of(st.just([]), st.lists(number, max_size=2)),
+        "removing_replicas": st.one_of(st.just([]), st.lists(number, max_size=2)),
+    }
+    plain = {"topic": "t", "partition": 0, "replicas": [0, 1, 2], "isr": [0, 1, 2], "leader": 0, "size_bytes": 5,
+             "bytes_in_per_s": 1.5}
+
+    def field_by_field(entry: dict) -> Partition | Exception:
+        with monkeypatch.context() as m:
+            m.setattr(formats, "_plain_partition", lambda obj: None)
+            try:
+                return formats._partition_from_dict(entry, 0)
+            except Exception as exc:  # noqa: BLE001 - compared, not hidden
+                return exc
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.fixed_dictionaries(field), st.sets(st.sampled_from(sorted(field)), min_size=1, max_size=2),
+           st.sets(st.sampled_from(sorted(plain)), max_size=1))
+    @example({**plain, "replicas": [True, 0]}, {"replicas"}, set())
+    @example({**plain, "leader": -1}, {"leader"}, set())
+    @example({**plain, "size_bytes": 2.0}, {"size_bytes"}, set())
+    def check(drawn: dict, hostile: set, missing: set) -> None:
+        entry = {k: v for k, v in {**plain, **{k: drawn[k] for k in hostile}}.items() if k not in missing}
+        fast = formats._plain_partition(entry)
+        if fast is not None:
+            slow = field_by_field(entry)
+            assert not isinstance(slow, Exception), (entry, slow)
+            assert fast == slow, entry
+
+    check()
+    assert formats._plain_partition(plain) == Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 5, 1.5)

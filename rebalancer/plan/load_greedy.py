@@ -78,6 +78,14 @@ class LoadInput:
     #   (other groups' replicas, ``split``'s repair): counted in the broker's load, so its bands are the cluster's
 
 
+def _add_fixed(inp: LoadInput, load: dict[str, dict[int, float]]) -> None:
+    """Add to ``load`` (dimension -> broker -> load, in place) what ``inp.fixed`` holds on the brokers."""
+    for d, extra in (inp.fixed or {}).items():
+        if d in load:
+            for b, x in extra.items():
+                load[d][b] += x
+
+
 class GreedyStats(TypedDict):
     """What load_greedy did: moves made, brokers it left outside a band, brokers it could not improve, whether its
     deadline cut it short, and its steps."""
@@ -146,10 +154,7 @@ class _Placement:
             raise ValueError("a replica on a broker without a rack entry")
         self.load = {d: dict(zip(brokers, np.bincount(pos, weights=np.asarray(self.units[d], dtype=float)[part],
                                                       minlength=ids.size).tolist(), strict=True)) for d in dims}
-        for d, extra in (inp.fixed or {}).items():
-            if d in self.load:
-                for b, x in extra.items():
-                    self.load[d][b] += x
+        _add_fixed(inp, self.load)
         order = np.argsort(pos, kind="stable")  # by broker, each broker's partitions ascending
         ends = np.cumsum(np.bincount(pos, minlength=ids.size)).tolist()
         held = part[order].tolist()
@@ -468,10 +473,7 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
     dims = [d for d in bands_of if d in inp.units]
     load = {d: {b: 0.0 for b in inp.rack} for d in dims}
     moved = 0.0
-    for d, extra in (inp.fixed or {}).items():
-        if d in load:
-            for b, x in extra.items():
-                load[d][b] += x
+    _add_fixed(inp, load)
     for i, reps in enumerate(inp.replicas):
         new = changed.get(i, reps)
         for b in new:

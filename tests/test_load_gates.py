@@ -293,21 +293,26 @@ def _kraft_e2e_cluster() -> Cluster:
     return Cluster(brokers, parts, meta={"topic_retention_ms": {"orders.v0": 604800000, "orders.v1": 604800000}})
 
 
-def test_auto_plans_counts_where_the_load_plan_would_fail_the_network_gate(tmp_path: Path) -> None:
+def test_the_exact_leader_choice_keeps_network_out_within_its_gate(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Add brokers 3 and 4 to the KRaft end-to-end cluster: the load plan moves broker 0's replicas of the partitions
-    it led, and no leader it could take keeps the counts in their gates, so its network out ends further from its
-    target than before and beyond one partition of slack: the network gate fails that plan. ``auto`` sees it coming
-    and plans counts, saying why; all of that plan's gates pass."""
+    it led, and no single hand-over keeps the counts in their gates, so the hand-overs leave its network out further
+    from its target than before and beyond one partition of slack: the network gate failed that plan, and ``auto``
+    retreated to counts. Choosing every leader at once (``leader_exact``) over the same replica sets meets the gate:
+    the load plan stands and every gate passes (without the program, the gate fails as before)."""
+    from rebalancer.plan import planner
+
     cluster = _kraft_e2e_cluster()
-    load_run, auto_run = tmp_path / "load", tmp_path / "auto"
-    for run in (load_run, auto_run):
+    exact_run, hand_run = tmp_path / "exact", tmp_path / "hand"
+    for run in (exact_run, hand_run):
         run.mkdir()
         write_cluster_json(cluster, run / "snapshot.json")
-    plan_run_dir(load_run, "add-brokers", brokers=[3, 4], balance="load")
-    failing = _gates(load_run)["network-balance"]
+    plan = plan_run_dir(exact_run, "add-brokers", brokers=[3, 4])
+    assert plan.params["balance"] == "load"
+    assert plan.solver["leaders"]["network_out"]["exact"]["status"] == "Optimal"
+    assert all(g["passed"] for g in _gates(exact_run).values())
+    monkeypatch.setattr(planner, "EXACT_MAX_PARTITIONS", 0)
+    plan_run_dir(hand_run, "add-brokers", brokers=[3, 4], balance="load")
+    failing = _gates(hand_run)["network-balance"]
     assert not failing["passed"], failing
     assert {(r["dimension"], r["broker"]) for r in failing["failing_rows_sample"]} == {("nw_out", 0)}
-    auto = plan_run_dir(auto_run, "add-brokers", brokers=[3, 4])
-    assert auto.params["balance"] == "counts"
-    assert "network out of broker(s) [0] beyond what the network gate accepts" in auto.solver["strategy_reason"]
-    assert all(g["passed"] for g in _gates(auto_run).values())

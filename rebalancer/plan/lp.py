@@ -144,6 +144,17 @@ def _solver(time_limit: float, warm: bool, gap: float | None = None, ends: float
                 lp.solverModel.setOptionValue("time_limit", max(0.1, ends - time.monotonic()))
             lp.solverModel.run()
 
+        def findSolutionValues(self, lp: Any) -> Any:
+            """PuLP 3.3 maps no status for a node limit (``mip_max_nodes``: HiGHS's kSolutionLimit) and raises a
+            KeyError after reading the values back: a node limit is a time limit in work, with or without a
+            solution."""
+            try:
+                return super().findSolutionValues(lp)
+            except KeyError:
+                found = int(lp.solverModel.getInfo().primal_solution_status) == 2
+                return (pulp.LpStatusNotSolved,
+                        pulp.LpSolutionIntegerFeasible if found else pulp.LpSolutionNoSolutionFound)
+
     return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2, gapRel=gap)
 
 

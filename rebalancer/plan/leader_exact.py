@@ -1,0 +1,231 @@
+"""Leaders chosen exactly with network out in view, where the cluster is small enough for a 0/1 program.
+
+The hand-overs of ``leader_load`` move one leadership (or swap two of a topic) at a time and stop where no single
+step helps: on a small cluster whose partitions differ in size they leave network out 30-90 % off the mean (the main
+job's 48 partitions), where a choice of all leaders at once, over the same replica sets, comes within the band. The
+same input (``LeaderLoadInput``), three steps:
+
+- ``build``: ``y[i,b]`` = broker b leads partition i, for each candidate b (a replica that may lead); partitions with
+  one candidate are constants. ``one_i``: one leader each. ``count_b``: each broker's leader count within
+  ``count_band`` (the leader gate's band with the planners' margin), softly (``gc_lo/gc_hi``) so that a start
+  outside it still has a solution. Per leader dimension (network out) and broker: the range the network gate
+  accepts (``accepted``) and the band, each with its slack; per (topic, broker): the topic's leader band.
+- ``solve``: HiGHS (``lp._solver``), warm-started from the hand-overs' leaders, a node limit (the same leaders on
+  any machine however busy; a wall-clock limit only as a safety net, reported when it cut).
+- ``extract``: the new leader of each partition whose leader changes.
+
+Objective, lexicographic by weights far apart (each level's worst total stays below one unit of the level above on
+the clusters this runs on): leader counts outside their band (``W_COUNT`` per leader) > network out beyond what its
+gate accepts (``W_GATE`` per target) > network out outside its band (``W_BAND`` per target) > a topic's leaders
+outside the topic's band (``W_TOPIC`` per leader) > leader changes from the leaders before the plan (``W_CHANGE``).
+The result is used only where it is no worse than the hand-overs' by that same objective (``score``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..load import Band
+from .leader_load import LeaderLoadInput
+from .lp import _solver, solve_status
+
+__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "exact_leaders", "score"]
+
+EXACT_MAX_PARTITIONS = 1_000  # above this the hand-overs' result stands (the program would take too long)
+NODE_LIMIT = 1_000            # branch-and-bound nodes: a work limit, the same leaders on any machine
+SAFETY_SECONDS = 60.0         # wall-clock safety net only; the status says when it cut
+W_COUNT = 1e7
+W_GATE = 1e5
+W_BAND = 1e3
+W_TOPIC = 1.0
+W_CHANGE = 1e-3
+
+
+def _terms(inp: LeaderLoadInput) -> tuple[list[str], list[int]]:
+    dims = [d for d in inp.bands if d in inp.units]
+    brokers = sorted({b for c in inp.candidates for b in c} | {b for d in dims for b in inp.bands[d]})
+    return dims, brokers
+
+
+def score(inp: LeaderLoadInput, leader: Sequence[int], original: Sequence[int]) -> float:
+    """The program's objective for a leader choice: how two choices compare."""
+    dims, brokers = _terms(inp)
+    count = {b: 0 for b in brokers}
+    load = {d: {b: 0.0 for b in brokers} for d in dims}
+    by_topic: dict[tuple[str, int], int] = {}
+    for i, b in enumerate(leader):
+        count[b] = count.get(b, 0) + 1
+        for d in dims:
+            load[d][b] = load[d].get(b, 0.0) + inp.units[d][i]
+        if inp.topics:
+            key = (inp.topics[i], b)
+            by_topic[key] = by_topic.get(key, 0) + 1
+    busiest = {d: {b: 0.0 for b in brokers} for d in dims}
+    for i, b in enumerate(leader):
+        for d in dims:
+            busiest[d][b] = max(busiest[d].get(b, 0.0), inp.units[d][i])
+    total = 0.0
+    for b, band in (inp.count_band or {}).items():
+        total += W_COUNT * (band.deficit(count.get(b, 0)) + band.excess(count.get(b, 0)))
+    for d in dims:
+        for b, band in inp.bands[d].items():
+            x, scale = load[d].get(b, 0.0), max(band.average, 1e-9)
+            lo, hi = _widened((inp.accepted or {}).get(d, {}).get(b, (-1e300, 1e300)), band, busiest[d].get(b, 0.0))
+            total += W_GATE * (max(0.0, lo - x) + max(0.0, x - hi)) / scale
+            total += W_BAND * (max(0.0, band.floor - x) + max(0.0, x - band.ceil)) / scale
+    if inp.topics and inp.topic_band:
+        hosts: dict[str, set[int]] = {}
+        for i, cands in enumerate(inp.candidates):
+            hosts.setdefault(inp.topics[i], set()).update(cands or (leader[i],))
+        for t, bs in hosts.items():
+            tb = inp.topic_band.get(t)
+            if tb is not None:
+                total += W_TOPIC * sum(tb.deficit(by_topic.get((t, b), 0)) + tb.excess(by_topic.get((t, b), 0))
+                                       for b in bs)
+    total += W_CHANGE * sum(1 for a, b in zip(leader, original, strict=True) if a != b)
+    return total
+
+
+def _widened(accepted: tuple[float, float], band: Band, busiest_after: float) -> tuple[float, float]:
+    """What the network gate accepts once the broker leads a partition of ``busiest_after``: the gate widens the band
+    by the busiest partition a broker carries before or after the plan (``accepted`` holds the before)."""
+    lo, hi = accepted
+    return min(lo, band.floor - busiest_after), max(hi, band.ceil + busiest_after)
+
+
+def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,
+                  seconds: float = SAFETY_SECONDS) -> tuple[dict[int, int] | None, dict[str, Any]]:
+    """(new leader per partition index whose leader differs from ``inp.leader``, or None when the program found
+    nothing better; stats). ``original``: each partition's leader before the plan (changes are counted from it);
+    ``seconds``: the wall-clock safety net (the plan stage's time left), reported when it cut."""
+    import pulp
+
+    started = time.monotonic()
+    dims, brokers = _terms(inp)
+    prob = pulp.LpProblem("leaders_on_load", pulp.LpMinimize)
+    y: dict[tuple[int, int], Any] = {}
+    fixed_count = {b: 0 for b in brokers}
+    fixed_load = {d: {b: 0.0 for b in brokers} for d in dims}
+    fixed_topic: dict[tuple[str, int], int] = {}
+    by_broker: dict[int, list[tuple[int, Any]]] = {}
+    by_topic: dict[tuple[str, int], list[Any]] = {}
+    objective: list[Any] = []
+    for i, cands in enumerate(inp.candidates):
+        options = [b for b in dict.fromkeys(cands)] or [inp.leader[i]]
+        if inp.leader[i] not in options:
+            options = [inp.leader[i]]  # a leader the flow kept though it may not lead: left as it is
+        topic = inp.topics[i] if inp.topics else None
+        if len(options) == 1:
+            b = options[0]
+            fixed_count[b] = fixed_count.get(b, 0) + 1
+            for d in dims:
+                fixed_load[d][b] = fixed_load[d].get(b, 0.0) + inp.units[d][i]
+            if topic is not None:
+                fixed_topic[(topic, b)] = fixed_topic.get((topic, b), 0) + 1
+            continue
+        for b in options:
+            v = prob.add_variable(f"y_{i}_{b}", cat="Binary")
+            v.setInitialValue(1 if b == inp.leader[i] else 0)
+            y[(i, b)] = v
+            by_broker.setdefault(b, []).append((i, v))
+            if topic is not None:
+                by_topic.setdefault((topic, b), []).append(v)
+            if b != original[i]:
+                objective.append(W_CHANGE * v)
+        prob += pulp.lpSum(y[(i, b)] for b in options) == 1, f"one_{i}"
+    start_count = {b: fixed_count.get(b, 0) + sum(1 for i, _ in by_broker.get(b, ()) if inp.leader[i] == b)
+                   for b in brokers}
+
+    def soft(name: str, expr: Any, low: float, high: float, weight: float, start: float) -> None:
+        lo = prob.add_variable(f"{name}_lo", lowBound=0)
+        hi = prob.add_variable(f"{name}_hi", lowBound=0)
+        lo.setInitialValue(max(0.0, low - start))
+        hi.setInitialValue(max(0.0, start - high))
+        prob.addConstraint(expr + lo >= low, f"{name}_low")
+        prob.addConstraint(expr - hi <= high, f"{name}_high")
+        objective.extend((weight * lo, weight * hi))
+
+    for b, band in (inp.count_band or {}).items():
+        if by_broker.get(b):
+            soft(f"count_{b}", pulp.lpSum(v for _, v in by_broker[b]) + fixed_count.get(b, 0), band.floor, band.ceil,
+                 W_COUNT, start_count.get(b, 0))
+    for d in dims:
+        for b, band in inp.bands[d].items():
+            terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
+            if not terms:
+                continue
+            expr = pulp.lpSum(terms) + fixed_load[d].get(b, 0.0)
+            start = fixed_load[d].get(b, 0.0) + sum(inp.units[d][i] for i, _ in by_broker.get(b, ())
+                                                     if inp.leader[i] == b)
+            scale = max(band.average, 1e-9)
+            lo, hi = (inp.accepted or {}).get(d, {}).get(b, (None, None))
+            if lo is not None and hi is not None:
+                # The gate's slack is the busiest partition led before or after: leading partition i widens the
+                # range by what i adds beyond it (w: the one partition whose size counts; at most one, led by b).
+                wide = []
+                for i, v in by_broker.get(b, ()):
+                    w_lo, w_hi = _widened((lo, hi), band, inp.units[d][i])
+                    if w_hi > hi or w_lo < lo:
+                        w = prob.add_variable(f"w_{d}_{i}_{b}", cat="Binary")
+                        w.setInitialValue(0)
+                        prob.addConstraint(w <= v, f"wlead_{d}_{i}_{b}")
+                        wide.append((w, lo - w_lo, w_hi - hi))
+                if wide:
+                    prob.addConstraint(pulp.lpSum(w for w, _, _ in wide) <= 1, f"wone_{d}_{b}")
+                    g_lo = prob.add_variable(f"gate_{d}_{b}_lo", lowBound=0)
+                    g_hi = prob.add_variable(f"gate_{d}_{b}_hi", lowBound=0)
+                    g_lo.setInitialValue(max(0.0, lo - start))
+                    g_hi.setInitialValue(max(0.0, start - hi))
+                    prob.addConstraint(expr + g_lo + pulp.lpSum(x * w for w, x, _ in wide) >= lo, f"gate_{d}_{b}_low")
+                    prob.addConstraint(expr - g_hi - pulp.lpSum(x * w for w, _, x in wide) <= hi, f"gate_{d}_{b}_high")
+                    objective.extend((W_GATE / scale * g_lo, W_GATE / scale * g_hi))
+                else:
+                    soft(f"gate_{d}_{b}", expr, lo, hi, W_GATE / scale, start)
+            soft(f"band_{d}_{b}", expr, band.floor, band.ceil, W_BAND / scale, start)
+    if inp.topic_band:
+        for (t, b), vs in by_topic.items():
+            tband = inp.topic_band.get(t)
+            if tband is None:
+                continue
+            start = fixed_topic.get((t, b), 0) + sum(1 for v in vs if (v.varValue or 0) > 0.5)
+            soft(f"topic_{len(objective)}", pulp.lpSum(vs) + fixed_topic.get((t, b), 0), tband.floor, tband.ceil,
+                 W_TOPIC, start)
+    if not y:
+        return None, {"status": "nothing to choose", "seconds": round(time.monotonic() - started, 3)}
+    prob += pulp.lpSum(objective), "objective"
+    solver = _solver(max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9)
+    # No thread count here: HiGHS's thread pool is one per process, and a second count fails every later solve in it
+    # (the count program's). Its branch and bound is deterministic with a fixed seed.
+    solver.optionsDict.update(mip_max_nodes=int(node_limit), random_seed=0)
+    prob.solve(solver)
+    status, have, dual, gap = solve_status(prob)
+    stats: dict[str, Any] = {"algorithm": "0/1 program over every leader (HiGHS)", "status": status,
+                             "variables": len(y), "gap": gap, "node_limit": node_limit,
+                             "cut_by_safety_net": "time limit" in status.lower()}
+    if not have:
+        stats["seconds"] = round(time.monotonic() - started, 3)
+        return None, stats
+    leader = list(inp.leader)
+    for (i, b), v in y.items():
+        if (v.varValue or 0) > 0.5:
+            leader[i] = b
+    before, after = score(inp, inp.leader, original), score(inp, leader, original)
+    stats.update(score_before=round(before, 6), score_after=round(after, 6),
+                 seconds=round(time.monotonic() - started, 3))
+    if after >= before - 1e-9:
+        return None, stats
+    return {i: b for i, b in enumerate(leader) if b != inp.leader[i]}, stats
+
+
+def topic_violation(leader: Sequence[int], topics: Sequence[str], candidates: Sequence[tuple[int, ...]],
+                    topic_band: Mapping[str, Band]) -> int:
+    """Leaders outside their topic's band, over the brokers that could lead the topic (as the flow counts it)."""
+    count: dict[tuple[str, int], int] = {}
+    hosts: dict[str, set[int]] = {}
+    for i, b in enumerate(leader):
+        count[(topics[i], b)] = count.get((topics[i], b), 0) + 1
+        hosts.setdefault(topics[i], set()).update(candidates[i] or (b,))
+    return sum(topic_band[t].deficit(count.get((t, b), 0)) + topic_band[t].excess(count.get((t, b), 0))
+               for t, bs in hosts.items() if t in topic_band for b in bs)

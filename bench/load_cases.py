@@ -254,3 +254,19 @@ def family(name: str, seed: int) -> tuple[Cluster, str, list[int]]:
     brokers, racks, replicas, rf = p.pop("brokers"), p.pop("racks"), p.pop("replicas"), p.pop("rf")
     cluster = production(brokers, racks, replicas, rf, **p, meta={"family": name, "family_seed": seed, "mode": mode})
     return cluster, mode, list(cluster.meta["new_brokers"])
+
+
+def main_job(seed: int, noise: float = 0.03, data_mib: float = 240.0) -> Cluster:
+    """The main job's cluster as ``scripts/demo.sh`` loads it into real Kafka (the ``new-brokers`` scenario: 6 loaded
+    brokers in 3 racks + 2 empty ones, 6 and 7, in a 4th; 4 topics x 12 partitions at RF 3; ``data_mib`` of data
+    shared in proportion to the scenario's sizes), with each partition's size off by a seeded relative ``noise``: a
+    real run's sizes differ a little from run to run, which is what flipped its plan's outcome (issue 41)."""
+    from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+    base = build_scenario("new-brokers", ScenarioParams(brokers=6, racks=3, partitions=48, topics=4, rf=3,
+                                                        new_brokers=2, seed=42))
+    total = sum(p.size_bytes for p in base.partitions)
+    rng = random.Random(seed)
+    parts = [replace(p, size_bytes=max(1, int(data_mib * MiB * p.size_bytes / total * (1 + rng.gauss(0.0, noise)))))
+             for p in base.partitions]
+    return Cluster.build(list(base.brokers), parts, dict(base.meta))

@@ -308,6 +308,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
 
     lines = [
         *cut,
+        *_bands_unmet(doc),
         f"**{_md(mode)}** plan for **{_md(where)}** (strategy {_md_code(doc.get('strategy'))}, solver status "
         f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
@@ -348,6 +349,30 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
                   "run without touching the cluster."]
     return subject, "\n".join(lines)
+
+
+def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
+    """The approval request's first line when the plan leaves brokers outside a band: which, in which dimension, and
+    whether the planner's exact program proved that no placement meets them all."""
+    solver = doc.get("solver") or {}
+    outside = solver.get("outside_bands")
+    if not isinstance(outside, dict) or not outside:
+        return []
+    where = "; ".join(f"{_md(d)}: broker(s) {_md(', '.join(map(str, list(bs)[:8])))}"
+                      + (f" and {len(bs) - 8} more" if len(bs) > 8 else "")
+                      for d, bs in outside.items() if isinstance(bs, list))
+    proof = solver.get("bands_proof") or {}
+    placed = [d for d in outside if d in ("disk", "nw_in", "replicas")]  # what the placement's exact program covers
+    if placed and proof.get("feasible") is False:
+        why = ("the exact program proved that no placement meets every disk, network-in and replica band at once "
+               "(racks, the change cap and the partitions' sizes)")
+    elif placed and proof.get("feasible") is True:
+        why = "a placement meeting every band exists, but this plan does not reach it"
+    elif not placed:
+        why = "network out and leader counts follow leadership, which the replica sets limit"
+    else:
+        why = _md(solver.get("outside_why") or "no further move brings these brokers closer")
+    return [f"**Not every band is met**: {where}. {why}; the gates below judge it.", ""]
 
 
 def _cut_short(doc: Mapping[str, Any]) -> list[str]:

@@ -24,13 +24,14 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
 6. ``rack-diversity``             partitions.racks_after >= partitions.racks_before
 7. ``topics-not-empty``, ``brokers-not-empty``, ``partitions-in-snapshot``
 8. ``plan-hash``, ``reassignment-files-hash``
-9. ``disk-balance``               load.dev_excess_pct <= 0 for disk (plans that balance load; in add-brokers an old
-                                  broker below its band, which may only give, passes when no worse than before)
+9. ``disk-balance``               load.dev_excess_pct <= 0 for disk (every replica plan over known sizes, whatever
+                                  its planner balanced; in add-brokers an old broker below its band, which may only
+                                  give, passes when no worse than before)
 10. ``network-balance``           the same for network in and out, with the busiest partition the broker carries as
                                   slack (counts have one replica), a broker no further from its target than
                                   before passing too (rates are estimates; a broker leads few partitions)
 11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known)
-12. ``bytes-vs-bound``            plans that balance load: the bytes the plan copies (the snapshot's sizes) at most
+12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
                                   the snapshot and the recorded load model), plus the largest partition it moves
 
@@ -91,7 +92,7 @@ class Thresholds:
     max_changes_per_partition: int | None = None  # None: 1, or the plan's own cap in remove-brokers mode
     max_deviation_pct: float = 15.0
     max_leader_deviation_pct: float = 15.0
-    # Load gates (plans that balance load); None: the band / capacity threshold the plan was made with
+    # Load gates (replica plans over known sizes); None: the band / capacity threshold the plan was made with
     max_disk_deviation_pct: float | None = None
     max_network_deviation_pct: float | None = None
     max_disk_utilisation_pct: float | None = None
@@ -278,7 +279,7 @@ def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tupl
     from .plan.load_summary import bytes_bound
     from .plan.targets import PlanError, make_targets
 
-    if plan.params.get("balance") != "load" or plan.mode == "leaders":
+    if not _moves_data(cluster, plan):
         return {}
     try:
         targets = make_targets(cluster, plan.mode, plan.params.get("brokers"))
@@ -293,6 +294,12 @@ def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tupl
                                     "largest_moved": largest}])}
 
 
+def _moves_data(cluster: Cluster, plan: Plan) -> bool:
+    """Is ``plan`` held to the load gates? Every replica plan over a snapshot that knows partition sizes, whatever
+    the plan says it balanced (``params`` lie outside the content hash: editing them switches no gate off)."""
+    return plan.mode != "leaders" and any(p.size_bytes for p in cluster.partitions)
+
+
 def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0) -> float:
     """Percent of the target by which ``after`` lies outside target +- pct % (widened to whole units, as the
     planners' bands are, and by ``slack``); 0 inside, or, with ``not_worse``, when no further from the target than
@@ -304,7 +311,7 @@ def _band_excess(after: float, before: float, target: float, pct: float, not_wor
 
 
 def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_GateRow]:
-    """Disk and network deviation (plans that balance load) and capacity headroom (every plan, where capacities
+    """Disk and network deviation (replica plans: the load frame has rows only where the snapshot knows a load) and capacity headroom (every plan, where capacities
     are known), each on its own frame cut from ``load``."""
     import great_expectations as gx
 
@@ -313,7 +320,9 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
     gates: list[_GateRow] = []
     if not len(load):
         return gates
-    balances_load = plan.params.get("balance") == "load" and plan.mode != "leaders"
+    # The snapshot decides, never a field of the plan: any replica plan over known sizes is held to the load bands,
+    # whatever its planner balanced (a counts plan meets them or fails them; params lie outside the content hash).
+    balances_load = plan.mode != "leaders"
     if balances_load:
         for name, dims, pct, not_worse, what in (
                 ("disk-balance", ("disk",), th.max_disk_deviation_pct, False,

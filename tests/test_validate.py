@@ -24,13 +24,15 @@ RACK = {b: "abc"[b % 3] for b in range(6)}
 
 
 def base_cluster() -> Cluster:
-    """6 brokers in 3 racks, 12 partitions RF2 over 2 topics: 4 replicas and 2 leaders per broker."""
+    """6 brokers in 3 racks, 12 partitions RF2 over 2 topics: 4 replicas and 2 leaders per broker. No sizes: these
+    tests isolate the count and structure gates; the load gates, which run on every replica plan over known sizes,
+    are tested in tests/test_load_gates.py."""
     parts = []
     for i in range(12):
         a, b = i % 6, (i + 1 + (i // 6)) % 6
         if RACK[a] == RACK[b]:
             b = (b + 1) % 6
-        parts.append(Partition(f"t{i % 2}", i // 2, (a, b), a, (a, b), 1000))
+        parts.append(Partition(f"t{i % 2}", i // 2, (a, b), a, (a, b), 0))
     brokers = [Broker(i, RACK[i]) for i in range(6)] + [Broker(7, "a", alive=False)]
     return Cluster.build(brokers, parts)
 
@@ -70,6 +72,12 @@ def test_base_plan_passes_every_gate(tmp_path: Path):
     res = gate_results(run_dir(tmp_path, c, plan))
     assert set(res) == ALL_GATES and all(res.values()), res
     assert (tmp_path / "validation" / "docs" / "index.html").exists()
+
+
+def unsized(cluster: Cluster) -> Cluster:
+    """``cluster`` without partition sizes: a counts plan is then held to the count gates alone (with sizes, the load
+    gates judge it too, and a counts plan meets the disk band only by chance)."""
+    return Cluster.build(list(cluster.brokers), [replace(p, size_bytes=0) for p in cluster.partitions], cluster.meta)
 
 
 def _only(res: dict[str, bool], gate: str) -> None:
@@ -215,12 +223,12 @@ def _bench_cases():
     ("add-4-to-12", "greedy"), ("add-4-to-12", "lp"),
 ])
 def test_benchmark_plans_pass_every_gate(tmp_path: Path, case: str, strategy: str):
-    """The count planners' benchmark cases (the two largest are validated by bench/bench_validate.py). Counts: the
-    Sqooba cluster has 10 partitions on 20 brokers, so no plan brings its disk within +-5 % (the disk gate would say
-    so, tests/test_load_gates.py)."""
+    """The count planners' benchmark cases (the two largest are validated by bench/bench_validate.py), without sizes:
+    over sizes the disk gate judges a counts plan too (the Sqooba cluster has 10 partitions on 20 brokers, so no plan
+    brings its disk within +-5 %: tests/test_load_gates.py)."""
     bench = _bench_cases()
     mode, brokers, _ = bench.CASES[case]
-    write_cluster_json(bench.build(case), tmp_path / "snapshot.json")
+    write_cluster_json(unsized(bench.build(case)), tmp_path / "snapshot.json")
     plan_run_dir(tmp_path, mode, brokers=brokers, strategy=strategy, balance="counts")
     result = validate_run_dir(tmp_path)
     assert result["passed"], [g for g in result["gates"] if not g["passed"]]
@@ -236,7 +244,8 @@ def test_scenario_plans_pass_every_gate(tmp_path: Path, case, mode, brokers, str
     # program to its gap for 50-95 s, most of the fast tier's longest test; bench/bench_validate.py plans the large
     # cases.
     params = ScenarioParams(partitions=1000) if strategy == "lp" else None
-    write_cluster_json(build_scenario(case, params), tmp_path / "snapshot.json")
+    cluster = build_scenario(case, params)
+    write_cluster_json(unsized(cluster) if strategy == "lp" else cluster, tmp_path / "snapshot.json")  # lp: counts
     # lp: the count program, which runs until its gap or its share of the limit; the leader flow keeps a tenth of the
     # limit whatever the program takes. With 30 s on load balance, PuLP building the model on a loaded machine
     # overran the program's share and cut the leader passes short (a plan that says it was cut short and fails the
@@ -273,7 +282,7 @@ def test_cli_prints_gate_table_and_fails_with_exit_6(tmp_path: Path):
 
 def test_relative_run_dir(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_cluster_json(build_scenario("sqooba"), tmp_path / "rel" / "snapshot.json")
+    write_cluster_json(unsized(build_scenario("sqooba")), tmp_path / "rel" / "snapshot.json")
     # Counts: 10 partitions on 19 brokers put the disk band out of reach (tests/test_load_gates.py).
     plan_run_dir("rel", "remove-brokers", brokers=[19], balance="counts")
     assert validate_run_dir("rel")["passed"]

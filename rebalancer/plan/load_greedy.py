@@ -472,13 +472,18 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
     bands_of = inp.gate_bands if gates and inp.gate_bands is not None else inp.bands
     dims = [d for d in bands_of if d in inp.units]
     load = {d: {b: 0.0 for b in inp.rack} for d in dims}
+    before = {d: {b: 0.0 for b in inp.rack} for d in dims}
     moved = 0.0
     _add_fixed(inp, load)
+    _add_fixed(inp, before)
     for i, reps in enumerate(inp.replicas):
         new = changed.get(i, reps)
-        for b in new:
-            for d in dims:
-                load[d][b] += inp.units[d][i]
+        for d in dims:
+            u = inp.units[d][i]
+            for b in new:
+                load[d][b] += u
+            for b in reps:
+                before[d][b] += u
         if "disk" in inp.units:
             moved += inp.units["disk"][i] * sum(1 for b in new if b not in reps)
     total = 0.0
@@ -489,5 +494,11 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
             if b in inp.removed:
                 total += REMOVED_WEIGHT * v / mean
             elif b in inp.givers | inp.receivers:
-                total += inp.weight.get(d, 1.0) * (max(0.0, v - band.ceil) + max(0.0, band.floor - v)) / max(band.average, mean * 1e-3)
+                low, high = float(band.floor), float(band.ceil)
+                if gates:  # as the gates judge a broker the mode lets move one way: on the side it cannot correct,
+                    #        no further from its target than before (``load.accepted_range``)
+                    away = abs(before[d].get(b, 0.0) - band.average)
+                    low = low if b in inp.receivers else min(low, band.average - away)
+                    high = high if b in inp.givers else max(high, band.average + away)
+                total += inp.weight.get(d, 1.0) * (max(0.0, v - high) + max(0.0, low - v)) / max(band.average, mean * 1e-3)
     return total, moved

@@ -19,6 +19,7 @@ caller keeps the greedy placement.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..load import Band
 from .load_greedy import LoadInput
 from .lp import _solver, _write_lp, solve_status
 from .targets import PlanError
@@ -47,9 +49,14 @@ class LoadProgram:
     cand: dict[int, list[int]]
     slacks: list[Any]
     parts: list[int]
+    hard: bool = False
 
 
-def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None) -> LoadProgram:
+def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, hard: bool = False,
+          widen: float = 1.0, lenient: bool = False) -> LoadProgram:
+    """The program; ``hard``: every band is the one the gates measure (``gate_bands``), as a constraint without slack,
+    and the objective is the bytes alone: feasible exactly when a placement meets every gate's band. ``widen``: the
+    load dimensions' bands (not the counts') that many times as wide around their targets."""
     import pulp
 
     prob = pulp.LpProblem("load_placement", pulp.LpMinimize)
@@ -122,11 +129,35 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None) 
     for d in dims:
         w = inp.weight.get(d, 1.0)
         for b in brokers:
-            band = inp.bands[d].get(b)
+            band = (inp.gate_bands or inp.bands)[d].get(b) if hard else inp.bands[d].get(b)
             if band is None or b in inp.removed or b not in movers:
                 continue
+            if hard and d in COUNTS:
+                band = inp.bands[d][b]  # the planner's count band (inside the gate's): the gate measures from the
+                #                         median, which a band around the mean must leave room for
+            real = band
+            if hard and widen != 1.0 and d not in COUNTS:
+                band = Band(math.floor(band.average - widen * (band.average - band.floor)),
+                            math.ceil(band.average + widen * (band.ceil - band.average)), band.average, band.limit)
             terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
             expr = pulp.lpSum(terms) + fixed[d][b]
+            if hard:
+                # A broker the mode lets move one way only, outside its band on the side it cannot correct before
+                # the plan (an old broker below it in add-brokers), may stay where it is; every other broker ends
+                # inside. ``lenient``: as the disk gate judges a one-way broker on that side, no further from its
+                # target than before (``load.accepted_range``), wherever it started.
+                now = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if b in inp.replicas[i])
+                low = band.floor if b in inp.receivers or now >= band.floor else now
+                high = band.ceil if b in inp.givers or now <= band.ceil else now
+                if lenient and d not in COUNTS:
+                    away = abs(now - real.average)
+                    low = low if b in inp.receivers else min(low, math.floor(real.average - away))
+                    high = high if b in inp.givers else max(high, math.ceil(real.average + away))
+                prob += expr >= low, f"low_{d}_{b}"
+                prob += expr <= high, f"high_{d}_{b}"
+                if band.limit is not None and terms:
+                    prob += expr <= max(float(band.limit), now), f"limit_{d}_{b}"
+                continue
             scale = max(band.average, 1e-9)
             outer = (inp.gate_bands or {}).get(d, {}).get(b) if d in COUNTS else None
             lo = prob.add_variable(f"slo_{d}_{b}", lowBound=0,
@@ -163,14 +194,17 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None) 
             reps = warm_start.get(i, inp.replicas[i])
             for b in cand[i]:
                 x[(i, b)].setInitialValue(1 if b in reps else 0)
-    return LoadProgram(prob, x, cand, slacks, parts)
+    return LoadProgram(prob, x, cand, slacks, parts, hard)
 
 
-def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float) -> dict[str, Any]:
+def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float,
+                options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Solve ``prob`` in this process; the stats and the non-zero variable values (by name)."""
     import pulp
 
-    prob.solve(_solver(max(0.1, time_limit), warm, gap=GAP, ends=ends))
+    solver = _solver(max(0.1, time_limit), warm, gap=GAP, ends=ends)
+    solver.optionsDict.update(options or {})
+    prob.solve(solver)
     status, have, dual, gap = solve_status(prob)
     values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
     return {"status": status, "have_solution": have, "objective": pulp.value(prob.objective) if have else None,
@@ -182,16 +216,17 @@ def _child_main(out_path: str) -> None:
     write the pickled result (or the error) to OUT."""
     import pickle
 
-    prob, time_limit, warm, ends = pickle.load(sys.stdin.buffer)
+    prob, time_limit, warm, ends, options = pickle.load(sys.stdin.buffer)
     try:
-        result = _solve_here(prob, time_limit, warm, ends)
+        result = _solve_here(prob, time_limit, warm, ends, options)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         result = {"error": f"{type(exc).__name__}: {exc}"}
     with open(out_path, "wb") as f:
         pickle.dump(result, f)
 
 
-def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None) -> dict[str, Any]:
+def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None,
+          node_limit: int | None = None) -> dict[str, Any]:
     """HiGHS until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of it is kept
     for reading the solution back).
 
@@ -211,7 +246,10 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
         _write_lp(prob, Path(write_lp))
     limit = max(0.1, time_limit)
     ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
-    payload = pickle.dumps((prob, limit, warm, ends), protocol=pickle.HIGHEST_PROTOCOL)
+    # A node limit is work, not time: with one thread and a fixed seed HiGHS then gives the same placement on any
+    # machine, busy or not; ``time_limit`` stays as the safety net (the status says when it cut).
+    options = {"threads": 1, "random_seed": 0, **({"mip_max_nodes": int(node_limit)} if node_limit is not None else {})}
+    payload = pickle.dumps((prob, limit, warm, ends, options), protocol=pickle.HIGHEST_PROTOCOL)
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     result: dict[str, Any] | None = None
@@ -237,7 +275,7 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
                   "objective": None, "dual_bound": None, "gap": None, "values": {}}
     elif "error" in result:
         raise PlanError(f"the load program's solver failed: {result['error']}")
-    if "infeasible" in str(result["status"]).lower():
+    if "infeasible" in str(result["status"]).lower() and not program.hard:
         raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
                         "hold (allow more changes per partition, or raise a --threshold)")
     values = result.pop("values")
@@ -263,11 +301,16 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
 
 
 def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
-            write_lp: str | None = None) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
-    """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats)."""
+            write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
+            node_limit: int | None = None) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
+    """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
+    ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
+    HiGHS proved that no placement meets them all. ``node_limit``: HiGHS's branch-and-bound nodes (work, the same
+    result on any machine); ``time_limit`` is then only a safety net."""
     started = time.monotonic()
-    program = build(inp, warm_start)
-    stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None, write_lp)
+    program = build(inp, None if hard else warm_start, hard=hard, widen=widen, lenient=lenient)
+    stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not hard, write_lp,
+                  node_limit=node_limit)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
     if not stats["have_solution"]:
         return None, stats

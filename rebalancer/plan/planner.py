@@ -40,7 +40,6 @@ from ..load import (
     Band,
     LoadModel,
     accepted_range,
-    largest_replica,
     load_bands,
     load_model,
     read_capacity_file,
@@ -79,7 +78,10 @@ GREEDY_BEFORE_LP_SHARE = 0.2  # greedy is only the program's warm start and fall
 LP_SHARE = 0.75               # of what greedy left; the leader flow gets the rest
 LEADERS_SHARE = 1.0           # the last phase that can stop takes all that is left
 SUMMARY_RESERVE = 0.1         # of the limit, kept for building the summary (which cannot be interrupted)
-LP_AUTO_SECONDS = 10.0        # auto's program where greedy fell short: seconds, not minutes (lp: its whole share)
+LP_NODE_LIMIT = 2_000        # the load programs' branch-and-bound nodes: work, so a plan is the same on any machine
+# The exact program's steps, in turn: (load bands widened this many times, a one-way broker judged as the gates judge it)
+BAND_STEPS = ((1.0, False), (1.0, True), (1.5, True), (2.0, True), (3.0, True), (5.0, True), (10.0, True))
+LP_SAFETY_SECONDS = 60.0      # auto's programs: a wall-clock safety net only (lp: its whole share), said when it cuts
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
 LEADERS_RESERVE = 0.1         # of the limit, kept for the leader passes after the load program
@@ -286,19 +288,88 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-            whole = chosen == "lp" or deadline.remaining() <= LP_AUTO_SECONDS  # else auto's cap stops it, not the budget
-            seconds = deadline.remaining() if whole else LP_AUTO_SECONDS
-            changed, lstats = lp_load(problem, seconds, warm_start=by_index, write_lp=write_lp)
+            whole = chosen == "lp" or deadline.remaining() <= LP_SAFETY_SECONDS  # else the safety net, not the budget
+            seconds = deadline.remaining() if whole else LP_SAFETY_SECONDS
+            # First the gates' bands as constraints and the fewest bytes: a solution meets every band (and says how
+            # near the fewest bytes it is); "Infeasible" proves that no placement does.
+            exact: dict[int, tuple[int, ...]] | None = None
+            hstats: dict[str, Any] = {}
+            steps: list[dict[str, Any]] = []
+            for widen, lenient in BAND_STEPS:
+                # Strictly inside every band first; then as the gates judge a broker the mode lets move one way only;
+                # then, where even that is proven impossible, the load bands widened step by step: the first
+                # placement found meets the counts' gates and the narrowest load band the ladder proves reachable.
+                left = seconds - sum(st["seconds"] for st in steps)
+                if left <= 0:
+                    break
+                exact, hstats = lp_load(problem, left, write_lp=write_lp if not steps else None, hard=True,
+                                        widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT)
+                steps.append({"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"],
+                              "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3)})
+                if exact is not None or "infeasible" not in str(hstats["status"]).lower():
+                    break
+            solver["bands_proof"] = _bands_proof(steps, exact is not None)
+            changed, lstats = exact, hstats
+            if exact is None:
+                # No step settled within its nodes: the weighted program, which brings the brokers as near their
+                # bands as it can (the priorities' order), then the fewest bytes.
+                changed, lstats = lp_load(problem, max(0.1, seconds - sum(st["seconds"] for st in steps)),
+                                          warm_start=by_index, node_limit=LP_NODE_LIMIT)
             if "time limit" in str(lstats.get("status", "")).lower() and whole:
                 deadline.cut_short = True
         solver["lp"] = lstats
         solver["gap"] = lstats.get("gap")
-        if changed is not None and evaluate(problem, changed) <= evaluate(problem, by_index):
+        if changed is not None and _gate_key(problem, changed, req.model.band["replicas"]) <= _gate_key(
+                problem, by_index, req.model.band["replicas"]):
             by_index, used = changed, "lp"
         else:
             solver["placement_used"] = "greedy"
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
+              count_band: float) -> tuple[float, float, float]:
+    """How a placement stands against the gates, to compare two: (replica counts outside their gate, the load
+    outside the gates' bands weighted by priority, bytes moved). The counts come first as in the program
+    (``lp_load.GATE_WEIGHT``): the Wix gate is the one a plan may not trade away for disk."""
+    outside_counts = 0.0
+    band = (problem.gate_bands or {}).get("replicas")
+    if band and "replicas" in problem.units:
+        # as the replica gate measures it (rebalancer.validate): from the median, max(band x median, 1) allowed
+        count = dict.fromkeys(band, 0.0)
+        for i, reps in enumerate(problem.replicas):
+            for b in placement.get(i, reps):
+                if b in count:
+                    count[b] += problem.units["replicas"][i]
+        med = statistics.median(count.values())
+        allowed = max(count_band * med, 1.0)
+        outside_counts = sum(max(0.0, abs(x - med) - allowed) for x in count.values())
+    load, moved = evaluate(problem, placement, gates=True)
+    return round(outside_counts, 9), round(load, 9), moved
+
+
+def _bands_proof(steps: Sequence[Mapping[str, Any]], found: bool) -> dict[str, Any]:
+    """What the exact programs (``BAND_STEPS``: the gates' bands as constraints, then the load bands widened)
+    established: ``feasible`` True (a placement meets every band as the gates judge it; ``strict``: with no one-way
+    broker left further outside than it started), False (HiGHS proved that none does; then ``reachable_widen``: the
+    narrowest widening a placement was found for, None when none), or None (not settled within the nodes); ``steps``:
+    each program's widening, status and seconds."""
+    gate_steps = [st for st in steps if st["widen"] == 1.0]
+    last = steps[-1] if steps else None
+    if found and last is not None and last["widen"] == 1.0:
+        feasible: bool | None = True
+    elif gate_steps and all("infeasible" in str(st["status"]).lower() for st in gate_steps) and (
+            len(gate_steps) == sum(1 for w, _ in BAND_STEPS if w == 1.0)):
+        feasible = False
+    else:
+        feasible = None
+    out: dict[str, Any] = {"feasible": feasible, "steps": list(steps)}
+    if feasible:
+        out["strict"] = last is not None and not last["one_way_no_worse"]
+    if feasible is False:
+        out["reachable_widen"] = last["widen"] if found and last is not None else None
+    return out
 
 
 def _split_on(problem: LoadInput, deadline: Deadline, groups: int,
@@ -498,7 +569,7 @@ def make_plan(
     placement = _placement(request, setup, budget, reserve)
     _leaders(request, setup, placement, budget, reserve)
     plan = _result(request, setup, placement, budget, started)
-    return _counts_where_load_breaks_the_gates(request, plan, placement, budget) or plan
+    return plan
 
 
 def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
@@ -677,36 +748,6 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
     return plan
 
 
-def _counts_where_load_breaks_the_gates(req: PlanRequest, plan: Plan, placement: Placement,
-                                        budget: Budget) -> Plan | None:
-    """Under ``--balance auto``: a load plan that cannot meet every band and, meeting them as far as possible, broke
-    the count gates or left a broker's network further off than the network gate accepts (small clusters: a few
-    replicas per broker, a few partitions carrying the traffic) gives way to a counts plan, which says why. None:
-    the load plan stands."""
-    if not (req.balance == "auto" and plan.params["balance"] == "load" and plan.solver.get("status") == "Heuristic"):
-        return None
-    outside_counts = _counts_outside_gate(plan, req.model)
-    beyond_network = _network_beyond_gate(plan, req.cluster, placement.assignment, req.model)
-    if not (outside_counts or beyond_network) or budget.remaining() < 1.0:
-        return None
-    fallback = make_plan(req.cluster, req.mode, brokers=req.brokers or None, strategy=req.strategy,
-                         max_changes_per_partition=req.max_changes_per_partition, time_limit=budget.remaining(),
-                         objective=req.objective, load=req.model, balance="counts")
-    broke = ([f"the replica or leader counts of broker(s) {outside_counts[:8]} outside the "
-              f"{req.model.band['replicas'] * 100:g}% gates"] if outside_counts else []) + [
-        f"the {DIMENSIONS[d].title} of broker(s) {bs[:8]} beyond what the network gate accepts"
-        for d, bs in beyond_network.items()]
-    fallback.solver["strategy_reason"] = (
-        f"auto: the load plan could not meet every band ({_outside_text(plan.solver.get('outside_bands'))}) and "
-        f"left {' and '.join(broke)}: counts planned instead; {fallback.solver['strategy_reason']}")
-    fallback.solver["load_attempt"] = {k: plan.solver.get(k) for k in ("status", "outside_bands", "outside_why")}
-    return fallback
-
-
-def _outside_text(outside: Mapping[str, Sequence[int]] | None) -> str:
-    return "; ".join(f"{d}: broker(s) {list(bs)[:8]}" for d, bs in (outside or {}).items()) or "none"
-
-
 def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
     """Eligible brokers whose replica or leader count after the plan is outside the count gates' band (the
     validation measure: |count - median| <= max(band x median, 1))."""
@@ -720,34 +761,6 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
         allowed = max(model.band[dim] * med, 1.0)
         out |= {r["broker"] for r, n in zip(rows, after, strict=True) if abs(n - med) > allowed + 1e-9}
     return sorted(out)
-
-
-def _network_beyond_gate(plan: Plan, cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]],
-                         model: LoadModel) -> dict[str, list[int]]:
-    """Per network dimension, the eligible brokers the network-balance gate would reject after the plan: outside
-    ``accepted_range`` (the band widened by the busiest partition the broker carries before or after, or no further
-    from the target than before), measured as ``rebalancer.validate`` measures it."""
-    rows = plan.summary["load"].get("brokers", [])
-    out: dict[str, list[int]] = {}
-    dims = [d for d in ("nw_in", "nw_out") if any(d in r for r in rows)]
-    if not dims:
-        return out
-    largest = largest_replica(cluster, [replica_table(cluster, model.loads, assignment, dims),
-                                        replica_table(cluster, model.loads, None, dims)], dims)
-    for d in dims:
-        bands = model.bands(d, plan.summary["load"]["dimensions"][d]["total"], [r["broker"] for r in rows])
-        busiest = largest[d]
-        beyond = []
-        for r in rows:
-            x, target = r.get(d), bands[r["broker"]].average
-            if x is None or not target:
-                continue
-            low, high = accepted_range(target, model.band[d], x["before"], busiest.get(r["broker"], 0.0), True)
-            if not low <= x["after"] <= high:
-                beyond.append(r["broker"])
-        if beyond:
-            out[d] = beyond
-    return out
 
 
 @collector_paused()  # millions of long-lived objects: rebalancer.bulk

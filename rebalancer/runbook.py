@@ -366,6 +366,9 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
     if placed and proof.get("feasible") is False:
         why = ("the exact program proved that no placement meets every disk, network-in and replica band at once "
                "(racks, the change cap and the partitions' sizes)")
+    elif placed and proof.get("feasible") is True and proof.get("strict") is False:
+        why = ("no placement does better than this: a broker the mode lets move one way only ends past its band on "
+               "the side it cannot correct, no further from its target than before, as the disk gate accepts")
     elif placed and proof.get("feasible") is True:
         why = "a placement meeting every band exists, but this plan does not reach it"
     elif not placed:

@@ -15,9 +15,11 @@ same input (``LeaderLoadInput``), three steps:
 - ``extract``: the new leader of each partition whose leader changes.
 
 Objective, lexicographic by weights far apart (each level's worst total stays below one unit of the level above on
-the clusters this runs on): leader counts outside their band (``W_COUNT`` per leader) > network out beyond what its
-gate accepts (``W_GATE`` per target) > network out outside its band (``W_BAND`` per target) > a topic's leaders
-outside the topic's band (``W_TOPIC`` per leader) > leader changes from the leaders before the plan (``W_CHANGE``).
+the clusters this runs on): first what the gates check, leader counts outside their band (``W_COUNT`` per leader) >
+network out beyond what its gate accepts (``W_GATE`` per target) > a topic's leaders outside the topic's band
+(``W_TOPIC`` per leader: the flow's per-topic balance, which the topic-leader gate checks where the plan claims it);
+then network out outside its band (``W_BAND`` per target) > leader changes from the leaders before the plan
+(``W_CHANGE``).
 The result is used only where it is no worse than the hand-overs' by that same objective (``score``).
 """
 
@@ -36,10 +38,10 @@ __all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "exact_leaders", "score"]
 EXACT_MAX_PARTITIONS = 1_000  # above this the hand-overs' result stands (the program would take too long)
 NODE_LIMIT = 1_000            # branch-and-bound nodes: a work limit, the same leaders on any machine
 SAFETY_SECONDS = 60.0         # wall-clock safety net only; the status says when it cut
-W_COUNT = 1e7
-W_GATE = 1e5
-W_BAND = 1e3
-W_TOPIC = 1.0
+W_COUNT = 1e9
+W_GATE = 1e7
+W_TOPIC = 1e3
+W_BAND = 10.0
 W_CHANGE = 1e-3
 
 

@@ -35,8 +35,8 @@ from .lp import _solver, solve_status
 
 __all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "exact_leaders", "score"]
 
-EXACT_MAX_PARTITIONS = 1_000  # above this the hand-overs' result stands (the program would take too long)
-NODE_LIMIT = 1_000            # branch-and-bound nodes: a work limit, the same leaders on any machine
+EXACT_MAX_PARTITIONS = 300    # above this the hand-overs' result stands (the program would take too long)
+NODE_LIMIT = 200              # branch-and-bound nodes: a work limit, the same leaders on any machine
 SAFETY_SECONDS = 60.0         # wall-clock safety net only; the status says when it cut
 W_COUNT = 1e9
 W_GATE = 1e7

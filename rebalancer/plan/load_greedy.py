@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from ..model import Cluster
     from .targets import Targets
 
-__all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "REMOVED_WEIGHT", "COUNT_MARGIN"]
+__all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "median_safe_band",
+           "REMOVED_WEIGHT", "COUNT_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
 SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x its size; the pull must outweigh that
@@ -74,6 +75,8 @@ class LoadInput:
     origin: Sequence[tuple[int, ...]] | None = None  # a repair pass over a placement planned already (``split``):
     #   the partitions' replicas before any planning; max_changes then counts the replicas not in ``origin`` (a
     #   replica added by the earlier planning may move again: the plan still adds it once)
+    safe_bands: Mapping[str, Mapping[int, Band]] | None = None  # counts: bands any counts inside of pass the count
+    #   gates, which measure from the median (``median_safe_band``); the exact program holds counts to them
     fixed: Mapping[str, Mapping[int, float]] | None = None  # dimension -> broker -> load this problem cannot move
     #   (other groups' replicas, ``split``'s repair): counted in the broker's load, so its bands are the cluster's
 
@@ -430,6 +433,21 @@ def count_gate_band(total: int, eligible: Iterable[int], band: float) -> dict[in
     return {b: Band(max(0, lo), max(lo, hi), mean) for b in ids}
 
 
+def median_safe_band(total: int, eligible: Iterable[int], band: float) -> dict[int, Band]:
+    """Whole counts [L, L + w] around the average such that any counts inside pass the count gate, which measures
+    from the median (|count - median| <= max(band x median, 1)): the median lies in [L, L + w] too, so no count is
+    further than w from it, and w = floor(max(band x L, 1)) <= the gate's allowance at any median >= L. A band around
+    the average alone (``count_gate_band``) does not promise that: counts 14-18 around an average of 15.6 have a
+    median of 15, and 18 fails."""
+    ids = sorted(eligible)
+    mean = total / max(1, len(ids))
+    guess = math.floor(max(band * mean, 1.0) + 1e-9)
+    low = max(0, min(math.floor(mean - guess / 2 + 1e-9), math.floor(mean + 1e-9)))
+    width = math.floor(max(band * low, 1.0) + 1e-9)  # the allowance at the lowest median: valid above it too
+    low = max(low, math.ceil(mean - 1e-9) - width)   # the band must hold the average (the counts sum to the total)
+    return {b: Band(low, low + width, mean) for b in ids}
+
+
 def placement_dimensions(model: LoadModel) -> list[str]:
     """The dimensions a replica placement balances: those a follower carries (leader-only ones are the leader pass's)."""
     from ..load import DIMENSIONS
@@ -447,6 +465,7 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
     totals = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
     bands: dict[str, dict[int, Band]] = {}
     gate_bands: dict[str, dict[int, Band]] = {}
+    safe_bands: dict[str, dict[int, Band]] = {}
     for d in dims:
         total = sum(totals[d].values())
         if DIMENSIONS[d].capacity_key is not None:  # aimed a little inside the band the gates measure
@@ -456,6 +475,7 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
         else:  # a count: kept inside the gate's band with a margin
             bands[d] = load_bands(d, total, targets.eligible, band=model.band[d] * COUNT_MARGIN)
             gate_bands[d] = count_gate_band(total, targets.eligible, model.band[d])
+            safe_bands[d] = median_safe_band(total, targets.eligible, model.band[d])
     parts = cluster.partitions
     # a follower's weight per partition (Dimension.replica, vectorised by the table)
     units = {d: table.per_partition[d][1].astype(float).tolist() for d in dims}
@@ -463,7 +483,7 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
                      rack={b.id: b.rack for b in cluster.brokers}, receivers=targets.receivers, givers=targets.givers,
                      removed=targets.removed, max_changes=max_changes if max_changes is not None else 10**9,
                      keep_racks=targets.keep_racks, weight={d: DIMENSIONS[d].priority for d in dims},
-                     gate_bands=gate_bands)
+                     gate_bands=gate_bands, safe_bands=safe_bands)
 
 
 def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool = False) -> tuple[float, float]:

@@ -133,8 +133,8 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
             if band is None or b in inp.removed or b not in movers:
                 continue
             if hard and d in COUNTS:
-                band = inp.bands[d][b]  # the planner's count band (inside the gate's): the gate measures from the
-                #                         median, which a band around the mean must leave room for
+                # counts any of which pass the count gate, which measures from the median (``median_safe_band``)
+                band = (inp.safe_bands or inp.bands).get(d, inp.bands[d])[b]
             real = band
             if hard and widen != 1.0 and d not in COUNTS:
                 band = Band(math.floor(band.average - widen * (band.average - band.floor)),

@@ -55,7 +55,16 @@ from .greedy import GreedyInput, greedy_balance
 from .leader_exact import EXACT_MAX_PARTITIONS, exact_leaders, topic_violation
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
-from .load_greedy import COUNT_MARGIN, GreedyStats, LoadInput, evaluate, load_greedy, load_input
+from .load_greedy import (
+    COUNT_MARGIN,
+    GreedyStats,
+    LoadInput,
+    count_gate_band,
+    evaluate,
+    load_greedy,
+    load_input,
+    median_safe_band,
+)
 from .load_summary import load_summary
 from .lp import lp_balance
 from .lp_load import lp_load
@@ -78,9 +87,12 @@ GREEDY_BEFORE_LP_SHARE = 0.2  # greedy is only the program's warm start and fall
 LP_SHARE = 0.75               # of what greedy left; the leader flow gets the rest
 LEADERS_SHARE = 1.0           # the last phase that can stop takes all that is left
 SUMMARY_RESERVE = 0.1         # of the limit, kept for building the summary (which cannot be interrupted)
-LP_NODE_LIMIT = 2_000        # the load programs' branch-and-bound nodes: work, so a plan is the same on any machine
+LP_NODE_LIMIT = 500          # the load programs' branch-and-bound nodes: work, so a plan is the same on any machine
 # The exact program's steps, in turn: (load bands widened this many times, a one-way broker judged as the gates judge it)
 BAND_STEPS = ((1.0, False), (1.0, True), (1.5, True), (2.0, True), (3.0, True), (5.0, True), (10.0, True))
+LP_EXACT_MAX_REPLICAS = 600  # the exact program's size: its root alone took a minute on 1,167 replicas x 25 brokers
+LP_AUTO_SECONDS = 10.0        # above it, auto's weighted program where greedy fell short: a wall clock (not a work
+#                               limit: such plans may still differ on a busy machine)
 LP_SAFETY_SECONDS = 60.0      # auto's programs: a wall-clock safety net only (lp: its whole share), said when it cuts
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
@@ -288,14 +300,17 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-            whole = chosen == "lp" or deadline.remaining() <= LP_SAFETY_SECONDS  # else the safety net, not the budget
-            seconds = deadline.remaining() if whole else LP_SAFETY_SECONDS
+            exact_size = cluster.replica_count <= LP_EXACT_MAX_REPLICAS
+            # auto: the exact program's node limit (the safety net above it), else the weighted program's old cap
+            cap = LP_SAFETY_SECONDS if exact_size else LP_AUTO_SECONDS
+            whole = chosen == "lp" or deadline.remaining() <= cap  # else the cap stops it, not the budget
+            seconds = deadline.remaining() if whole else cap
             # First the gates' bands as constraints and the fewest bytes: a solution meets every band (and says how
             # near the fewest bytes it is); "Infeasible" proves that no placement does.
             exact: dict[int, tuple[int, ...]] | None = None
             hstats: dict[str, Any] = {}
             steps: list[dict[str, Any]] = []
-            for widen, lenient in BAND_STEPS:
+            for widen, lenient in BAND_STEPS if exact_size else ():
                 # Strictly inside every band first; then as the gates judge a broker the mode lets move one way only;
                 # then, where even that is proven impossible, the load bands widened step by step: the first
                 # placement found meets the counts' gates and the narrowest load band the ladder proves reachable.
@@ -308,7 +323,8 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                               "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3)})
                 if exact is not None or "infeasible" not in str(hstats["status"]).lower():
                     break
-            solver["bands_proof"] = _bands_proof(steps, exact is not None)
+            if exact_size:
+                solver["bands_proof"] = _bands_proof(steps, exact is not None)
             changed, lstats = exact, hstats
             if exact is None:
                 # No step settled within its nodes: the weighted program, which brings the brokers as near their
@@ -426,8 +442,18 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
         handed = list(current)
         for i, b in changed.items():
             handed[i] = b
-        exact, exact_stats = exact_leaders(dataclasses.replace(inp, leader=handed), [p.replicas[0] for p in parts],
-                                           seconds=deadline.remaining())
+        # Leader counts within the gate's band around the average; where the result fails the gate, which measures
+        # from the median, again within a band any counts inside of pass it (``median_safe_band``).
+        original = [p.replicas[0] for p in parts]
+        exact: dict[int, int] | None = None
+        exact_stats: dict[str, Any] = {}
+        for count_band in (count_gate_band(len(parts), targets.eligible, model.band["leaders"]),
+                           median_safe_band(len(parts), targets.eligible, model.band["leaders"])):
+            exact, exact_stats = exact_leaders(dataclasses.replace(inp, leader=handed, count_band=count_band),
+                                               original, seconds=deadline.remaining())
+            chosen = [exact.get(i, b) for i, b in enumerate(handed)] if exact is not None else handed
+            if _count_gate_met(chosen, targets.eligible, model.band["leaders"]):
+                break
         stats["exact"] = exact_stats
         if exact_stats.get("cut_by_safety_net"):
             deadline.cut_short = True
@@ -445,6 +471,19 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
                 "partitions_without_eligible_leader": stranded,
                 "leader_bound": bound}
     return info
+
+
+def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:
+    """Do these leaders pass the leader gate (``rebalancer.validate``: every eligible broker's count within
+    max(band x median, 1) of the median)?"""
+    count = dict.fromkeys(eligible, 0)
+    for b in leaders:
+        if b in count:
+            count[b] += 1
+    if not count:
+        return True
+    med = statistics.median(count.values())
+    return all(abs(n - med) <= max(band * med, 1.0) + 1e-9 for n in count.values())
 
 
 def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping[int, Band],

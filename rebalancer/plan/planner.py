@@ -358,9 +358,7 @@ def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
             for b in placement.get(i, reps):
                 if b in count:
                     count[b] += problem.units["replicas"][i]
-        med = statistics.median(count.values())
-        allowed = max(count_band * med, 1.0)
-        outside_counts = sum(max(0.0, abs(x - med) - allowed) for x in count.values())
+        outside_counts = sum(_count_gate_excess(count, count_band).values())
     load, moved = evaluate(problem, placement, gates=True)
     return round(outside_counts, 9), round(load, 9), moved
 
@@ -473,17 +471,23 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     return info
 
 
+def _count_gate_excess(counts: Mapping[int, float], band: float) -> dict[int, float]:
+    """Per broker, how far its count lies beyond what the count gates accept (``rebalancer.validate``: within
+    max(band x median, 1) of the median); 0 inside."""
+    if not counts:
+        return {}
+    med = statistics.median(counts.values())
+    allowed = max(band * med, 1.0)
+    return {b: max(0.0, abs(n - med) - allowed) for b, n in counts.items()}
+
+
 def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:
-    """Do these leaders pass the leader gate (``rebalancer.validate``: every eligible broker's count within
-    max(band x median, 1) of the median)?"""
+    """Do these leaders pass the leader gate?"""
     count = dict.fromkeys(eligible, 0)
     for b in leaders:
         if b in count:
             count[b] += 1
-    if not count:
-        return True
-    med = statistics.median(count.values())
-    return all(abs(n - med) <= max(band * med, 1.0) + 1e-9 for n in count.values())
+    return all(x <= 1e-9 for x in _count_gate_excess(count, band).values())
 
 
 def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping[int, Band],
@@ -792,13 +796,9 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
     validation measure: |count - median| <= max(band x median, 1))."""
     rows = [b for b in plan.summary["brokers"] if b["eligible"]]
     out: set[int] = set()
-    counts = {"replicas": [r["replicas_after"] for r in rows], "leaders": [r["leaders_after"] for r in rows]}
-    for dim, after in counts.items():
-        if not rows:
-            break
-        med = statistics.median(after)
-        allowed = max(model.band[dim] * med, 1.0)
-        out |= {r["broker"] for r, n in zip(rows, after, strict=True) if abs(n - med) > allowed + 1e-9}
+    for dim, after in (("replicas", {r["broker"]: r["replicas_after"] for r in rows}),
+                       ("leaders", {r["broker"]: r["leaders_after"] for r in rows})):
+        out |= {b for b, x in _count_gate_excess(after, model.band[dim]).items() if x > 1e-9}
     return sorted(out)
 
 

@@ -58,6 +58,13 @@ def four_letter(host: str, port: int, word: str = "ruok", timeout: float = 1.0) 
         return ""
 
 
+PORT_ATTEMPTS = 3
+
+
+class _PortTaken(Exception):
+    """ZooKeeper exited because its port was bound by another process."""
+
+
 class ZooKeeperServer:
     """One standalone ZooKeeper server on 127.0.0.1 with its data in ``data_dir``.
 
@@ -68,6 +75,7 @@ class ZooKeeperServer:
     def __init__(self, data_dir: str | os.PathLike[str], *, port: int | None = None, tick_ms: int = 2000,
                  host: str = "127.0.0.1", heap_mb: int = 256) -> None:
         self.data_dir = Path(data_dir)
+        self._chosen_port = port is None  # picked here: another process may bind it first, then pick again
         self.port = port or free_port(host)
         self.host = host
         self.tick_ms = tick_ms
@@ -116,11 +124,23 @@ class ZooKeeperServer:
         ]
 
     def start(self, timeout: float = 60.0, *, detach: bool = False) -> ZooKeeperServer:
-        """Start the server and wait until it answers ``imok``; on failure the log's tail is in the error."""
+        """Start the server and wait until it answers ``imok``; on failure the log's tail is in the error. A port
+        picked here is only free when picked: if another process binds it first, start again on a new one."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once(timeout, detach=detach)
+            except _PortTaken:
+                if not self._chosen_port or attempt == PORT_ATTEMPTS - 1:
+                    raise SimulationError(f"ZooKeeper could not bind port {self.port}: address already in use") from None
+                self.port = free_port(self.host)
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float, *, detach: bool) -> ZooKeeperServer:
         if four_letter(self.host, self.port) == "imok":
             raise SimulationError(f"port {self.port} already has a ZooKeeper server")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as logf:
             self.process = subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach
@@ -128,20 +148,28 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SimulationError(f"ZooKeeper exited with code {self.process.returncode}: {self._log_tail()}")
+                tail = self._log_tail(log_start)
+                if "BindException" in tail:
+                    raise _PortTaken
+                raise SimulationError(f"ZooKeeper exited with code {self.process.returncode}: {tail}")
             if four_letter(self.host, self.port, timeout=0.5) == "imok":
                 return self
             time.sleep(0.1)
         self.stop()
-        raise SimulationError(f"ZooKeeper did not answer on {self.hosts} within {timeout:g} s: {self._log_tail()}")
+        raise SimulationError(f"ZooKeeper did not answer on {self.hosts} within {timeout:g} s: {self._log_tail(log_start)}")
 
-    def _log_tail(self) -> str:
+    def _log_tail(self, start: int = 0) -> str:
+        """The line that says why this start failed: the last exception (log4j's closing "Exiting JVM" line says
+        nothing), else the last error, else the last line, from byte ``start`` of the log on."""
         try:
-            lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
         except OSError:
             return "(no log)"
-        errors = [ln for ln in lines if "ERROR" in ln or "Exception" in ln]
-        return (errors or lines or ["(empty log)"])[-1].strip()[:300]
+        exceptions = [ln for ln in lines if "Exception" in ln and not ln.lstrip().startswith("at ")]
+        errors = [ln for ln in lines if "ERROR" in ln]
+        return (exceptions or errors or lines or ["(empty log)"])[-1].strip()[:300]
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None

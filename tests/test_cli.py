@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli, wait_for
 
+from rebalancer.errors import SimulationError
 from rebalancer.procs import process_alive
 from rebalancer.zkserver import free_port
 
@@ -201,3 +202,24 @@ def test_sim_up_twice_in_one_dir_starts_clean(tmp_path: Path):
             assert f"{brokers} brokers" in snap.stdout, snap.stdout
         finally:
             run_cli("sim", "down", "--dir", str(sim_dir))
+
+
+def test_zookeeper_starts_again_on_another_port_when_its_picked_port_is_taken(tmp_path: Path, monkeypatch):
+    """A picked port is only free when picked: a parallel process that binds it first must not fail ``sim up``."""
+    from rebalancer import zkserver
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        real = zkserver.free_port
+        monkeypatch.setattr(zkserver, "free_port", lambda host="127.0.0.1": next(picks, None) or real(host))
+        server = zkserver.ZooKeeperServer(tmp_path / "zk").start()
+        try:
+            assert server.port != taken.getsockname()[1]
+            assert zkserver.four_letter(server.host, server.port) == "imok"
+        finally:
+            server.stop()
+        # A port given by the caller is not swapped behind its back: one line naming the port.
+        with pytest.raises(SimulationError, match=f"could not bind port {taken.getsockname()[1]}: address already in use"):
+            zkserver.ZooKeeperServer(tmp_path / "zk2", port=taken.getsockname()[1]).start()

@@ -10,7 +10,8 @@ leader counts (from the median), bytes moved over their lower bound, and the ver
 - ``met``: every band of the family met: disk <= 5 %, network in <= 10 % (small only), replica and leader counts
   within the count gates (|count - median| <= max(15 % x median, 1)), bytes <= 1.10 x the bound;
 - ``proven``: not met, and the planner proved the bands cannot all be met (``plan.solver["bands_proof"]``:
-  ``{"feasible": False, ...}``);
+  ``{"feasible": False, ...}``, by its exact program or by the mode's sum), or every broker outside a missed band
+  is one the mode keeps there (``bands_proof["one_way"]``: it may only give and is below, or only take and above);
 - ``neither``: not met and not proven infeasible (the seeds the planner should answer for);
 - ``error``: a ``PlanError`` (the message is the row's); ``crash``: any other exception (its traceback on stderr).
 
@@ -113,12 +114,20 @@ def run_one(family: str, seed: int, time_limit: float | None) -> dict[str, Any]:
         missed.append("bytes")
     proof = plan.solver.get("bands_proof")
     proven = isinstance(proof, dict) and proof.get("feasible") is False
+    # a miss the mode explains broker by broker (only giving and below the band, or only taking and above it)
+    one_way = (proof or {}).get("one_way") or {}
+    explained = [name for name in missed if name in one_way
+                 and set((dims.get(name) or {}).get("outside_after") or []) <= set(one_way[name])]
+    proven = proven or bool(missed) and len(explained) == len(missed)
     row["missed"] = " ".join(missed)
     if proof is None:
         row["proof"] = ""
-    elif proven:
+    elif proof.get("feasible") is False:
         widen = proof.get("reachable_widen")
-        row["proof"] = "infeasible" + (f" (reachable x{widen:g})" if isinstance(widen, (int, float)) else "")
+        row["proof"] = ("infeasible" + (" by mode" if proof.get("by_mode") else "")
+                        + (f" (reachable x{widen:g})" if isinstance(widen, (int, float)) else ""))
+    elif proven:
+        row["proof"] = "one-way brokers"
     else:
         row["proof"] = f"feasible={proof.get('feasible')}"
     row["verdict"] = "met" if not missed else ("proven" if proven else "neither")

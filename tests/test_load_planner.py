@@ -368,3 +368,109 @@ def test_counts_inside_the_median_safe_band_pass_the_count_gate(n: int, per: int
     counts = data.draw(st.lists(st.integers(b.floor, b.ceil), min_size=n, max_size=n))
     med = statistics.median(counts)
     assert all(abs(c - med) <= max(band * med, 1.0) + 1e-9 for c in counts)
+
+
+def _two_brokers(big: int, small: int, n: int) -> tuple[object, list[float]]:
+    """Broker 0 holds ``n`` partitions of ``big`` bytes, broker 1 ``n`` of ``small`` (RF 1, one rack each, a
+    rebalance: both may give and take)."""
+    from rebalancer.load import Band
+    from rebalancer.plan.load_greedy import LoadInput, count_gate_band
+
+    sizes = [float(big)] * n + [float(small)] * n
+    total = sum(sizes)
+    disk = {b: Band(int(total / 2 * 0.95), int(total / 2 * 1.05), total / 2) for b in (0, 1)}
+    counts = {b: Band(n, n, float(n)) for b in (0, 1)}
+    inp = LoadInput(replicas=[(0,)] * n + [(1,)] * n, topics=["t"] * (2 * n),
+                    units={"disk": sizes, "replicas": [1.0] * (2 * n)}, bands={"disk": disk, "replicas": counts},
+                    rack={0: "a", 1: "b"}, receivers=frozenset({0, 1}), givers=frozenset({0, 1}),
+                    removed=frozenset(), weight={"disk": 100.0, "replicas": 1.0},
+                    gate_bands={"disk": disk, "replicas": count_gate_band(2 * n, [0, 1], 0.15)})
+    return inp, sizes
+
+
+def test_greedy_trades_unlike_replicas_where_no_single_move_helps() -> None:
+    """Cruise Control's swap: two 30 GB partitions on one broker, two of 20 GB on the other, bands 47.5-52.5 GB. Any
+    one move overshoots (30/70 or 80/20); trading a 30 for a 20 moves their 10 GB difference: 50/50, counts kept."""
+    from rebalancer.plan.load_greedy import evaluate, load_greedy
+
+    inp, sizes = _two_brokers(30, 20, 2)
+    changed, stats = load_greedy(inp)
+    placement = [changed.get(i, r) for i, r in enumerate(inp.replicas)]
+    disk = {b: sum(s for s, reps in zip(sizes, placement, strict=True) if b in reps) for b in (0, 1)}
+    count = {b: sum(1 for reps in placement if b in reps) for b in (0, 1)}
+    assert disk == {0: 50, 1: 50} and count == {0: 2, 1: 2}, (disk, count, stats)
+    assert stats["swaps"] == 1 and stats["moves"] == 2 and stats["outside_bands"] == []
+    assert evaluate(inp, changed, gates=True) == (0.0, 50.0)
+
+
+def test_add_brokers_proves_by_a_sum_that_old_brokers_cannot_shed_their_excess() -> None:
+    """Broker 0 holds 600 of 800 one-MiB partitions; add-brokers may only move them onto new broker 3, whose band ends
+    at 210: 390 MiB must leave broker 0 and 210 fit. The plan says so at a size the exact program does not take
+    (800 replicas): infeasible by the mode's sum, broker 0 binding; brokers 1 and 2 (100 each, below a band they may
+    not take into) are out of reach whatever the placement."""
+    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+
+    mib = 1024 * 1024
+    brokers = [Broker(id=b, rack=r) for b, r in ((0, "a"), (1, "b"), (2, "c"), (3, "d"))]
+    holders = [0] * 600 + [1] * 100 + [2] * 100
+    parts = [Partition(topic=f"t{i // 100}", partition=i % 100, replicas=(b,), leader=b, isr=(b,), size_bytes=mib)
+             for i, b in enumerate(holders)]
+    cluster = Cluster.build(brokers, parts)
+    assert cluster.replica_count > LP_EXACT_MAX_REPLICAS
+    plan = make_plan(cluster, "add-brokers", brokers=[3])
+    proof = plan.solver["bands_proof"]
+    assert proof["feasible"] is False, proof
+    assert proof["by_sum"]["by"] == "mode" and proof["by_sum"]["givers"] == [0] and proof["by_sum"]["takers"] == [3]
+    assert proof["by_sum"]["must_leave"] > proof["by_sum"]["room"] > 0
+    assert proof["one_way"]["disk"] == [1, 2]
+    # The approval request's first line says which brokers, and why no placement can do better.
+    from rebalancer.runbook import _bands_unmet
+
+    first = _bands_unmet(plan.to_dict())[0]
+    assert first.startswith("**Not every band is met**: disk: broker(s) 0") and "only give" in first, first
+    # the plan still fills broker 3 to its band, from broker 0 only
+    moved_to = {b for c in plan.changes for b in c.replicas_after if b not in c.replicas_before}
+    assert moved_to == {3} and {b for c in plan.changes for b in c.replicas_before} == {0}
+
+
+def test_no_sum_proves_anything_where_brokers_may_both_give_and_take_across_racks() -> None:
+    from rebalancer.plan.sum_proofs import one_way, sum_proof
+
+    inp, _ = _two_brokers(30, 20, 2)
+    assert sum_proof(inp) is None and one_way(inp) == {}
+
+
+def test_racks_that_pin_every_byte_prove_the_disk_bands_out_of_reach() -> None:
+    """RF 3 on 3 racks of 3, 3 and 2 brokers: every byte stays in its rack, so the 2-broker rack holds a third of the
+    data where its bands allow a quarter. A rebalance proves it by the racks' sum, at any size, and names the rack."""
+    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+
+    racks = {0: "a", 1: "b", 2: "c", 3: "a", 4: "b", 5: "c", 6: "a", 7: "b"}
+    brokers = [Broker(id=b, rack=r) for b, r in racks.items()]
+    by_rack = {r: [b for b, x in racks.items() if x == r] for r in "abc"}
+    parts = []
+    for i in range(240):
+        reps = tuple(by_rack[r][i % len(by_rack[r])] for r in "abc")
+        parts.append(Partition(topic=f"t{i % 8}", partition=i // 8, replicas=reps, leader=reps[0], isr=reps,
+                               size_bytes=1024 * 1024))
+    cluster = Cluster.build(brokers, parts)
+    assert cluster.replica_count > LP_EXACT_MAX_REPLICAS
+    proof = make_plan(cluster, "rebalance").solver["bands_proof"]
+    assert proof["feasible"] is False and proof["by_sum"]["by"] == "racks", proof
+    sides = {r["rack"]: (r["side"], r["brokers"]) for r in proof["by_sum"]["racks"]}
+    assert sides == {"a": ("below", [0, 3, 6]), "b": ("below", [1, 4, 7]), "c": ("above", [2, 5])}
+
+
+def test_a_replica_larger_than_every_band_proves_them_out_of_reach() -> None:
+    """One 10 MiB partition among twenty of 1 MiB on four brokers: every band ends near 7.9 MiB, so whichever broker
+    holds the big one is above its band. A rebalance says so, naming the topic and the broker."""
+    mib = 1024 * 1024
+    brokers = [Broker(id=b, rack=r) for b, r in ((0, "a"), (1, "b"), (2, "c"), (3, "d"))]
+    parts = [Partition(topic="big", partition=0, replicas=(0,), leader=0, isr=(0,), size_bytes=10 * mib)]
+    parts += [Partition(topic="small", partition=i, replicas=(1 + i % 3,), leader=1 + i % 3, isr=(1 + i % 3,),
+                        size_bytes=mib) for i in range(20)]
+    plan = make_plan(Cluster.build(brokers, parts), "rebalance")
+    proof = plan.solver["bands_proof"]
+    assert proof["feasible"] is False and proof["by_sum"]["by"] == "size", proof
+    assert proof["by_sum"]["topic"] == "big" and proof["by_sum"]["broker"] == 0
+    assert proof["by_sum"]["bytes"] == 10 * mib > proof["by_sum"]["ceiling"]

@@ -23,9 +23,14 @@ makes its best move:
 - score = violation change + ``SIZE_PULL`` x distance from the desired size (in target units): the pull makes the
   desired size the best choice among moves that all remove the same violation per byte.
 
+Where a broker has no improving move, an *exchange* is sought (Cruise Control's swap action): one of its
+replicas and a replica of unlike size on a partner that may also give and take trade brokers, which moves their
+difference in load and keeps both counts; the pair is chosen near the difference the broker needs, preferring the
+pair that copies the fewest bytes beyond it.
+
 Candidates are read from each broker's partitions sorted by the dimension that drives the step, around the desired
 size (``WINDOW`` usable entries on each side), against the ``FAN`` most needy partners. A broker with no improving
-move is set aside until another move changes the loads. The loop ends when no broker is outside a band, when every
+move or exchange is set aside until another move changes the loads. The loop ends when no broker is outside a band, when every
 broker outside is set aside, or at the ``Deadline`` (asked every ``CHECK_EVERY`` steps); every move is whole and
 valid on its own, so a cut-short placement is valid and less balanced.
 """
@@ -94,6 +99,7 @@ class GreedyStats(TypedDict):
     deadline cut it short, and its steps."""
 
     moves: int
+    swaps: int
     outside_bands: list[int]
     stuck_brokers: list[int]
     cut_short: bool
@@ -138,6 +144,7 @@ class _Placement:
         self.sorted_on: dict[str, dict[int, list[tuple[float, int]]]] = {d: {} for d in dims}
         self.priority = {d: inp.weight.get(d, 1.0) for d in dims}
         self.undo = inp.givers & inp.receivers  # brokers that may move back what a move overshoots
+        self.swaps = 0
         self.receivers = sorted(r for r in inp.receivers if r not in inp.removed)
         self.givers = sorted(inp.givers | inp.removed)
 
@@ -346,6 +353,82 @@ class _Placement:
                     best = (score, spread, i, g, r)
         return None if best is None else best[2:]
 
+    def swap_delta(self, out: int, into: int, x: int, y: int) -> float | None:
+        """The change of the total violation when partition ``out`` moves its replica from x to y and ``into`` its
+        replica from y to x (counts unchanged), or None when a broker ends further outside a band in a dimension of
+        at least the priority of the best the exchange improves without that dimension improving overall."""
+        change = top = 0.0
+        worse: list[tuple[str, float]] = []
+        for d in self.dims:
+            du = self.units[d][into] - self.units[d][out]  # x gains du, y loses it
+            if du == 0:
+                continue
+            lx, ly = self.load[d][x], self.load[d][y]
+            if lx + du > self.hard[d][x] or ly - du > self.hard[d][y]:
+                return None
+            net = (self.out_of_band(d, x, lx + du) - self.out_of_band(d, x, lx)
+                   + self.out_of_band(d, y, ly - du) - self.out_of_band(d, y, ly))
+            change += net
+            if net < -1e-12:
+                top = max(top, self.priority[d])
+            for b, before, after in ((x, lx, lx + du), (y, ly, ly - du)):
+                if (after > self.high[d][b] and after > max(before, self.high[d][b])) or (
+                        after < self.low[d][b] and after < min(before, self.low[d][b])):
+                    worse.append((d, net))
+        for d, net in worse:
+            if self.priority[d] >= top and net >= -1e-12:
+                return None
+        return change
+
+    def best_swap(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+        """Broker x's best exchange with a broker that may both give and take: (partition leaving x, partition
+        coming to x, partner). Two replicas of unlike size trade brokers (Cruise Control's swap actions): the
+        difference of their sizes moves while every count stays, which is what a broker stuck between its load band
+        and its count band needs. Sought near the difference x needs, among ``fan`` partners, preferring the
+        exchange that copies the fewest bytes besides the difference."""
+        if x not in self.undo:
+            return None
+        d, _ = self.need(x, giving)
+        lx = self.load[d][x]
+        gap = (lx - self.high[d][x]) if giving else (self.low[d][x] - lx)
+        if gap <= 0:
+            return None
+        s = self.scale[d][x]
+        units = self.units[d]
+        pairs = self.partners(x, d, giving, len(self.brokers))
+        partners = [r if giving else g for g, r in pairs if (r if giving else g) in self.undo][:fan]
+        best: tuple[float, int, int, int] | None = None
+        mine = self.listing(d, x)
+        for y in partners:
+            theirs = self.listing(d, y)
+            if not mine or not theirs:
+                continue
+            # x gives ``big`` and takes ``small`` (giving), or the reverse: the pair differs by about ``gap``
+            bigs, smalls = (mine, theirs) if giving else (theirs, mine)
+            start = bisect.bisect_left(bigs, (gap, -1))
+            for _, big in bigs[max(0, start - WINDOW):start + WINDOW]:
+                want = units[big] - gap
+                k = bisect.bisect_left(smalls, (want, -1))
+                for _, small in smalls[max(0, k - 2):k + 2]:
+                    out, into = (big, small) if giving else (small, big)
+                    if out == into or not (self.placeable_swap(out, x, y) and self.placeable_swap(into, y, x)):
+                        continue
+                    dv = self.swap_delta(out, into, x, y)
+                    if dv is None or dv >= -1e-12:
+                        continue
+                    diff = units[big] - units[small]
+                    score = dv + SIZE_PULL * abs(diff - gap) / s + 2 * units[small] / s  # bytes copied beyond diff
+                    if best is None or score < best[0]:
+                        best = (score, out, into, y)
+        return None if best is None else best[1:]
+
+    def placeable_swap(self, i: int, giver: int, receiver: int) -> bool:
+        """May partition i's replica move from giver to receiver (racks and membership; limits: ``swap_delta``)?"""
+        reps = self.assign[i]
+        if receiver in reps:
+            return False
+        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
+
     def apply(self, i: int, g: int, r: int) -> None:
         inp, origin, changes = self.inp, self.origin, self.changes
         reps = self.assign[i]
@@ -395,6 +478,20 @@ class _Placement:
                 move = None
                 if what:
                     move = self.best_move(x, what == "give", FAN) or self.best_move(x, what == "give", len(self.brokers))
+                if move is None and what:
+                    swap = self.best_swap(x, what == "give", FAN) or self.best_swap(x, what == "give", len(self.brokers))
+                    if swap is not None:
+                        out, into, y = swap
+                        self.apply(out, x, y)
+                        self.apply(into, y, x)
+                        moves += 2
+                        self.swaps += 1
+                        moved_since_retry = True
+                        for b in (x, y):
+                            vb = self.refresh(b)
+                            if vb > 0 and b not in stuck:
+                                heapq.heappush(heap, (-vb, b))
+                        continue
                 if move is None:
                     stuck.add(x)
                     continue
@@ -414,8 +511,8 @@ class _Placement:
             heapq.heapify(heap)
             stuck.clear()
         outside = sorted(b for b in self.brokers if b in self.movers and self.violation(b) > 1e-12)
-        return {"moves": moves, "outside_bands": outside, "stuck_brokers": sorted(stuck), "cut_short": cut_short,
-                "steps": steps}
+        return {"moves": moves, "swaps": self.swaps, "outside_bands": outside, "stuck_brokers": sorted(stuck),
+                "cut_short": cut_short, "steps": steps}
 
 
 # -- from a cluster -------------------------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ from .lp_load import lp_load
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
 from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
+from .sum_proofs import one_way, sum_proof
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
@@ -310,10 +311,14 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
             exact: dict[int, tuple[int, ...]] | None = None
             hstats: dict[str, Any] = {}
             steps: list[dict[str, Any]] = []
+            proven = sum_proof(problem) is not None
             for widen, lenient in BAND_STEPS if exact_size else ():
                 # Strictly inside every band first; then as the gates judge a broker the mode lets move one way only;
-                # then, where even that is proven impossible, the load bands widened step by step: the first
-                # placement found meets the counts' gates and the narrowest load band the ladder proves reachable.
+                # then, where even that is proven impossible (by these programs, or at once by a sum: skipped), the
+                # load bands widened step by step: the first placement found meets the counts' gates and the
+                # narrowest load band the ladder proves reachable.
+                if proven and widen == 1.0:
+                    continue
                 left = seconds - sum(st["seconds"] for st in steps)
                 if left <= 0:
                     break
@@ -323,8 +328,8 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                               "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3)})
                 if exact is not None or "infeasible" not in str(hstats["status"]).lower():
                     break
-            if exact_size:
-                solver["bands_proof"] = _bands_proof(steps, exact is not None)
+            if exact_size and steps:
+                solver["bands_proof"] = _bands_proof(steps, exact is not None, by_sum=proven)
             changed, lstats = exact, hstats
             if exact is None:
                 # No step settled within its nodes: the weighted program, which brings the brokers as near their
@@ -340,8 +345,27 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
             by_index, used = changed, "lp"
         else:
             solver["placement_used"] = "greedy"
+    if stats["outside_bands"]:
+        _prove_by_sums(problem, solver)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _prove_by_sums(problem: LoadInput, solver: dict[str, Any]) -> None:
+    """The sums of ``sum_proofs`` may prove the disk bands out of reach at any size (the mode lets brokers only give
+    or only take, or racks pin the bytes): ``bands_proof`` then says infeasible and names the binding brokers
+    (``by_sum``); ``one_way`` lists the brokers no placement brings inside their band. A placement the program found
+    meeting the bands would contradict a sum: the program's word stands, the sum is kept beside it."""
+    found = sum_proof(problem)
+    stuck = one_way(problem)
+    proof = solver.get("bands_proof") or {"feasible": None, "steps": []}
+    if stuck:  # no placement meets every band strictly
+        proof = {**proof, "one_way": stuck, **({"strict": False} if proof.get("feasible") else {})}
+    if found is not None:
+        proof = {**proof, "sum_disagrees": found} if proof.get("feasible") is True else {
+            **proof, "feasible": False, "by_sum": found}
+    if stuck or found is not None:
+        solver["bands_proof"] = proof
 
 
 def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
@@ -363,17 +387,18 @@ def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
     return round(outside_counts, 9), round(load, 9), moved
 
 
-def _bands_proof(steps: Sequence[Mapping[str, Any]], found: bool) -> dict[str, Any]:
+def _bands_proof(steps: Sequence[Mapping[str, Any]], found: bool, by_sum: bool = False) -> dict[str, Any]:
     """What the exact programs (``BAND_STEPS``: the gates' bands as constraints, then the load bands widened)
     established: ``feasible`` True (a placement meets every band as the gates judge it; ``strict``: with no one-way
     broker left further outside than it started), False (HiGHS proved that none does; then ``reachable_widen``: the
     narrowest widening a placement was found for, None when none), or None (not settled within the nodes); ``steps``:
-    each program's widening, status and seconds."""
+    each program's widening, status and seconds. ``by_sum``: a sum proved the bands out of reach (``sum_proofs``),
+    and the ladder started at the first widening."""
     gate_steps = [st for st in steps if st["widen"] == 1.0]
     last = steps[-1] if steps else None
     if found and last is not None and last["widen"] == 1.0:
         feasible: bool | None = True
-    elif gate_steps and all("infeasible" in str(st["status"]).lower() for st in gate_steps) and (
+    elif by_sum or gate_steps and all("infeasible" in str(st["status"]).lower() for st in gate_steps) and (
             len(gate_steps) == sum(1 for w, _ in BAND_STEPS if w == 1.0)):
         feasible = False
     else:

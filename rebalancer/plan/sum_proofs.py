@@ -1,0 +1,151 @@
+"""Proofs by sums that no placement meets every disk band as the disk gate judges it, at any size and without a
+solver (the exact program, ``lp_load``, runs only on a few hundred replicas).
+
+- **A size**: a replica larger than the ceiling of the broker holding it and of every broker that may take it.
+- **The mode** (``add-brokers``, ``remove-brokers``): old brokers may only give and new ones only take (removed brokers
+  give everything); no broker does both, so no load passes through a third broker. Every byte above the band of a
+  broker that may only give must land on one that may only take, and none of those may end above its band (or
+  further above it than before):
+
+      sum over givers of max(0, disk - ceiling)  >  sum over takers of max(0, ceiling - disk)
+
+- **The racks**: a move keeps the racks a partition spans (``racks.keeps_racks``), so a partition with a replica in
+  every rack keeps each replica in its rack (three racks at RF 3: every byte stays in its rack). A rack whose
+  pinned bytes exceed the sum of its brokers' ceilings cannot come down into its bands; a rack that cannot reach the
+  sum of its floors, even with one replica of every partition not in it, cannot come up. Checked only where the
+  gate holds every broker of the rack to that side (it may give, or it may take).
+
+Each names the binding brokers. ``one_way`` names the brokers no placement brings inside a band at all: one that may
+only give and is below its band, or may only take and is above it (the gates accept them no further from their
+targets than before).
+
+Only disk: the network gate grants each broker one partition of slack, which a sum of bands does not see, and the
+count gates measure from the median after the plan, which no band before it fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .load_greedy import LoadInput
+
+__all__ = ["sum_proof", "one_way"]
+
+DIMENSION = "disk"
+
+
+def _loads(inp: LoadInput, dimension: str, brokers: Iterable[int]) -> dict[int, float]:
+    load = dict.fromkeys(brokers, 0.0)
+    for reps, u in zip(inp.replicas, inp.units[dimension], strict=True):
+        for b in reps:
+            if b in load:
+                load[b] += u
+    for b, extra in ((inp.fixed or {}).get(dimension) or {}).items():
+        if b in load:
+            load[b] += extra
+    return load
+
+
+def one_way(inp: LoadInput, dimensions: tuple[str, ...] = ("disk", "nw_in")) -> dict[str, list[int]]:
+    """Per load dimension, the brokers the mode keeps outside their band whatever the placement: below it and may
+    only give, or above it and may only take."""
+    bands_of = inp.gate_bands or inp.bands
+    only_give = (inp.givers - inp.receivers) - inp.removed
+    only_take = (inp.receivers - inp.givers) - inp.removed
+    out: dict[str, list[int]] = {}
+    for d in dimensions:
+        bands = bands_of.get(d)
+        if not bands or d not in inp.units:
+            continue
+        load = _loads(inp, d, (only_give | only_take) & set(bands))
+        stuck = sorted(b for b, x in load.items()
+                       if (b in only_give and x < bands[b].floor) or (b in only_take and x > bands[b].ceil))
+        if stuck:
+            out[d] = stuck
+    return out
+
+
+def sum_proof(inp: LoadInput) -> dict[str, Any] | None:
+    """The first of a size's, the mode's and the racks' sums that proves the disk bands out of reach (``{"by": "size" |
+    "mode" | "racks", ...}``, with the binding brokers, or every rack out of reach), else None."""
+    bands = (inp.gate_bands or inp.bands).get(DIMENSION)
+    if not bands or DIMENSION not in inp.units:
+        return None
+    return _by_size(inp, bands) or _by_mode(inp, bands) or _by_racks(inp, bands)
+
+
+def _by_size(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
+    """A replica larger than the ceiling of its broker (which the gate holds to it: the broker may give) and of
+    every broker that may take it."""
+    takers = [r for r in inp.receivers - inp.removed if r in bands]
+    roomiest = max((float(bands[r].ceil) for r in takers), default=-1.0)
+    for i, (reps, u) in enumerate(zip(inp.replicas, inp.units[DIMENSION], strict=True)):
+        if u <= roomiest:
+            continue
+        for b in reps:
+            if b in inp.removed or (b in bands and b in inp.givers and u > bands[b].ceil):
+                return {"by": "size", "dimension": DIMENSION, "topic": inp.topics[i], "bytes": round(u),
+                        "ceiling": round(max(roomiest, float(bands[b].ceil) if b in bands else 0.0)), "broker": b}
+    return None
+
+
+def _by_mode(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
+    givers = inp.givers | inp.removed
+    takers = inp.receivers - inp.removed
+    if not takers or givers & takers:
+        return None
+    load = _loads(inp, DIMENSION, givers | takers)
+    excess = {}
+    for b in givers:
+        ceiling = 0.0 if b in inp.removed else (float(bands[b].ceil) if b in bands else None)
+        if ceiling is not None and load[b] > ceiling:
+            excess[b] = load[b] - ceiling
+    room = sum(max(0.0, float(bands[b].ceil) - load[b]) for b in takers if b in bands)
+    must_leave = sum(excess.values())
+    if must_leave <= room + len(load):  # one byte per broker of tolerance: the bands are whole bytes
+        return None
+    return {"by": "mode", "dimension": DIMENSION, "must_leave": round(must_leave), "room": round(room),
+            "givers": sorted(excess, key=lambda b: (-excess[b], b)), "takers": sorted(takers)}
+
+
+def _by_racks(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
+    if not inp.keep_racks or any(r is None for r in inp.rack.values()):
+        return None
+    racks = sorted({str(r) for r in inp.rack.values()})
+    members: dict[str, list[int]] = {r: [] for r in racks}
+    for b, r in inp.rack.items():
+        members[str(r)].append(b)
+    units = inp.units[DIMENSION]
+    pinned = dict.fromkeys(racks, 0.0)
+    reachable = dict.fromkeys(racks, 0.0)  # what the rack could hold at most: all it has, one replica of the rest
+    for reps, u in zip(inp.replicas, units, strict=True):
+        spans = {str(inp.rack[b]) for b in reps}
+        for b in reps:
+            reachable[str(inp.rack[b])] += u
+            if len(spans) == len(racks):
+                pinned[str(inp.rack[b])] += u
+        if len(spans) < len(racks):
+            for r in racks:
+                if r not in spans:
+                    reachable[r] += u
+    for b, extra in ((inp.fixed or {}).get(DIMENSION) or {}).items():
+        r = str(inp.rack.get(b))
+        if r in pinned:
+            pinned[r] += extra
+            reachable[r] += extra
+    out = []
+    for r in racks:
+        bs = members[r]
+        if not all(b in bands for b in bs):
+            continue  # a broker outside the plan keeps its load: its rack's sum says nothing of the others
+        ceiling = sum(float(bands[b].ceil) for b in bs)
+        floor = sum(float(bands[b].floor) for b in bs)
+        tolerance = len(bs)
+        if all(b in inp.givers for b in bs) and pinned[r] > ceiling + tolerance:
+            out.append({"rack": r, "side": "above", "pinned": round(pinned[r]), "ceiling": round(ceiling),
+                        "brokers": sorted(bs)})
+        elif all(b in inp.receivers for b in bs) and reachable[r] < floor - tolerance:
+            out.append({"rack": r, "side": "below", "reachable": round(reachable[r]), "floor": round(floor),
+                        "brokers": sorted(bs)})
+    return {"by": "racks", "dimension": DIMENSION, "racks": out} if out else None

@@ -363,12 +363,11 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
                       for d, bs in outside.items() if isinstance(bs, list))
     proof = solver.get("bands_proof") or {}
     placed = [d for d in outside if d in ("disk", "nw_in", "replicas")]  # what the placement's exact program covers
-    by_sum = proof.get("by_sum") if isinstance(proof.get("by_sum"), dict) else None
-    if placed and proof.get("feasible") is False and by_sum is not None:
-        why = _sum_why(by_sum)
-    elif placed and proof.get("feasible") is False:
-        why = ("the exact program proved that no placement meets every disk, network-in and replica band at once "
-               "(racks, the change cap and the partitions' sizes)")
+    from .plan.sum_proofs import why_out_of_reach
+
+    proven = why_out_of_reach(proof)
+    if placed and proven is not None:
+        why = _md(proven)
     elif placed and proof.get("feasible") is True and proof.get("strict") is False:
         why = ("no placement does better than this: a broker the mode lets move one way only ends past its band on "
                "the side it cannot correct, no further from its target than before, as the disk gate accepts")
@@ -379,37 +378,6 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
     else:
         why = _md(solver.get("outside_why") or "no further move brings these brokers closer")
     return [f"**Not every band is met**: {where}. {why}; the gates below judge it.", ""]
-
-
-def _sum_why(found: Mapping[str, Any]) -> str:
-    """Why a sum (``plan.sum_proofs``) proves the disk bands out of reach, in the approval request's words."""
-    from .balance import human_bytes
-
-    def ids(bs: Any) -> str:
-        bs = list(bs) if isinstance(bs, list) else []
-        return ", ".join(map(str, bs[:8])) + (f" and {len(bs) - 8} more" if len(bs) > 8 else "")
-
-    def size(x: Any) -> str:
-        return human_bytes(x) if isinstance(x, (int, float)) else "?"
-
-    if found.get("by") == "size":
-        return (f"no placement can meet them: a replica of topic {_md(found.get('topic'))} "
-                f"({_md(size(found.get('bytes')))}, on broker {_md(found.get('broker'))}) is larger than the "
-                f"{_md(size(found.get('ceiling')))} any broker that may hold it has up to its disk band's ceiling")
-    if found.get("by") == "mode":
-        return (f"no placement can meet them: this mode lets broker(s) {_md(ids(found.get('givers')))} only give "
-                f"and {_md(ids(found.get('takers')))} only take; {_md(size(found.get('must_leave')))} must leave the "
-                f"first above their disk bands and {_md(size(found.get('room')))} fit below the others' (a rebalance "
-                f"may move load between the old brokers)")
-    racks = [r for r in found.get("racks") or [] if isinstance(r, dict)]
-    where = "; ".join(f"rack {_md(r.get('rack'))} (broker(s) {_md(ids(r.get('brokers')))}) "
-                      + (f"keeps {_md(size(r.get('pinned')))} above the {_md(size(r.get('ceiling')))} its disk bands "
-                         f"allow" if r.get("side") == "above" else
-                         f"can reach {_md(size(r.get('reachable')))}, below the {_md(size(r.get('floor')))} its disk "
-                         f"bands need")
-                      for r in racks[:4])
-    return (f"no placement can meet them: a partition with a replica in every rack keeps each replica in its rack, so "
-            f"{where}")
 
 
 def _cut_short(doc: Mapping[str, Any]) -> list[str]:

@@ -67,6 +67,7 @@ from .formats import StagedFiles, atomic_write_json, read_json
 from .load import accepted_range, dimension_loads, largest_replica, replica_table
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
+from .plan.sum_proofs import why_out_of_reach
 from .rundir import DOCS_DIR, RESULT_FILE, VALIDATION_DIR, RunDir
 from .snapshot import load_snapshot
 
@@ -510,7 +511,10 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
         atomic_write_json(staged / RESULT_FILE, result)
     if not result["passed"]:
         failed = [g["name"] for g in result["gates"] if not g["passed"]]
-        raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE})")
+        # the plan's own word where it proved the bands out of reach (the gate fails either way)
+        proven = why_out_of_reach((plan.solver or {}).get("bands_proof") or {}) if "disk-balance" in failed else None
+        why = f"; the plan's proof: {proven}" if proven else ""
+        raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE}){why}")
     return result
 
 

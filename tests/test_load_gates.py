@@ -348,3 +348,23 @@ def test_the_exact_leader_choice_keeps_network_out_within_its_gate(tmp_path: Pat
     failing = _gates(hand_run)["network-balance"]
     assert not failing["passed"], failing
     assert {(r["dimension"], r["broker"]) for r in failing["failing_rows_sample"]} == {("nw_out", 0)}
+
+
+def test_a_failed_disk_gate_quotes_the_plans_proof(tmp_path: Path) -> None:
+    """Broker 0 holds 600 of 800 one-MiB partitions; add-brokers may only move them onto broker 3. The disk gate fails
+    whatever the plan, and the failure line says why in the plan's own words (which brokers, how much)."""
+    from rebalancer.model import Broker, Partition
+
+    mib = 1024 * 1024
+    brokers = [Broker(id=b, rack=r) for b, r in ((0, "a"), (1, "b"), (2, "c"), (3, "d"))]
+    holders = [0] * 600 + [1] * 100 + [2] * 100
+    parts = [Partition(topic=f"t{i // 100}", partition=i % 100, replicas=(b,), leader=b, isr=(b,), size_bytes=mib)
+             for i, b in enumerate(holders)]
+    write_cluster_json(Cluster.build(brokers, parts), tmp_path / "snapshot.json")
+    plan_run_dir(tmp_path, "add-brokers", brokers=[3])
+    with pytest.raises(GateFailure) as failed:
+        validate_run_dir(tmp_path)
+    line = str(failed.value)
+    assert "disk-balance" in line and "; the plan's proof: no placement can meet them: this mode lets broker(s) 0 " \
+        "only give and 3 only take" in line, line
+    assert "\n" not in line

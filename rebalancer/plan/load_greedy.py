@@ -479,7 +479,9 @@ class _Placement:
                 if what:
                     move = self.best_move(x, what == "give", FAN) or self.best_move(x, what == "give", len(self.brokers))
                 if move is None and what:
-                    swap = self.best_swap(x, what == "give", FAN) or self.best_swap(x, what == "give", len(self.brokers))
+                    # among the 2 x FAN neediest partners only: a search over every broker, per stuck broker and
+                    # retry, would cost seconds on hundreds of brokers
+                    swap = self.best_swap(x, what == "give", 2 * FAN)
                     if swap is not None:
                         out, into, y = swap
                         self.apply(out, x, y)

@@ -25,12 +25,12 @@ count gates measure from the median after the plan, which no band before it fixe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .load_greedy import LoadInput
 
-__all__ = ["sum_proof", "one_way"]
+__all__ = ["sum_proof", "one_way", "explain", "why_out_of_reach"]
 
 DIMENSION = "disk"
 
@@ -149,3 +149,43 @@ def _by_racks(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
             out.append({"rack": r, "side": "below", "reachable": round(reachable[r]), "floor": round(floor),
                         "brokers": sorted(bs)})
     return {"by": "racks", "dimension": DIMENSION, "racks": out} if out else None
+
+
+def explain(found: Mapping[str, Any]) -> str:
+    """Why a proof of ``sum_proof`` puts the disk bands out of reach, in one plain sentence (no markdown)."""
+    from ..balance import human_bytes
+
+    def ids(bs: Any) -> str:
+        bs = list(bs) if isinstance(bs, list) else []
+        return ", ".join(map(str, bs[:8])) + (f" and {len(bs) - 8} more" if len(bs) > 8 else "")
+
+    def size(x: Any) -> str:
+        return human_bytes(x) if isinstance(x, (int, float)) else "?"
+
+    if found.get("by") == "size":
+        return (f"no placement can meet them: a replica of topic {found.get('topic')} ({size(found.get('bytes'))}, on "
+                f"broker {found.get('broker')}) is larger than the {size(found.get('ceiling'))} any broker that may "
+                f"hold it has up to its disk band's ceiling")
+    if found.get("by") == "mode":
+        return (f"no placement can meet them: this mode lets broker(s) {ids(found.get('givers'))} only give and "
+                f"{ids(found.get('takers'))} only take; {size(found.get('must_leave'))} must leave the first above "
+                f"their disk bands and {size(found.get('room'))} fit below the others' (a rebalance may move load "
+                f"between the old brokers)")
+    racks = [r for r in found.get("racks") or [] if isinstance(r, dict)]
+    where = "; ".join(f"rack {r.get('rack')} (broker(s) {ids(r.get('brokers'))}) "
+                      + (f"keeps {size(r.get('pinned'))} above the {size(r.get('ceiling'))} its disk bands allow"
+                         if r.get("side") == "above" else
+                         f"can reach {size(r.get('reachable'))}, below the {size(r.get('floor'))} its disk bands need")
+                      for r in racks[:4])
+    return f"no placement can meet them: a partition with a replica in every rack keeps each replica in its rack, so {where}"
+
+
+def why_out_of_reach(proof: Mapping[str, Any]) -> str | None:
+    """The reason a plan's ``bands_proof`` gives for its bands being out of reach (a sum, or the exact program's
+    "Infeasible"), or None when it proved no such thing."""
+    if proof.get("feasible") is not False:
+        return None
+    if isinstance(proof.get("by_sum"), dict):
+        return explain(proof["by_sum"])
+    return ("the exact program proved that no placement meets every disk, network-in and replica band at once "
+            "(racks, the change cap and the partitions' sizes)")

@@ -256,6 +256,30 @@ def test_a_plan_is_the_same_on_a_busy_machine(tmp_path: Path) -> None:
                                                          busy.solver["bands_proof"]["steps"], strict=True)]}
 
 
+def test_a_plan_above_the_exact_programs_size_is_the_same_on_a_busy_machine() -> None:
+    """A production-shaped rebalance of 1,412 replicas (fuzz seed 38), where greedy leaves brokers outside a band and
+    the exact program does not run: planned alone and beside two CPU-burning processes, one content hash. (auto's
+    weighted program stopped at a 10 s clock here, so the plan depended on how busy the machine was.)"""
+    import subprocess
+
+    from load_cases import family
+
+    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+
+    cluster, mode, new = family("small", 38)
+    assert cluster.replica_count > LP_EXACT_MAX_REPLICAS and not new
+    quiet = make_plan(cluster, mode)
+    assert quiet.solver["outside_bands"]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        busy = make_plan(cluster, mode)
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+    assert busy.hash == quiet.hash
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObject) -> None:

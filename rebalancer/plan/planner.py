@@ -92,8 +92,6 @@ LP_NODE_LIMIT = 500          # the load programs' branch-and-bound nodes: work, 
 # The exact program's steps, in turn: (load bands widened this many times, a one-way broker judged as the gates judge it)
 BAND_STEPS = ((1.0, False), (1.0, True), (1.5, True), (2.0, True), (3.0, True), (5.0, True), (10.0, True))
 LP_EXACT_MAX_REPLICAS = 600  # the exact program's size: its root alone took a minute on 1,167 replicas x 25 brokers
-LP_AUTO_SECONDS = 10.0        # above it, auto's weighted program where greedy fell short: a wall clock (not a work
-#                               limit: such plans may still differ on a busy machine)
 LP_SAFETY_SECONDS = 60.0      # auto's programs: a wall-clock safety net only (lp: its whole share), said when it cuts
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
@@ -293,19 +291,20 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                            ", merged and repaired" if groups > 1 else ""),
                         "dimensions": list(problem.bands), **stats, "seconds": round(budget.phases["greedy"].seconds, 3)}
     used = "greedy"
-    # auto: the program only where greedy left a broker outside a band the gates measure (greedy aims inside them)
+    # auto: the exact program only where greedy left a broker outside a band the gates measure (greedy aims inside
+    # them), on a cluster small enough for it: above, the weighted program's nodes take minutes, and a clock would
+    # make the plan depend on how busy the machine is (``--strategy lp`` runs it against the time limit)
     if (not run_lp and requested == "auto" and stats["outside_bands"] and evaluate(problem, by_index, gates=True)[0] > 0
-            and cluster.replica_count <= LP_AUTO_MAX_REPLICAS):
+            and cluster.replica_count <= LP_EXACT_MAX_REPLICAS):
         run_lp = True
         solver["strategy_reason"] += f"; greedy left broker(s) {stats['outside_bands'][:8]} outside a band: the program"
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
             exact_size = cluster.replica_count <= LP_EXACT_MAX_REPLICAS
-            # auto: the exact program's node limit (the safety net above it), else the weighted program's old cap
-            cap = LP_SAFETY_SECONDS if exact_size else LP_AUTO_SECONDS
-            whole = chosen == "lp" or deadline.remaining() <= cap  # else the cap stops it, not the budget
-            seconds = deadline.remaining() if whole else cap
+            # auto: the exact program's node limit, a wall clock only as the safety net above it
+            whole = chosen == "lp" or deadline.remaining() <= LP_SAFETY_SECONDS  # else the net stops it, not the budget
+            seconds = deadline.remaining() if whole else LP_SAFETY_SECONDS
             # First the gates' bands as constraints and the fewest bytes: a solution meets every band (and says how
             # near the fewest bytes it is); "Infeasible" proves that no placement does.
             exact: dict[int, tuple[int, ...]] | None = None

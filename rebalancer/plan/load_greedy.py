@@ -237,14 +237,18 @@ class _Placement:
                 if j < len(lst) and lst[j][1] == i:
                     del lst[j]
 
-    def placeable(self, i: int, giver: int, receiver: int) -> bool:
+    def may_join(self, i: int, giver: int, receiver: int) -> bool:
+        """May partition i's replica go from giver to receiver: not there yet, racks kept (limits aside)?"""
         reps = self.assign[i]
         if receiver in reps:
             return False
+        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
+
+    def placeable(self, i: int, giver: int, receiver: int) -> bool:
         for d in self.dims:
             if self.load[d][receiver] + self.units[d][i] > self.hard[d][receiver]:
                 return False
-        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
+        return self.may_join(i, giver, receiver)
 
     def delta(self, i: int, giver: int, receiver: int) -> float | None:
         """The change of the total violation, or None when the move is not allowed. A broker may end further out
@@ -411,7 +415,7 @@ class _Placement:
                 k = bisect.bisect_left(smalls, (want, -1))
                 for _, small in smalls[max(0, k - 2):k + 2]:
                     out, into = (big, small) if giving else (small, big)
-                    if out == into or not (self.placeable_swap(out, x, y) and self.placeable_swap(into, y, x)):
+                    if out == into or not (self.may_join(out, x, y) and self.may_join(into, y, x)):
                         continue
                     dv = self.swap_delta(out, into, x, y)
                     if dv is None or dv >= -1e-12:
@@ -421,13 +425,6 @@ class _Placement:
                     if best is None or score < best[0]:
                         best = (score, out, into, y)
         return None if best is None else best[1:]
-
-    def placeable_swap(self, i: int, giver: int, receiver: int) -> bool:
-        """May partition i's replica move from giver to receiver (racks and membership; limits: ``swap_delta``)?"""
-        reps = self.assign[i]
-        if receiver in reps:
-            return False
-        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
     def apply(self, i: int, g: int, r: int) -> None:
         inp, origin, changes = self.inp, self.origin, self.changes

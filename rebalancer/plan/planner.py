@@ -298,6 +298,8 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
             and cluster.replica_count <= LP_EXACT_MAX_REPLICAS):
         run_lp = True
         solver["strategy_reason"] += f"; greedy left broker(s) {stats['outside_bands'][:8]} outside a band: the program"
+    # a sum that proves the disk bands out of reach at any size (``sum_proofs``): only where greedy fell short
+    by_sum = sum_proof(problem) if stats["outside_bands"] else None
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
@@ -310,7 +312,7 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
             exact: dict[int, tuple[int, ...]] | None = None
             hstats: dict[str, Any] = {}
             steps: list[dict[str, Any]] = []
-            proven = sum_proof(problem) is not None
+            proven = by_sum is not None
             for widen, lenient in BAND_STEPS if exact_size else ():
                 # Strictly inside every band first; then as the gates judge a broker the mode lets move one way only;
                 # then, where even that is proven impossible (by these programs, or at once by a sum: skipped), the
@@ -345,17 +347,17 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
         else:
             solver["placement_used"] = "greedy"
     if stats["outside_bands"]:
-        _prove_by_sums(problem, solver)
+        _prove_by_sums(problem, solver, by_sum)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
 
 
-def _prove_by_sums(problem: LoadInput, solver: dict[str, Any]) -> None:
-    """The sums of ``sum_proofs`` may prove the disk bands out of reach at any size (the mode lets brokers only give
-    or only take, or racks pin the bytes): ``bands_proof`` then says infeasible and names the binding brokers
-    (``by_sum``); ``one_way`` lists the brokers no placement brings inside their band. A placement the program found
-    meeting the bands would contradict a sum: the program's word stands, the sum is kept beside it."""
-    found = sum_proof(problem)
+def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, Any] | None) -> None:
+    """``found``, a sum of ``sum_proofs``, proves the disk bands out of reach at any size (a replica too large, the
+    mode lets brokers only give or only take, or racks pin the bytes): ``bands_proof`` then says infeasible and
+    names the binding brokers (``by_sum``); ``one_way`` lists the brokers no placement brings inside their band. A
+    placement the program found meeting the bands would contradict a sum: the program's word stands, the sum is kept
+    beside it."""
     stuck = one_way(problem)
     proof = solver.get("bands_proof") or {"feasible": None, "steps": []}
     if stuck:  # no placement meets every band strictly

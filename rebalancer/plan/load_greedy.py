@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from ..model import Cluster
     from .targets import Targets
 
-__all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "median_safe_band",
+__all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "broker_violation",
+           "median_safe_band",
            "REMOVED_WEIGHT", "COUNT_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
@@ -86,7 +87,7 @@ class LoadInput:
     #   (other groups' replicas, ``split``'s repair): counted in the broker's load, so its bands are the cluster's
 
 
-def _add_fixed(inp: LoadInput, load: dict[str, dict[int, float]]) -> None:
+def add_fixed(inp: LoadInput, load: dict[str, dict[int, float]]) -> None:
     """Add to ``load`` (dimension -> broker -> load, in place) what ``inp.fixed`` holds on the brokers."""
     for d, extra in (inp.fixed or {}).items():
         if d in load:
@@ -135,7 +136,8 @@ class _Placement:
         self.below: dict[int, float] = {}
         for b in self.brokers:
             self.refresh(b)
-        self.origin = origin = inp.origin
+        # what the change cap counts against: a replica this plan added may move on (the plan still adds it once)
+        self.origin = origin = inp.origin if inp.origin is not None else inp.replicas
         if origin is not None:
             self.changes = [sum(1 for b in reps if b not in origin[i]) for i, reps in enumerate(self.assign)]
         else:
@@ -164,7 +166,7 @@ class _Placement:
             raise ValueError("a replica on a broker without a rack entry")
         self.load = {d: dict(zip(brokers, np.bincount(pos, weights=np.asarray(self.units[d], dtype=float)[part],
                                                       minlength=ids.size).tolist(), strict=True)) for d in dims}
-        _add_fixed(inp, self.load)
+        add_fixed(inp, self.load)
         order = np.argsort(pos, kind="stable")  # by broker, each broker's partitions ascending
         ends = np.cumsum(np.bincount(pos, minlength=ids.size)).tolist()
         held = part[order].tolist()
@@ -590,8 +592,8 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
     load = {d: {b: 0.0 for b in inp.rack} for d in dims}
     before = {d: {b: 0.0 for b in inp.rack} for d in dims}
     moved = 0.0
-    _add_fixed(inp, load)
-    _add_fixed(inp, before)
+    add_fixed(inp, load)
+    add_fixed(inp, before)
     for i, reps in enumerate(inp.replicas):
         new = changed.get(i, reps)
         for d in dims:
@@ -606,15 +608,25 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
     for d in dims:
         mean = max(1e-9, sum(x.average for x in bands_of[d].values()) / max(1, len(bands_of[d])))
         for b, band in bands_of[d].items():
-            v = load[d].get(b, 0.0)
-            if b in inp.removed:
-                total += REMOVED_WEIGHT * v / mean
-            elif b in inp.givers | inp.receivers:
-                low, high = float(band.floor), float(band.ceil)
-                if gates:  # as the gates judge a broker the mode lets move one way: on the side it cannot correct,
-                    #        no further from its target than before (``load.accepted_range``)
-                    away = abs(before[d].get(b, 0.0) - band.average)
-                    low = low if b in inp.receivers else min(low, band.average - away)
-                    high = high if b in inp.givers else max(high, band.average + away)
-                total += inp.weight.get(d, 1.0) * (max(0.0, v - high) + max(0.0, low - v)) / max(band.average, mean * 1e-3)
+            total += broker_violation(inp, d, b, band, mean, load[d].get(b, 0.0),
+                                      before[d].get(b, 0.0) if gates else None)
     return total, moved
+
+
+def broker_violation(inp: LoadInput, d: str, b: int, band: Band, mean: float, value: float,
+                     before: float | None = None) -> float:
+    """How far broker b's load ``value`` in dimension d lies outside ``band``, weighted by the dimension's priority,
+    in units of its target (``mean``: the dimension's mean target, a floor under a tiny target); a removed broker's
+    whole load counts ``REMOVED_WEIGHT`` times; 0 for a broker this plan does not move. ``before``: judged as the
+    gates judge a broker the mode lets move one way: on the side it cannot correct, no further from its target than
+    it was before (``load.accepted_range``)."""
+    if b in inp.removed:
+        return REMOVED_WEIGHT * value / mean
+    if b not in inp.givers and b not in inp.receivers:
+        return 0.0
+    low, high = float(band.floor), float(band.ceil)
+    if before is not None:
+        away = abs(before - band.average)
+        low = low if b in inp.receivers else min(low, band.average - away)
+        high = high if b in inp.givers else max(high, band.average + away)
+    return inp.weight.get(d, 1.0) * (max(0.0, value - high) + max(0.0, low - value)) / max(band.average, mean * 1e-3)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..load import Band
-from .load_greedy import LoadInput
+from .load_greedy import LoadInput, add_fixed
 from .lp import _solver, _write_lp, solve_status
 from .targets import PlanError
 
@@ -65,6 +65,7 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
     brokers = sorted(set(inp.rack))
     movers = inp.givers | inp.receivers | inp.removed
     fixed = {d: {b: 0.0 for b in brokers} for d in dims}  # load of replicas that cannot move
+    add_fixed(inp, fixed)  # and of those outside this problem (a neighbourhood's, ``neighbourhoods``)
     x: dict[tuple[int, int], Any] = {}
     cand: dict[int, list[int]] = {}
     parts: list[int] = []
@@ -72,9 +73,12 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
     if "disk" in inp.bands and inp.bands["disk"]:
         mean_disk = max(1.0, sum(b.average for b in inp.bands["disk"].values()) / len(inp.bands["disk"]))
     objective: list[Any] = []
+    origin = inp.origin
     for i, reps in enumerate(inp.replicas):
-        stay = [b for b in reps if b not in inp.givers and b not in inp.removed]   # may not lose it
-        may_leave = [b for b in reps if b in inp.givers or b in inp.removed]
+        ref = reps if origin is None else origin[i]  # what the changes and the bytes count against
+        # a replica the plan added (not in ``origin``) may move on from any broker of this problem
+        may_leave = [b for b in reps if b in inp.givers or b in inp.removed or (b not in ref and b in movers)]
+        stay = [b for b in reps if b not in may_leave]   # may not lose it
         if not may_leave and all(b not in movers for b in reps):
             for b in reps:
                 for d in dims:
@@ -84,15 +88,18 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
             for d in dims:
                 fixed[d][b] += inp.units[d][i]
         options = [b for b in may_leave if b not in inp.removed] + [b for b in receivers if b not in reps]
+        # back where it was before the plan (a broker that may only give, too: that undoes a move)
+        options += [b for b in ref if b not in reps and b in movers and b not in inp.removed and b not in options]
         free = len(reps) - len(stay)
         parts.append(i)
         cand[i] = options
         for b in options:
             x[(i, b)] = prob.add_variable(f"x_{i}_{b}", cat="Binary")
         prob += pulp.lpSum(x[(i, b)] for b in options) == free, f"rf_{i}"
-        added = [x[(i, b)] for b in options if b not in reps]
-        if added and inp.max_changes < len(reps):
-            prob += pulp.lpSum(added) <= inp.max_changes, f"changes_{i}"
+        added = [x[(i, b)] for b in options if b not in ref]
+        left = inp.max_changes - sum(1 for b in stay if b not in ref)  # changes the plan made that stay
+        if added and left < len(reps):
+            prob += pulp.lpSum(added) <= max(0, left), f"changes_{i}"
         size = inp.units["disk"][i] if "disk" in inp.units else 0.0
         objective.extend((max(size, 1.0) / mean_disk) * v for v in added)
         if inp.keep_racks:
@@ -139,8 +146,11 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
             if hard and widen != 1.0 and d not in COUNTS:
                 band = Band(math.floor(band.average - widen * (band.average - band.floor)),
                             math.ceil(band.average + widen * (band.ceil - band.average)), band.average, band.limit)
-            terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
-            expr = pulp.lpSum(terms) + fixed[d][b]
+            # Every row in units of the broker's target: bytes as coefficients (1e10) beside slack costs and counts
+            # leave HiGHS badly scaled, and its MIP search then stalls past its time limit.
+            k = 1.0 / max(real.average, 1.0)
+            terms = [inp.units[d][i] * k * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
+            expr = pulp.lpSum(terms) + fixed[d][b] * k
             if hard:
                 # A broker the mode lets move one way only, outside its band on the side it cannot correct before
                 # the plan (an old broker below it in add-brokers), may stay where it is; every other broker ends
@@ -153,17 +163,17 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
                     away = abs(now - real.average)
                     low = low if b in inp.receivers else min(low, math.floor(real.average - away))
                     high = high if b in inp.givers else max(high, math.ceil(real.average + away))
-                prob += expr >= low, f"low_{d}_{b}"
-                prob += expr <= high, f"high_{d}_{b}"
+                prob += expr >= low * k, f"low_{d}_{b}"
+                prob += expr <= high * k, f"high_{d}_{b}"
                 if band.limit is not None and terms:
-                    prob += expr <= max(float(band.limit), now), f"limit_{d}_{b}"
+                    prob += expr <= max(float(band.limit), now) * k, f"limit_{d}_{b}"
                 continue
-            scale = max(band.average, 1e-9)
+            # the slacks in units of the target, as the rows
             outer = (inp.gate_bands or {}).get(d, {}).get(b) if d in COUNTS else None
             lo = prob.add_variable(f"slo_{d}_{b}", lowBound=0,
-                                   upBound=None if outer is None else max(0, band.floor - outer.floor))
+                                   upBound=None if outer is None else max(0, band.floor - outer.floor) * k)
             hi = prob.add_variable(f"shi_{d}_{b}", lowBound=0,
-                                   upBound=None if outer is None else max(0, outer.ceil - band.ceil))
+                                   upBound=None if outer is None else max(0, outer.ceil - band.ceil) * k)
             slacks += [lo, hi]
             if outer is not None:
                 # A count may leave the planner's band at its own priority, but the gate's band only at a price
@@ -171,15 +181,16 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
                 lo2 = prob.add_variable(f"sglo_{d}_{b}", lowBound=0)
                 hi2 = prob.add_variable(f"sghi_{d}_{b}", lowBound=0)
                 slacks += [lo2, hi2]
-                prob += expr + lo + lo2 >= band.floor, f"low_{d}_{b}"
-                prob += expr - hi - hi2 <= band.ceil, f"high_{d}_{b}"
-                objective += [(M * GATE_WEIGHT / scale) * lo2, (M * GATE_WEIGHT / scale) * hi2]
+                prob += expr + lo + lo2 >= band.floor * k, f"low_{d}_{b}"
+                prob += expr - hi - hi2 <= band.ceil * k, f"high_{d}_{b}"
+                objective += [(M * GATE_WEIGHT) * lo2, (M * GATE_WEIGHT) * hi2]
             else:
-                prob += expr + lo >= band.floor, f"low_{d}_{b}"
-                prob += expr - hi <= band.ceil, f"high_{d}_{b}"
-            objective += [(M * w / scale) * lo, (M * w / scale) * hi]
+                prob += expr + lo >= band.floor * k, f"low_{d}_{b}"
+                prob += expr - hi <= band.ceil * k, f"high_{d}_{b}"
+            objective += [(M * w) * lo, (M * w) * hi]
             if (d, b) in start_load:
-                short, over = max(0.0, band.floor - start_load[(d, b)]), max(0.0, start_load[(d, b)] - band.ceil)
+                short = max(0.0, band.floor - start_load[(d, b)]) * k
+                over = max(0.0, start_load[(d, b)] - band.ceil) * k
                 lo.setInitialValue(min(short, lo.upBound) if lo.upBound is not None else short)
                 hi.setInitialValue(min(over, hi.upBound) if hi.upBound is not None else over)
                 if outer is not None:
@@ -187,7 +198,7 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
                     hi2.setInitialValue(over - (hi.varValue or 0.0))
             if band.limit is not None and terms:
                 now = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if b in inp.replicas[i])
-                prob += expr <= max(float(band.limit), now), f"limit_{d}_{b}"
+                prob += expr <= max(float(band.limit), now) * k, f"limit_{d}_{b}"
     prob += pulp.lpSum(objective), "objective"
     if warm_start is not None:
         for i in parts:
@@ -226,7 +237,7 @@ def _child_main(out_path: str) -> None:
 
 
 def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None,
-          node_limit: int | None = None) -> dict[str, Any]:
+          node_limit: int | None = None, gap: float | None = None) -> dict[str, Any]:
     """HiGHS until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of it is kept
     for reading the solution back).
 
@@ -248,7 +259,11 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
     ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
     # A node limit is work, not time: with one thread and a fixed seed HiGHS then gives the same placement on any
     # machine, busy or not; ``time_limit`` stays as the safety net (the status says when it cut).
-    options = {"threads": 1, "random_seed": 0, **({"mip_max_nodes": int(node_limit)} if node_limit is not None else {})}
+    options: dict[str, Any] = {"threads": 1, "random_seed": 0}
+    if node_limit is not None:
+        options["mip_max_nodes"] = int(node_limit)
+    if gap is not None:  # instead of ``GAP``
+        options["mip_rel_gap"] = float(gap)
     payload = pickle.dumps((prob, limit, warm, ends, options), protocol=pickle.HIGHEST_PROTOCOL)
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
@@ -291,7 +306,7 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
     for i in program.parts:
         reps = inp.replicas[i]
         chosen = {b for b in program.cand[i] if (program.x[(i, b)].varValue or 0) > 0.5}
-        kept = [b for b in reps if b in chosen or (b not in inp.givers and b not in inp.removed)]
+        kept = [b for b in reps if b in chosen or (b not in program.cand[i] and b not in inp.removed)]
         new = iter(sorted(chosen - set(reps)))
         order = [b if b in kept else next(new, None) for b in reps]
         final = tuple(b for b in order if b is not None) + tuple(new)
@@ -302,15 +317,17 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
 
 def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
-            node_limit: int | None = None) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
+            node_limit: int | None = None, gap: float | None = None,
+            ) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
     """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
     ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
     HiGHS proved that no placement meets them all. ``node_limit``: HiGHS's branch-and-bound nodes (work, the same
-    result on any machine); ``time_limit`` is then only a safety net."""
+    result on any machine); ``time_limit`` is then only a safety net. ``gap``: the relative MIP gap to stop at
+    (default ``GAP``)."""
     started = time.monotonic()
     program = build(inp, None if hard else warm_start, hard=hard, widen=widen, lenient=lenient)
     stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not hard, write_lp,
-                  node_limit=node_limit)
+                  node_limit=node_limit, gap=gap)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
     if not stats["have_solution"]:
         return None, stats

@@ -68,6 +68,7 @@ from .load_greedy import (
 from .load_summary import load_summary
 from .lp import lp_balance
 from .lp_load import lp_load
+from .neighbourhoods import repair_neighbourhoods
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
 from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
@@ -291,19 +292,27 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                            ", merged and repaired" if groups > 1 else ""),
                         "dimensions": list(problem.bands), **stats, "seconds": round(budget.phases["greedy"].seconds, 3)}
     used = "greedy"
+    # a sum that proves the disk bands out of reach at any size (``sum_proofs``): only where greedy fell short
+    by_sum = sum_proof(problem) if stats["outside_bands"] else None
+    exact_size = cluster.replica_count <= LP_EXACT_MAX_REPLICAS
+    if (not run_lp and requested == "auto" and not exact_size and by_sum is None and stats["outside_bands"]
+            and evaluate(problem, by_index, gates=True)[0] > 0 and budget.remaining() > 0):
+        # too large for the whole program: the program a neighbourhood at a time around the brokers greedy left out
+        with budget.phase("neighbourhoods", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
+            by_index, hood = repair_neighbourhoods(problem, by_index, deadline, node_limit=LP_NODE_LIMIT)
+        solver["neighbourhoods"] = {"algorithm": "the load program on the worst broker and its complements, in turn",
+                                    **hood}
+        stats["outside_bands"] = hood["outside_bands"]
     # auto: the exact program only where greedy left a broker outside a band the gates measure (greedy aims inside
     # them), on a cluster small enough for it: above, the weighted program's nodes take minutes, and a clock would
     # make the plan depend on how busy the machine is (``--strategy lp`` runs it against the time limit)
     if (not run_lp and requested == "auto" and stats["outside_bands"] and evaluate(problem, by_index, gates=True)[0] > 0
-            and cluster.replica_count <= LP_EXACT_MAX_REPLICAS):
+            and exact_size):
         run_lp = True
         solver["strategy_reason"] += f"; greedy left broker(s) {stats['outside_bands'][:8]} outside a band: the program"
-    # a sum that proves the disk bands out of reach at any size (``sum_proofs``): only where greedy fell short
-    by_sum = sum_proof(problem) if stats["outside_bands"] else None
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-            exact_size = cluster.replica_count <= LP_EXACT_MAX_REPLICAS
             # auto: the exact program's node limit, a wall clock only as the safety net above it
             whole = chosen == "lp" or deadline.remaining() <= LP_SAFETY_SECONDS  # else the net stops it, not the budget
             seconds = deadline.remaining() if whole else LP_SAFETY_SECONDS

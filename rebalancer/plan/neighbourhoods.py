@@ -1,0 +1,291 @@
+"""Exact repair a few brokers at a time (a large neighbourhood search) for the brokers ``load_greedy`` leaves
+outside a band on a cluster too large for the whole 0/1 program (``lp_load``).
+
+Greedy makes one move (or one exchange) at a time, each lowering the total violation on its own. A broker that
+holds two of the cluster's largest partitions and a sixth of the median replica count needs a large partition out
+and dozens of small ones in: every first step of that pushes some broker further out of its disk band, so greedy
+stops there. The exact program finds such plans, but its root alone takes a minute at a thousand replicas.
+
+So the program runs on a *neighbourhood*: the broker furthest outside the gates' bands; the brokers that share the
+changes of its largest partitions whose change cap is used (``LINKED``: moving such a replica off it needs the
+earlier change undone or moved on); and the brokers whose deviations best complement its own (above where it is
+below, in each dimension, by priority), at least ``PARTNERS`` and as many more as it takes for their room inside
+their bands to hold ``ROOM`` times what the centre is outside by (a neighbourhood's total load stays in it). Up to
+``CANDIDATES`` of their partitions (a spread over each broker's sizes) are free to move among them, everything else
+stays where it is, counted as fixed load. The program is ``lp_load``'s weighted one (counts beyond their gate band
+first, then each dimension's band by priority, then the fewest bytes), with the changes made so far counted against
+the change cap (a replica the plan added may move on, or back) and a node limit: work, so the placement is the same
+on any machine. Its wall clock is only a safety net; a program it cuts is not kept (the cut depends on the machine)
+and the stats say so. A neighbourhood's new placement is kept when it brings its brokers nearer their gate bands
+(replica counts, then the load bands, then the planner's narrower bands), or as near with fewer bytes moved.
+
+Rounds go on, the worst broker not yet tried first, until no broker is outside a gate band, every broker outside has
+been tried since the last gain, ``MAX_ROUNDS``, or the deadline. A broker the mode keeps outside whatever the
+placement (``sum_proofs.one_way``) is not a neighbourhood's centre. Every kept placement is whole and valid (racks,
+change cap and capacity limits are the program's constraints), so a cut-short repair is valid too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TypedDict
+
+from .budget import Deadline
+from .load_greedy import LoadInput, add_fixed, broker_violation
+from .lp_load import lp_load
+from .sum_proofs import one_way
+
+__all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS"]
+
+PARTNERS = 5         # brokers beside the centre in one neighbourhood, at least
+MAX_PARTNERS = 15    # and at most
+LINKED = 3           # the centre's largest partitions whose change cap is used: their changes' brokers join it
+ROOM = 2.0           # their room within their bands, at least this many times what the centre is outside its own by
+CANDIDATES = 240     # partitions a neighbourhood may move, shared among its brokers (a spread over the sizes)
+MAX_ROUNDS = 60      # programs per repair
+GAP = 0.05           # a neighbourhood's program stops this near its optimum: the bands come first, then the bytes
+SOLVE_SECONDS = 30.0  # one program's wall-clock safety net (its node limit decides first)
+COUNTS = ("replicas", "leaders")
+
+Key = tuple[float, float, float, float]
+
+
+class NeighbourhoodStats(TypedDict):
+    """What the repair did: programs solved, placements kept, partitions they changed, brokers left outside a gate
+    band, whether the deadline or a program's safety net cut it short, and its seconds."""
+
+    rounds: int
+    kept: int
+    outside_bands: list[int]
+    cut_short: bool
+    seconds: float
+
+
+class _State:
+    """The placement being repaired and every broker's load per dimension."""
+
+    def __init__(self, inp: LoadInput, placed: Mapping[int, tuple[int, ...]]) -> None:
+        self.inp = inp
+        self.dims = [d for d in inp.bands if d in inp.units]
+        self.assign: list[tuple[int, ...]] = [tuple(placed.get(i, reps)) for i, reps in enumerate(inp.replicas)]
+        brokers = sorted(set(inp.rack))
+        self.load = {d: dict.fromkeys(brokers, 0.0) for d in self.dims}
+        self.before = {d: dict.fromkeys(brokers, 0.0) for d in self.dims}
+        add_fixed(inp, self.load)
+        add_fixed(inp, self.before)
+        self.holders: dict[int, set[int]] = {b: set() for b in brokers}
+        for i, (reps, now) in enumerate(zip(inp.replicas, self.assign, strict=True)):
+            for d in self.dims:
+                u = inp.units[d][i]
+                for b in now:
+                    self.load[d][b] += u
+                for b in reps:
+                    self.before[d][b] += u
+            for b in now:
+                self.holders[b].add(i)
+        gate = inp.gate_bands or inp.bands
+        self.mean = {d: max(1e-9, sum(x.average for x in gate[d].values()) / max(1, len(gate[d]))) for d in self.dims}
+        self.movers = sorted((inp.givers | inp.receivers) - inp.removed)
+        self.mover_set = frozenset(self.movers)
+
+    def used_cap(self, i: int) -> bool:
+        """Has partition i as many replicas outside its original list as the change cap allows?"""
+        return sum(1 for b in self.assign[i] if b not in self.inp.replicas[i]) >= self.inp.max_changes
+
+    def key(self, brokers: Sequence[int], load: Mapping[str, Mapping[int, float]]) -> Key:
+        """How these brokers stand (lower is better): replica counts outside their gate band, the load outside
+        the gates' bands by priority (one-way brokers as the gates judge them), outside the planner's bands."""
+        inp = self.inp
+        gate = inp.gate_bands or inp.bands
+        counts = loads = planner = 0.0
+        for d in self.dims:
+            for b in brokers:
+                v = load[d][b]
+                g = gate[d].get(b)
+                if g is not None:
+                    if d in COUNTS:
+                        counts += max(0.0, v - g.ceil) + max(0.0, g.floor - v)
+                    else:
+                        loads += broker_violation(inp, d, b, g, self.mean[d], v, self.before[d][b])
+                p = inp.bands[d].get(b)
+                if p is not None:
+                    planner += broker_violation(inp, d, b, p, self.mean[d], v)
+        return round(counts, 9), round(loads, 9), round(planner, 9), 0.0
+
+    def deviation(self, b: int) -> dict[str, float]:
+        """Broker b's signed distance from its target per dimension, in target units, weighted by priority."""
+        inp = self.inp
+        out = {}
+        for d in self.dims:
+            band = (inp.gate_bands or inp.bands)[d].get(b)
+            if band is not None:
+                scale = max(band.average, self.mean[d] * 1e-3)
+                out[d] = inp.weight.get(d, 1.0) * (self.load[d][b] - band.average) / scale
+        return out
+
+
+def _partners(state: _State, x: int) -> list[int]:
+    """The brokers whose deviations best complement x's (opposite signs, large) and that may trade with x (x only
+    gives: they must take; x only takes: they must give), at least ``PARTNERS`` and as many more (up to
+    ``MAX_PARTNERS``) as it takes for their room inside their planner bands to hold what x is outside its own by, in
+    every dimension: a neighbourhood's total load stays in it, so its brokers can only all end inside together."""
+    inp = state.inp
+    dx = state.deviation(x)
+    scored = []
+    for y in state.movers:
+        if y == x:
+            continue
+        if x not in inp.receivers and y not in inp.receivers or x not in inp.givers and y not in inp.givers:
+            continue
+        dy = state.deviation(y)
+        scored.append((-sum(-dx[d] * dy.get(d, 0.0) for d in dx), y))
+    scored.sort()
+    # per dimension: how far x is outside its planner band (+ above, - below); the room the partners offer
+    need = {}
+    for d in state.dims:
+        band = inp.bands[d].get(x)
+        if band is not None:
+            v = state.load[d][x]
+            need[d] = max(0.0, v - band.ceil) - max(0.0, band.floor - v)
+    room = dict.fromkeys(need, 0.0)
+    out: list[int] = []
+
+    def join(y: int) -> None:
+        out.append(y)
+        for d, n in need.items():
+            band = inp.bands[d].get(y)
+            if band is not None and n:
+                v = state.load[d][y]
+                room[d] += max(0.0, band.ceil - v) if n > 0 else max(0.0, v - band.floor)
+
+    # First the brokers that share the changes of x's largest partitions whose change cap is used: moving such a
+    # replica off x needs the plan's earlier change to it undone or moved on, inside the neighbourhood.
+    size = inp.units.get("disk") or inp.units[state.dims[0]]
+    pinned = sorted(((size[i], i) for i in state.holders[x] if state.used_cap(i)), reverse=True)[:LINKED]
+    for _, i in pinned:
+        for y in sorted(set(inp.replicas[i]).symmetric_difference(state.assign[i])):
+            if y != x and y not in out and y in state.mover_set:
+                join(y)
+    for _, y in scored:
+        if len(out) >= MAX_PARTNERS or len(out) >= PARTNERS and all(
+                room[d] >= ROOM * abs(n) for d, n in need.items()):
+            break
+        if y not in out:
+            join(y)
+    return out
+
+
+def _candidates(state: _State, hood: Sequence[int]) -> list[int]:
+    """The partitions a neighbourhood may move: those on its brokers, up to ``CANDIDATES`` in all, shared among the
+    brokers and spread evenly over each one's sizes. Changes the plan made so far count against the change cap
+    (``LoadInput.origin``): a replica it added may move on, or back."""
+    inp = state.inp
+    size = inp.units[state.dims[0]] if "disk" not in inp.units else inp.units["disk"]
+    chosen: set[int] = set()
+    each = max(2, CANDIDATES // len(hood))
+    for b in hood:
+        ok = sorted((size[i], i) for i in state.holders[b])
+        if len(ok) > each:
+            step = (len(ok) - 1) / (each - 1)
+            ok = [ok[round(k * step)] for k in range(each)]
+        chosen.update(i for _, i in ok)
+    return sorted(chosen)
+
+
+def _solve(state: _State, hood: Sequence[int], parts: Sequence[int], seconds: float,
+           node_limit: int) -> tuple[dict[int, tuple[int, ...]] | None, bool]:
+    """The program on one neighbourhood: (new replicas of ``parts`` by partition, or None; whether its safety net
+    cut it)."""
+    inp, assign, dims = state.inp, state.assign, state.dims
+    inside = frozenset(hood)
+    fixed = {d: {b: state.load[d][b] for b in hood} for d in dims}  # what stays on them: all but the candidates
+    for i in parts:
+        for b in assign[i]:
+            if b in inside:
+                for d in dims:
+                    fixed[d][b] -= inp.units[d][i]
+    sub = LoadInput(
+        replicas=[assign[i] for i in parts], topics=[inp.topics[i] for i in parts],
+        units={d: [inp.units[d][i] for i in parts] for d in inp.units}, bands=inp.bands, rack=inp.rack,
+        receivers=inp.receivers & inside, givers=inp.givers & inside, removed=frozenset(),
+        max_changes=inp.max_changes, keep_racks=inp.keep_racks, weight=inp.weight, gate_bands=inp.gate_bands,
+        safe_bands=inp.safe_bands, fixed=fixed, origin=[inp.replicas[i] for i in parts])
+    changed, stats = lp_load(sub, seconds, warm_start={}, node_limit=node_limit, gap=GAP)
+    cut = "time limit" in str(stats.get("status", "")).lower()
+    if changed is None or cut:  # what a clock cut depends on the machine: not kept, so the plan does not
+        return None, cut
+    return {i: changed.get(k, assign[i]) for k, i in enumerate(parts)}, cut
+
+
+def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]], deadline: Deadline | None = None,
+                          *, node_limit: int) -> tuple[dict[int, tuple[int, ...]], NeighbourhoodStats]:
+    """The placement ``placed`` (changed partitions by index) repaired neighbourhood by neighbourhood, and stats."""
+    started = time.monotonic()
+    deadline = deadline or Deadline.never()
+    state = _State(inp, placed)
+    stuck = {b for bs in one_way(inp).values() for b in bs}
+
+    def outside() -> list[tuple[float, int]]:
+        worst = []
+        for b in state.movers:
+            k = state.key([b], state.load)
+            if k[0] > 0 or k[1] > 1e-12:
+                worst.append((-(k[0] * 1e6 + k[1]), b))
+        return sorted(worst)
+
+    size = inp.units.get("disk")
+    rounds = kept = 0
+    cut_short = False
+    tried: set[int] = set()
+    while rounds < MAX_ROUNDS:
+        todo = [b for _, b in outside() if b not in tried and b not in stuck]
+        if not todo:
+            break
+        if not deadline.allows(1.0):
+            cut_short = True
+            break
+        x = todo[0]
+        tried.add(x)
+        hood = [x, *_partners(state, x)]
+        parts = _candidates(state, hood)
+        if not parts:
+            continue
+        rounds += 1
+        new, cut = _solve(state, hood, parts, min(SOLVE_SECONDS, deadline.remaining()), node_limit)
+        cut_short |= cut
+        if new is None:
+            continue
+        load = {d: {b: state.load[d][b] for b in hood} for d in state.dims}
+        for i, reps in new.items():
+            for d in state.dims:
+                u = inp.units[d][i]
+                for b in state.assign[i]:
+                    if b in load[d]:  # a broker outside the neighbourhood keeps its replicas
+                        load[d][b] -= u
+                for b in reps:
+                    if b in load[d]:
+                        load[d][b] += u
+        moved_now = moved_new = 0.0
+        if size is not None:
+            for i, reps in new.items():
+                moved_now += size[i] * sum(1 for b in state.assign[i] if b not in inp.replicas[i])
+                moved_new += size[i] * sum(1 for b in reps if b not in inp.replicas[i])
+        old_key = (*state.key(hood, state.load)[:3], round(moved_now, 3))
+        new_key = (*state.key(hood, load)[:3], round(moved_new, 3))
+        if new_key >= old_key:
+            continue
+        kept += 1
+        for i, reps in new.items():
+            for b in state.assign[i]:
+                state.holders[b].discard(i)
+            for b in reps:
+                state.holders[b].add(i)
+            state.assign[i] = reps
+        for d in state.dims:
+            state.load[d].update(load[d])
+        tried.clear()  # the loads changed: every broker outside may be tried again
+    out = sorted(b for _, b in outside())
+    changed = {i: reps for i, reps in enumerate(state.assign) if reps != tuple(inp.replicas[i])}
+    return changed, {"rounds": rounds, "kept": kept, "outside_bands": out, "cut_short": cut_short,
+                     "seconds": round(time.monotonic() - started, 3)}

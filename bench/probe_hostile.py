@@ -1087,6 +1087,16 @@ def option_cases() -> list[Case]:
     for v in ("inf", "0"):
         plan_case(f"--time-limit {v!r}", lambda c, w, v=v: ["--mode", "rebalance", "--time-limit", v], quick=v == "inf")
     plan_case("--mode bogus", lambda c, w: ["--mode", "bogus"])
+    # issue 42: numbers the arithmetic downstream cannot hold, a Spark master Spark refuses
+    for title, disk in (("1e308", "1e308"), ("a 401-digit integer", "9" * 401)):
+        plan_case(f"--capacity with a disk capacity of {title}", lambda c, w, disk=disk: [
+            "--mode", "rebalance", "--balance", "load", "--capacity", str(write(
+                w / "capacity.json", '{"brokerCapacities": [{"brokerId": -1, "capacity": {"DISK": ' + disk + '}}]}'))],
+                  quick=disk == "1e308")
+    plan_case("--fanout '*=1e300'", lambda c, w: ["--mode", "rebalance", "--balance", "load", "--fanout", "*=1e300"],
+              quick=True)
+    plan_case("--groups 2 --master 'local[0]'", lambda c, w: ["--mode", "rebalance", "--balance", "load", "--groups",
+                                                             "2", "--master", "local[0]"], quick=True)
     plan_case("--mode leaders --strategy lp", lambda c, w: ["--mode", "leaders", "--strategy", "lp"])
     brokers: list[tuple[str, int | None, bool]] = [
         ("", 2, False), ("12,12", 2, True), ("2147483648", 2, True),

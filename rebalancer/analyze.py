@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -60,12 +61,18 @@ def check_inputs(run_dir: str | Path, history: str | None = None) -> None:
             raise InputError(f"{plan}: malformed JSON ({exc})") from None
 
 
+LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]{0,3})(,[0-9]{1,3})?\])?")  # local, local[N], local[*], local[N,F]
+
+
 def check_master(master: str, timeout: float = 3.0) -> None:
-    """A ``spark://host:port[,host:port]`` master must accept a TCP connection; others are left to Spark."""
+    """A Spark master as Spark accepts it (``local``, ``local[N]`` with N > 0, ``local[*]``, ``local[N,F]``,
+    ``spark://host:port[,host:port]``, ``yarn``, ``k8s://...``), else a one-line ``InputError`` before anything is
+    submitted; a ``spark://`` master must accept a TCP connection."""
     if not master.startswith("spark://"):
-        if master.startswith("local") or master in ("yarn",) or master.startswith("k8s://"):
+        if LOCAL_MASTER.fullmatch(master) or master == "yarn" or (master.startswith("k8s://") and len(master) > 6):
             return
-        raise InputError(f"unknown Spark master {master!r} (local[*], spark://HOST:PORT, yarn, k8s://...)")
+        raise InputError(f"unknown Spark master {master!r}: local, local[N] with N > 0, local[*], spark://HOST:PORT, "
+                         "yarn or k8s://...")
     for hp in master[len("spark://"):].split(","):
         host, _, port = hp.rpartition(":")
         try:

@@ -53,6 +53,8 @@ __all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "acc
 MiB = 1024 * 1024
 KiB = 1024
 DEFAULT_RETENTION_MS = 168 * 3600 * 1000  # Kafka's log.retention.hours default
+MAX_CAPACITY = 2**50   # base units per broker (1 PiB, 1 PiB/s): thousands of brokers' sum stays in a 64-bit integer
+MAX_FANOUT = 1e6       # consumer bytes out per byte in: a million consumer groups reading every byte
 
 
 class CapacityError(InputError):
@@ -122,8 +124,9 @@ def partition_loads(cluster: Cluster, *, retention_ms: Mapping[str, Any] | None 
     fanout = fanout or {}
     broker_ms = _retention_ms(broker_retention_ms, "the brokers' log retention")
     for topic, f in [*fanout.items(), ("(default)", default_fanout)]:
-        if not (isinstance(f, (int, float)) and math.isfinite(f) and f >= 0):
-            raise InputError(f"fan-out of topic {topic}: {f!r} is not a number >= 0")
+        if not (isinstance(f, (int, float)) and math.isfinite(f) and 0 <= f <= MAX_FANOUT):
+            raise InputError(f"fan-out of topic {topic}: {f!r} is not a number from 0 to {MAX_FANOUT:g} "
+                             "(consumer bytes out per byte in)")
     topic_ms = {t: _retention_ms(v, f"topic {t}") for t, v in retention_ms.items()}
     out: dict[TopicPartition, PartitionLoad] = {}
     history = history or {}
@@ -338,9 +341,21 @@ def _number(value: Any, where: str) -> float:
         x = float(value)
     except (TypeError, ValueError):
         raise CapacityError(f"{where}: {str(value)[:40]!r} is not a number") from None
+    except OverflowError:  # an integer beyond any float
+        raise CapacityError(f"{where}: {str(value)[:40]}... is not a capacity (too large)") from None
     if not math.isfinite(x) or x <= 0:
-        raise CapacityError(f"{where}: {value!r} is not a positive number")
+        raise CapacityError(f"{where}: {str(value)[:40]!r} is not a positive number")
     return x
+
+
+def _capacity(amount: float, dim: Dimension, where: str) -> int:
+    """``amount`` file units of ``dim`` in base units, at most ``MAX_CAPACITY`` (the sums over thousands of brokers
+    stay within 64-bit integers)."""
+    base = amount * dim.capacity_unit
+    if not base <= MAX_CAPACITY:
+        raise CapacityError(f"{where}: {amount:g} is not a capacity: more than {MAX_CAPACITY // dim.capacity_unit} "
+                            f"(1 PiB, or 1 PiB/s, per broker)")
+    return int(base)
 
 
 def read_capacity_file(path: str | Path) -> dict[int, dict[str, int]]:
@@ -379,7 +394,7 @@ def read_capacity_file(path: str | Path) -> dict[int, dict[str, int]]:
                 amount = sum(_number(v, f"{at}.capacity.{key}.{d}") for d, v in value.items())
             else:
                 amount = _number(value, f"{at}.capacity.{key}")
-            values[dim.name] = int(amount * dim.capacity_unit)
+            values[dim.name] = _capacity(amount, dim, f"{at}.capacity.{key}")
         out[broker] = values
     return out
 
@@ -557,6 +572,8 @@ def model_from_params(cluster: Cluster, params: Any,
         raise InputError(f"{where}: unknown balance dimension(s) {', '.join(unknown)}")
     if any(c <= 0 for per in capacity.values() for c in per.values()):
         raise InputError(f"{where}: a capacity is not positive")
+    if any(c > MAX_CAPACITY for per in capacity.values() for c in per.values()):
+        raise InputError(f"{where}: a capacity is above {MAX_CAPACITY} (1 PiB, or 1 PiB/s)")
     loads = partition_loads(cluster, retention_ms=cluster.meta.get("topic_retention_ms") or {}, fanout=fanout,
                             default_fanout=default_fanout, history=history)
     bands = {d.name: band.get(d.name, d.band) for d in DIMENSIONS.values()}

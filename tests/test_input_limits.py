@@ -157,3 +157,52 @@ def test_write_lp_into_a_missing_directory_fails_before_planning(tmp_path):
     result = run_cli("plan", str(run), "--mode", "rebalance", "--write-lp", str(tmp_path / "missing" / "p.lp"))
     assert_one_line_error(result, 2, "--write-lp", "does not exist")
     assert not (run / "plan.json").exists()
+
+
+def _snapshot(tmp: Path) -> Path:
+    run = tmp / "run"
+    assert run_cli("snapshot", "--source", f"file://{_cluster(tmp)}", "--out", str(run), "--quiet").returncode == 0
+    return run
+
+
+@pytest.mark.parametrize("disk, message", [
+    (1e308, "brokerCapacities[0].capacity.DISK: 1e+308 is not a capacity: more than"),
+    (int("9" * 401), "brokerCapacities[0].capacity.DISK: 9999999999"),
+])
+def test_a_capacity_beyond_what_the_arithmetic_holds_is_named(tmp_path, disk, message):
+    """Issue 42 (1, 2): 1e308 MB overflowed to infinity and a 401-digit integer beyond any float, each an internal
+    error (exit 70); now one line naming the key, and no plan."""
+    run = _snapshot(tmp_path)
+    capacity = tmp_path / "capacity.json"
+    capacity.write_text('{"brokerCapacities": [{"brokerId": -1, "capacity": {"DISK": %s}}]}' % (
+        repr(disk) if isinstance(disk, float) else str(disk)))
+    result = run_cli("plan", str(run), "--mode", "rebalance", "--balance", "load", "--capacity", str(capacity))
+    assert_one_line_error(result, 2, message)
+    assert not (run / "plan.json").exists()
+
+
+def test_a_fanout_beyond_what_the_arithmetic_holds_is_named(tmp_path):
+    """Issue 42 (4): fan-out 1e300 passed, and network out after the plan was -9223372036854775808 on every broker
+    (a numpy cast of infinity): now one line, and no plan."""
+    run = _snapshot(tmp_path)
+    result = run_cli("plan", str(run), "--mode", "rebalance", "--balance", "load", "--fanout", "*=1e300")
+    assert_one_line_error(result, 2, "fan-out of topic", "is not a number from 0 to 1e+06")
+    assert not (run / "plan.json").exists()
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[-1]", "localhost", "local[x]", "k8s://"])
+def test_a_spark_master_spark_would_refuse_is_one_line(tmp_path, master):
+    """Issue 42 (3): ``local[0]`` went to Spark (43 lines, two Java stack traces, exit 70): any master starting with
+    "local" passed. Now checked against what Spark accepts before anything is submitted."""
+    run = _snapshot(tmp_path)
+    result = run_cli("plan", str(run), "--mode", "rebalance", "--balance", "load", "--groups", "2",
+                     "--master", master)
+    assert_one_line_error(result, 2, f"unknown Spark master {master!r}")
+    assert not (run / "plan.json").exists()
+
+
+def test_the_spark_masters_spark_accepts_pass_the_check():
+    from rebalancer.analyze import check_master
+
+    for master in ("local", "local[1]", "local[*]", "local[4,2]", "local[*,3]", "yarn", "k8s://https://h:443"):
+        check_master(master)

@@ -20,9 +20,15 @@ and the stats say so. A neighbourhood's new placement is kept when it brings its
 (replica counts, then the load bands, then the planner's narrower bands), or as near with fewer bytes moved.
 
 Rounds go on, the worst broker not yet tried first, until no broker is outside a gate band, every broker outside has
-been tried since the last gain, ``MAX_ROUNDS``, or the deadline. A broker the mode keeps outside whatever the
+been tried since the last gain on the gates' bands, ``MAX_ROUNDS``, or the deadline. A broker the mode keeps outside whatever the
 placement (``sum_proofs.one_way``) is not a neighbourhood's centre. Every kept placement is whole and valid (racks,
 change cap and capacity limits are the program's constraints), so a cut-short repair is valid too.
+
+Then the bytes: up to ``TRIM_ROUNDS`` neighbourhoods, each around the broker that receives most (not yet tried)
+with the brokers its replicas came from, where undoing a move or moving a replica on from where it was can carry
+fewer bytes for the same balance; kept only when the brokers end as near their bands as before. It stops after
+``TRIM_PATIENCE`` programs in a row kept nothing, or once the plan copies at most ``TRIM_ENOUGH`` times the bytes
+bound (``bounds.bytes_moved_bound``, which the planner passes): a second a program is not worth less than that.
 """
 
 from __future__ import annotations
@@ -36,14 +42,18 @@ from .load_greedy import LoadInput, add_fixed, broker_violation
 from .lp_load import lp_load
 from .sum_proofs import one_way
 
-__all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS"]
+__all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS",
+           "TRIM_ENOUGH"]
 
 PARTNERS = 5         # brokers beside the centre in one neighbourhood, at least
 MAX_PARTNERS = 15    # and at most
 LINKED = 3           # the centre's largest partitions whose change cap is used: their changes' brokers join it
 ROOM = 2.0           # their room within their bands, at least this many times what the centre is outside its own by
 CANDIDATES = 240     # partitions a neighbourhood may move, shared among its brokers (a spread over the sizes)
-MAX_ROUNDS = 60      # programs per repair
+MAX_ROUNDS = 30      # programs per repair (work: a few seconds each at most, well inside the plan's time)
+TRIM_ROUNDS = 20     # programs after it, for fewer bytes
+TRIM_ENOUGH = 1.02   # ... until the plan copies at most this many times the bytes bound
+TRIM_PATIENCE = 5    # ... or this many in a row kept nothing
 GAP = 0.05           # a neighbourhood's program stops this near its optimum: the bands come first, then the bytes
 SOLVE_SECONDS = 30.0  # one program's wall-clock safety net (its node limit decides first)
 COUNTS = ("replicas", "leaders")
@@ -52,11 +62,12 @@ Key = tuple[float, float, float, float]
 
 
 class NeighbourhoodStats(TypedDict):
-    """What the repair did: programs solved, placements kept, partitions they changed, brokers left outside a gate
-    band, whether the deadline or a program's safety net cut it short, and its seconds."""
+    """What the repair did: programs solved, placements kept for balance and for fewer bytes, brokers left outside a
+    gate band, whether the deadline or a program's safety net cut it short, and its seconds."""
 
     rounds: int
     kept: int
+    trimmed: int
     outside_bands: list[int]
     cut_short: bool
     seconds: float
@@ -178,18 +189,23 @@ def _partners(state: _State, x: int) -> list[int]:
 
 def _candidates(state: _State, hood: Sequence[int]) -> list[int]:
     """The partitions a neighbourhood may move: those on its brokers, up to ``CANDIDATES`` in all, shared among the
-    brokers and spread evenly over each one's sizes. Changes the plan made so far count against the change cap
-    (``LoadInput.origin``): a replica it added may move on, or back."""
+    brokers. On each, first (up to half its share, largest first) the replicas the plan brought there: they are what
+    undoing or redirecting a move needs; then the rest spread evenly over its sizes. Changes the plan made so far
+    count against the change cap (``LoadInput.origin``): a replica it added may move on, or back."""
     inp = state.inp
     size = inp.units[state.dims[0]] if "disk" not in inp.units else inp.units["disk"]
     chosen: set[int] = set()
     each = max(2, CANDIDATES // len(hood))
     for b in hood:
-        ok = sorted((size[i], i) for i in state.holders[b])
-        if len(ok) > each:
-            step = (len(ok) - 1) / (each - 1)
-            ok = [ok[round(k * step)] for k in range(each)]
-        chosen.update(i for _, i in ok)
+        held = sorted((size[i], i) for i in state.holders[b])
+        brought = [i for _, i in reversed(held) if b not in inp.replicas[i]][:each // 2]
+        chosen.update(brought)
+        rest = [(u, i) for u, i in held if i not in chosen]
+        share = each - len(brought)
+        if len(rest) > share:
+            step = (len(rest) - 1) / max(1, share - 1)
+            rest = [rest[round(k * step)] for k in range(share)]
+        chosen.update(i for _, i in rest)
     return sorted(chosen)
 
 
@@ -218,9 +234,70 @@ def _solve(state: _State, hood: Sequence[int], parts: Sequence[int], seconds: fl
     return {i: changed.get(k, assign[i]) for k, i in enumerate(parts)}, cut
 
 
+def _round(state: _State, hood: Sequence[int], deadline: Deadline, node_limit: int) -> tuple[int, bool]:
+    """Solve one neighbourhood and keep its placement when it is better: (0 not kept, 1 kept for the planner's bands
+    or the bytes alone, 2 kept nearer the gates' bands; whether a clock cut the program)."""
+    inp = state.inp
+    parts = _candidates(state, hood)
+    if not parts:
+        return 0, False
+    new, cut = _solve(state, hood, parts, min(SOLVE_SECONDS, deadline.remaining()), node_limit)
+    if new is None:
+        return 0, cut
+    load = {d: {b: state.load[d][b] for b in hood} for d in state.dims}
+    for i, reps in new.items():
+        for d in state.dims:
+            u = inp.units[d][i]
+            for b in state.assign[i]:
+                if b in load[d]:  # a broker outside the neighbourhood keeps its replicas
+                    load[d][b] -= u
+            for b in reps:
+                if b in load[d]:
+                    load[d][b] += u
+    size = inp.units.get("disk")
+    moved_now = moved_new = 0.0
+    if size is not None:
+        for i, reps in new.items():
+            moved_now += size[i] * sum(1 for b in state.assign[i] if b not in inp.replicas[i])
+            moved_new += size[i] * sum(1 for b in reps if b not in inp.replicas[i])
+    old_key = (*state.key(hood, state.load)[:3], round(moved_now, 3))
+    new_key = (*state.key(hood, load)[:3], round(moved_new, 3))
+    if new_key >= old_key:
+        return 0, cut
+    for i, reps in new.items():
+        for b in state.assign[i]:
+            state.holders[b].discard(i)
+        for b in reps:
+            state.holders[b].add(i)
+        state.assign[i] = reps
+    for d in state.dims:
+        state.load[d].update(load[d])
+    return (2 if new_key[:2] < old_key[:2] else 1), cut
+
+
+def _arrivals(state: _State) -> dict[int, dict[int, float]]:
+    """Per broker, the bytes the plan so far brings onto it, by the broker each replica came from."""
+    inp = state.inp
+    size = inp.units.get("disk") or inp.units[state.dims[0]]
+    out: dict[int, dict[int, float]] = {}
+    for i, now in enumerate(state.assign):
+        reps = inp.replicas[i]
+        if now == tuple(reps):
+            continue
+        added = [b for b in now if b not in reps]
+        left = [b for b in reps if b not in now]
+        for k, b in enumerate(added):
+            src = out.setdefault(b, {})
+            g = left[k] if k < len(left) else -1
+            src[g] = src.get(g, 0.0) + size[i]
+    return out
+
+
 def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]], deadline: Deadline | None = None,
-                          *, node_limit: int) -> tuple[dict[int, tuple[int, ...]], NeighbourhoodStats]:
-    """The placement ``placed`` (changed partitions by index) repaired neighbourhood by neighbourhood, and stats."""
+                          *, node_limit: int, bytes_enough: float = 0.0,
+                          ) -> tuple[dict[int, tuple[int, ...]], NeighbourhoodStats]:
+    """The placement ``placed`` (changed partitions by index) repaired neighbourhood by neighbourhood, then trimmed
+    of bytes the same way until it copies at most ``bytes_enough``, and stats."""
     started = time.monotonic()
     deadline = deadline or Deadline.never()
     state = _State(inp, placed)
@@ -234,8 +311,7 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
                 worst.append((-(k[0] * 1e6 + k[1]), b))
         return sorted(worst)
 
-    size = inp.units.get("disk")
-    rounds = kept = 0
+    rounds = kept = trimmed = 0
     cut_short = False
     tried: set[int] = set()
     while rounds < MAX_ROUNDS:
@@ -247,45 +323,40 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
             break
         x = todo[0]
         tried.add(x)
-        hood = [x, *_partners(state, x)]
-        parts = _candidates(state, hood)
-        if not parts:
-            continue
         rounds += 1
-        new, cut = _solve(state, hood, parts, min(SOLVE_SECONDS, deadline.remaining()), node_limit)
+        better, cut = _round(state, [x, *_partners(state, x)], deadline, node_limit)
         cut_short |= cut
-        if new is None:
-            continue
-        load = {d: {b: state.load[d][b] for b in hood} for d in state.dims}
-        for i, reps in new.items():
-            for d in state.dims:
-                u = inp.units[d][i]
-                for b in state.assign[i]:
-                    if b in load[d]:  # a broker outside the neighbourhood keeps its replicas
-                        load[d][b] -= u
-                for b in reps:
-                    if b in load[d]:
-                        load[d][b] += u
-        moved_now = moved_new = 0.0
-        if size is not None:
-            for i, reps in new.items():
-                moved_now += size[i] * sum(1 for b in state.assign[i] if b not in inp.replicas[i])
-                moved_new += size[i] * sum(1 for b in reps if b not in inp.replicas[i])
-        old_key = (*state.key(hood, state.load)[:3], round(moved_now, 3))
-        new_key = (*state.key(hood, load)[:3], round(moved_new, 3))
-        if new_key >= old_key:
-            continue
-        kept += 1
-        for i, reps in new.items():
-            for b in state.assign[i]:
-                state.holders[b].discard(i)
-            for b in reps:
-                state.holders[b].add(i)
-            state.assign[i] = reps
-        for d in state.dims:
-            state.load[d].update(load[d])
-        tried.clear()  # the loads changed: every broker outside may be tried again
+        kept += better > 0
+        if better == 2:
+            tried.clear()  # nearer the gates' bands: every broker outside may be tried again
+    # Bytes: the brokers that receive most, each with the brokers its replicas came from (undoing a move, or moving
+    # a replica on from where it was, may carry less for the same balance), kept only as near the bands as before.
+    tried.clear()
+    misses = 0
+    for _ in range(TRIM_ROUNDS):
+        if misses >= TRIM_PATIENCE:
+            break
+        arrivals = _arrivals(state)
+        if sum(sum(src.values()) for src in arrivals.values()) <= bytes_enough:
+            break
+        most = sorted((-sum(src.values()), b) for b, src in arrivals.items() if b not in tried and b in state.mover_set)
+        if not most:
+            break
+        if not deadline.allows(1.0):
+            cut_short = True
+            break
+        x = most[0][1]
+        tried.add(x)
+        sources = [g for _, g in sorted((-v, g) for g, v in arrivals[x].items() if g in state.mover_set and g != x)]
+        hood = [x, *sources[:MAX_PARTNERS]]
+        if len(hood) < PARTNERS + 1:
+            hood += [y for y in _partners(state, x) if y not in hood][:PARTNERS + 1 - len(hood)]
+        rounds += 1
+        better, cut = _round(state, hood, deadline, node_limit)
+        cut_short |= cut
+        trimmed += better > 0
+        misses = 0 if better else misses + 1
     out = sorted(b for _, b in outside())
     changed = {i: reps for i, reps in enumerate(state.assign) if reps != tuple(inp.replicas[i])}
-    return changed, {"rounds": rounds, "kept": kept, "outside_bands": out, "cut_short": cut_short,
-                     "seconds": round(time.monotonic() - started, 3)}
+    return changed, {"rounds": rounds, "kept": kept, "trimmed": trimmed, "outside_bands": out,
+                     "cut_short": cut_short, "seconds": round(time.monotonic() - started, 3)}

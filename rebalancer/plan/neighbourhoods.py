@@ -39,7 +39,7 @@ from typing import TypedDict
 
 from .budget import Deadline
 from .load_greedy import LoadInput, add_fixed, broker_violation
-from .lp_load import lp_load
+from .lp_load import COUNTS, lp_load
 from .sum_proofs import one_way
 
 __all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS",
@@ -56,9 +56,7 @@ TRIM_ENOUGH = 1.02   # ... until the plan copies at most this many times the byt
 TRIM_PATIENCE = 5    # ... or this many in a row kept nothing
 GAP = 0.05           # a neighbourhood's program stops this near its optimum: the bands come first, then the bytes
 SOLVE_SECONDS = 30.0  # one program's wall-clock safety net (its node limit decides first)
-COUNTS = ("replicas", "leaders")
-
-Key = tuple[float, float, float, float]
+Key = tuple[float, float, float]
 
 
 class NeighbourhoodStats(TypedDict):
@@ -99,6 +97,7 @@ class _State:
         self.mean = {d: max(1e-9, sum(x.average for x in gate[d].values()) / max(1, len(gate[d]))) for d in self.dims}
         self.movers = sorted((inp.givers | inp.receivers) - inp.removed)
         self.mover_set = frozenset(self.movers)
+        self.size = inp.units["disk"] if "disk" in inp.units else inp.units[self.dims[0]]  # what orders partitions
 
     def used_cap(self, i: int) -> bool:
         """Has partition i as many replicas outside its original list as the change cap allows?"""
@@ -122,7 +121,7 @@ class _State:
                 p = inp.bands[d].get(b)
                 if p is not None:
                     planner += broker_violation(inp, d, b, p, self.mean[d], v)
-        return round(counts, 9), round(loads, 9), round(planner, 9), 0.0
+        return round(counts, 9), round(loads, 9), round(planner, 9)
 
     def deviation(self, b: int) -> dict[str, float]:
         """Broker b's signed distance from its target per dimension, in target units, weighted by priority."""
@@ -172,7 +171,7 @@ def _partners(state: _State, x: int) -> list[int]:
 
     # First the brokers that share the changes of x's largest partitions whose change cap is used: moving such a
     # replica off x needs the plan's earlier change to it undone or moved on, inside the neighbourhood.
-    size = inp.units.get("disk") or inp.units[state.dims[0]]
+    size = state.size
     pinned = sorted(((size[i], i) for i in state.holders[x] if state.used_cap(i)), reverse=True)[:LINKED]
     for _, i in pinned:
         for y in sorted(set(inp.replicas[i]).symmetric_difference(state.assign[i])):
@@ -193,7 +192,7 @@ def _candidates(state: _State, hood: Sequence[int]) -> list[int]:
     undoing or redirecting a move needs; then the rest spread evenly over its sizes. Changes the plan made so far
     count against the change cap (``LoadInput.origin``): a replica it added may move on, or back."""
     inp = state.inp
-    size = inp.units[state.dims[0]] if "disk" not in inp.units else inp.units["disk"]
+    size = state.size
     chosen: set[int] = set()
     each = max(2, CANDIDATES // len(hood))
     for b in hood:
@@ -260,8 +259,8 @@ def _round(state: _State, hood: Sequence[int], deadline: Deadline, node_limit: i
         for i, reps in new.items():
             moved_now += size[i] * sum(1 for b in state.assign[i] if b not in inp.replicas[i])
             moved_new += size[i] * sum(1 for b in reps if b not in inp.replicas[i])
-    old_key = (*state.key(hood, state.load)[:3], round(moved_now, 3))
-    new_key = (*state.key(hood, load)[:3], round(moved_new, 3))
+    old_key = (*state.key(hood, state.load), round(moved_now, 3))
+    new_key = (*state.key(hood, load), round(moved_new, 3))
     if new_key >= old_key:
         return 0, cut
     for i, reps in new.items():
@@ -278,7 +277,7 @@ def _round(state: _State, hood: Sequence[int], deadline: Deadline, node_limit: i
 def _arrivals(state: _State) -> dict[int, dict[int, float]]:
     """Per broker, the bytes the plan so far brings onto it, by the broker each replica came from."""
     inp = state.inp
-    size = inp.units.get("disk") or inp.units[state.dims[0]]
+    size = state.size
     out: dict[int, dict[int, float]] = {}
     for i, now in enumerate(state.assign):
         reps = inp.replicas[i]

@@ -569,9 +569,10 @@ def cleanup_throttles(run_dir: str | Path, source: str, *, kafka_config: Mapping
     return {"run_dir": str(run_dir), **result, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
+def outcome(run_dir: str | Path, failed: Sequence[str] = (), source: str | None = None) -> dict[str, Any]:
     """The run's verdict from its artifacts: ``{"ok": bool, "message": one line}``; ``failed`` names the tasks that
-    failed. A failed run's message leads with the first cause and says whether the rollback restored the cluster."""
+    failed. A failed run's message leads with the first cause and says whether the rollback restored the cluster;
+    advice in it runs as printed (``source``: the cluster's, for the throttle command)."""
     run = Path(run_dir)
     approval = _read(RunDir(run).approval)
     state = _read(RunDir(run).state)
@@ -601,7 +602,9 @@ def outcome(run_dir: str | Path, failed: Sequence[str] = ()) -> dict[str, Any]:
         elif "rollback" in failed:
             parts.append("the ROLLBACK FAILED: partitions may sit between the plan and the original assignment")
         if "cleanup_throttles" in failed:
-            parts.append("throttle cleanup FAILED: run 'rebalancer throttle --clear'")
+            from .execute.throttle import clear_command
+
+            parts.append(f"throttle cleanup FAILED: run '{clear_command(run, source or 'SOURCE')}'")
         return {"ok": False, "message": "; ".join(parts)}
     if approval and approval.get("decision") == "rejected":
         message = f"plan rejected by {approval.get('by')} at {approval.get('at')}: nothing executed"

@@ -191,3 +191,13 @@ def test_a_move_waiting_for_a_kept_replica_on_a_dead_broker_says_so(tmp_path, zk
     message = str(failed.value)
     assert "timed out" in message and "target broker(s)" in message
     assert str(kept) in message.split("target broker(s)")[1].split("down")[0]
+
+
+def test_the_runs_verdict_says_the_throttle_command_whole_without_a_password(tmp_path):
+    from rebalancer.runbook import outcome
+
+    run = tmp_path / "run dir"
+    run.mkdir()
+    message = outcome(run, ["cleanup_throttles"], "kafka://ops:s3cret@broker-1:9092")["message"]
+    assert f"rebalancer throttle --clear '{run.resolve()}' --source 'kafka://ops:***@broker-1:9092'" in message
+    assert "s3cret" not in message

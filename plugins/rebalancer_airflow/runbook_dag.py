@@ -378,12 +378,17 @@ def outcome_task(**context: Any) -> str:
     from airflow.sdk.exceptions import AirflowFailException
 
     from rebalancer import runbook
+    from rebalancer.errors import RebalancerError
 
     run_id = context["dag_run"].run_id
     states = context["ti"].get_task_states(dag_id=context["dag"].dag_id, run_ids=[run_id])
     states = states.get(run_id, states)
     failed = sorted(t for t, s in states.items() if s == "failed")
-    verdict = runbook.outcome(run_dir(context), failed)
+    try:
+        source: str | None = _cluster(context)["source"]
+    except RebalancerError:  # no connection to name: the advice says SOURCE
+        source = None
+    verdict = runbook.outcome(run_dir(context), failed, source)
     if not verdict["ok"]:
         raise AirflowFailException(verdict["message"])
     print(verdict["message"])

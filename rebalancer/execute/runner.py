@@ -571,10 +571,11 @@ def _release(run: Path, backend: Backend, ledger: thr.Ledger, opts: ExecOptions)
     waiting = sorted(set(ledger.brokers) - {str(b) for b in keep[0]}, key=int)
     if waiting:
         _say(opts, f"could not remove this run's throttle from broker(s) {', '.join(waiting)} (down); run "
-                   "'rebalancer throttle --clear' once they are back")
+                   f"'{thr.clear_command(run, backend.source)}' once they are back")
     if copying:
         _say(opts, f"kept the throttles of {len(copying)} move(s) of this run still copying (e.g. "
-                   f"{copying[0].topic}-{copying[0].partition}); rerun 'rebalancer throttle --clear' once they finish")
+                   f"{copying[0].topic}-{copying[0].partition}); run '{thr.clear_command(run, backend.source)}' "
+                   "once they finish")
 
 
 def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,

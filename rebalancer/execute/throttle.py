@@ -20,6 +20,7 @@ copying) stay. Anything else found is *foreign*: reported (``foreign``), never r
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from ..model import topic_name_problem
 if TYPE_CHECKING:
     from .backend import Backend
 
-__all__ = ["THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
+__all__ = ["clear_command", "THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
 
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -261,3 +262,12 @@ def foreign(backend: Backend, ledger: Ledger) -> dict[str, dict[str, str]]:
         if theirs:
             out[f"{entity_type}/{name}"] = theirs
     return out
+
+
+def clear_command(run_dir: str | Path, source: str) -> str:
+    """The command that removes a run's throttles, as advice printed with an error: it runs as printed (the run
+    directory and the source, quoted for a shell), credentials left out (``redact_url``: a source with a password
+    needs it typed again; client settings from a file need ``--kafka-config`` again)."""
+    from ..urls import redact_url
+
+    return f"rebalancer throttle --clear {shlex.quote(str(Path(run_dir).resolve()))} --source {shlex.quote(redact_url(source))}"

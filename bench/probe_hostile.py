@@ -1124,13 +1124,14 @@ def option_cases() -> list[Case]:
         cases.append(Case(F, f"{cmd}: {title}", build, code=code, quick=quick))
 
     numeric = ["--max-moves", "--max-moves-per-broker", "--poll", "--timeout-factor", "--min-timeout",
-               "--throttle-settle", "--timeout"]
+               "--throttle-settle", "--destination-grace", "--timeout"]
     k = 0
     for opt in numeric:
         for _ in range(1):
             v = BAD_NUMBERS[k % len(BAD_NUMBERS)]
             k += 1
-            accepted = opt in ("--min-timeout", "--throttle-settle") and v == "0"  # 0 s is a valid value there
+            # 0 s is a valid value there
+            accepted = opt in ("--min-timeout", "--throttle-settle", "--destination-grace") and v == "0"
             exec_case("execute", f"{opt} {v!r}", [opt, v, "--timeout", "2"] if opt != "--timeout" else [opt, v],
                       code=4 if accepted else 2, quick=opt == "--poll")
         v = BAD_NUMBERS[(k + 3) % len(BAD_NUMBERS)]

@@ -153,7 +153,7 @@ def _exec_options(args: argparse.Namespace) -> ExecOptions:
                        batch_bytes_option="--max-batch-bytes",
                        per_broker=args.max_moves_per_broker, total=args.max_moves, order=args.order, poll=args.poll,
                        timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
-                       throttle_settle=args.throttle_settle,
+                       throttle_settle=args.throttle_settle, destination_grace=args.destination_grace,
                        on_progress=_terminal_bar() if sys.stderr.isatty() else None,
                        progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr, flush=True)),
                        approval=getattr(args, "approval", None))
@@ -563,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--throttle-settle", type=_seconds,
                        help="seconds between setting throttles and starting a batch (brokers apply config changes "
                             "asynchronously; default 2)")
+        q.add_argument("--destination-grace", type=_seconds,
+                       help="seconds a destination broker may be down (restarting) before the batch fails "
+                            "(default 60)")
 
     p = sub.add_parser("execute", help="execute an approved plan in throttled batches (resumable)")
     exec_opts(p)

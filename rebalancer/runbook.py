@@ -490,14 +490,15 @@ def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float
 def _options(throttle: str, *, max_moves_per_broker: int | None = None, max_moves: int | None = None,
              max_batch_bytes: str | None = None, order: str | None = None, poll: float | None = None,
              min_timeout: float | None = None, timeout_factor: float | None = None,
-             throttle_settle: float | None = None, progress: Callable[[str], None] | None = None) -> ExecOptions:
+             throttle_settle: float | None = None, destination_grace: float | None = None,
+             progress: Callable[[str], None] | None = None) -> ExecOptions:
     """ExecOptions from the runbook's arguments (None: ExecOptions' default); progress lines on stdout (task logs)."""
     from .execute import ExecOptions
 
     return ExecOptions.from_input(throttle, max_batch_bytes=max_batch_bytes, per_broker=max_moves_per_broker,
                                   total=max_moves, order=order, poll=poll, min_timeout=min_timeout,
                                   timeout_factor=timeout_factor, throttle_settle=throttle_settle,
-                                  progress=progress or (lambda text: print(text, flush=True)))
+                                  destination_grace=destination_grace, progress=progress or (lambda text: print(text, flush=True)))
 
 
 def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,

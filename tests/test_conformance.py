@@ -92,7 +92,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path, real_clusters: dict[s
 
 
 def opts(engine: Engine, **kw: Any) -> ExecOptions:
-    base: dict[str, Any] = dict(throttle=50 * MB, poll=0.1, min_timeout=60.0, stall_grace=3.0, settle_grace=15.0,
+    base: dict[str, Any] = dict(throttle=50 * MB, poll=0.1, min_timeout=60.0, destination_grace=3.0, settle_grace=15.0,
                                 throttle_settle=1.0 if engine.real else 0.2, progress=lambda _t: None)
     base.update(kw)
     return ExecOptions(**base)
@@ -362,6 +362,35 @@ def test_destination_killed_fails_the_batch_and_rollback_restores_the_original_o
     assert agreed_throttles(engine, want=lambda t: t == {}) == {}  # on every broker
 
 
+def test_destination_restarted_within_the_grace_completes_the_batch(engine: Engine) -> None:
+    plan = load_plan(engine.run)
+    victim = 3
+    said: list[str] = []
+    down = f"destination broker {victim} is down; waiting up to"
+
+    def bounce() -> None:
+        # a restart, as a rolling upgrade does one: down long enough for the executor to see it, then back
+        engine.kill_broker(victim)
+        wait_until(lambda: any(down in t for t in said), 120, "the executor seeing the destination down")
+        engine.restart_broker(victim)
+
+    killer = when_copying(engine, bounce, delay=0.2)
+    rate = 2 * MB if engine.real else 1 * MB
+    with open_backend(engine.source) as backend:
+        try:
+            state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500,
+                                                      destination_grace=240.0, min_timeout=240.0,
+                                                      progress=said.append))
+        finally:
+            killer.join()
+        assert state["finished"], said
+        assert any(f"destination broker {victim} is back after" in t for t in said), said
+        now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+        release_throttles(engine.run, backend, opts(engine))  # a rate the dead broker kept while it was down
+        assert verify(engine.run, backend, settle=60.0)["passed"]
+
+
 def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None:
     plan = load_plan(engine.run)
     killed: list[int] = []
@@ -373,7 +402,7 @@ def test_controller_failover_mid_execution_is_ridden_out(engine: Engine) -> None
     with open_backend(engine.source) as backend:
         try:
             state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500,
-                                                      stall_grace=180.0, min_timeout=180.0))
+                                                      destination_grace=180.0, min_timeout=180.0))
         finally:
             killer.join()  # a kill or restart that failed is the cause to report
         assert killed and state["finished"]

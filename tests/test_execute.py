@@ -22,7 +22,7 @@ MB = 1_000_000
 
 
 def opts(**kw) -> ExecOptions:
-    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
+    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, destination_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
     base.update(kw)
     return ExecOptions(**base)
 
@@ -177,20 +177,22 @@ def make_state_steps(plan) -> list[dict]:
                                                                   c.replicas_after, c.size_bytes)]
 
 
-def test_a_move_waiting_for_a_kept_replica_on_a_dead_broker_says_so(tmp_path, zk, zk_url, make_sim):
-    """A move completes only when its whole target is in sync: with a replica it keeps on a dead broker it copies
-    everything and still waits. The timeout names that broker (not a misleading 'no byte copied')."""
+def test_a_move_whose_target_keeps_a_dead_broker_is_refused_at_once(tmp_path, zk, zk_url, make_sim):
+    """A move completes only when its whole target is in sync: one that keeps a replica on a dead broker would copy
+    everything and still wait out the batch timeout. Refused before anything is submitted, naming the broker."""
     from rebalancer.execute import ExecutionFailed
 
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
-    change = plan.changes[0]
-    kept = next(b for b in change.replicas_after if b in change.replicas_before)
+    added = {b for c in plan.changes for b in c.replicas_after if b not in c.replicas_before}
+    kept = next(b for c in plan.changes for b in c.replicas_after if b in c.replicas_before and b not in added)
     sim.kill_broker(kept)
+    started = time.monotonic()
     with pytest.raises(ExecutionFailed) as failed:
-        execute(run, backend, opts(min_timeout=1.0, timeout_factor=0.1, per_broker=50, total=500))
+        execute(run, backend, opts(min_timeout=60.0, per_broker=50, total=500))
+    assert time.monotonic() - started < 30, "waited instead of refusing"
     message = str(failed.value)
-    assert "timed out" in message and "target broker(s)" in message
-    assert str(kept) in message.split("target broker(s)")[1].split("down")[0]
+    assert f"keeps broker {kept}, which is down" in message and "nothing submitted" in message, message
+    assert not zk.exists(kz.REASSIGN)
 
 
 def test_the_runs_verdict_says_the_throttle_command_whole_without_a_password(tmp_path):

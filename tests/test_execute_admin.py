@@ -24,7 +24,7 @@ MB = 1_000_000
 
 
 def opts(**kw) -> ExecOptions:
-    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, stall_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
+    base = dict(throttle=50 * MB, poll=0.05, min_timeout=30.0, destination_grace=1.0, throttle_settle=0.3, progress=lambda _t: None)
     base.update(kw)
     return ExecOptions(**base)
 

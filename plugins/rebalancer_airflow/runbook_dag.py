@@ -132,6 +132,9 @@ def common_params(mode: str) -> dict[str, Param]:
         "max_moves": Param(50, type="integer", minimum=1, title="Max moves per batch", section="Execution"),
         "poll_s": Param(1.0, type="number", minimum=0.05, title="Progress poll interval (s)",
                         section="Execution"),
+        "destination_grace_s": Param(60, type="number", minimum=0, title="Destination grace (s)",
+                                     description="how long a destination broker may be down (a restart) before "
+                                                 "the batch fails and the run rolls back", section="Execution"),
         "rollback_wait_s": Param(600, type="number", minimum=0, title="Rollback: wait for in-flight moves (s)",
                                  description="ZooKeeper mode cannot cancel a move: the rollback waits this long "
                                              "for moves still copying to finish before it reverts them. A move "
@@ -182,7 +185,8 @@ def _view_url(context: Any, path: str) -> str:
 
 def _exec_options(params: Any) -> dict[str, Any]:
     return {"throttle": str(params["throttle"]), "max_moves_per_broker": int(params["max_moves_per_broker"]),
-            "max_moves": int(params["max_moves"]), "poll": float(params["poll_s"])}
+            "max_moves": int(params["max_moves"]), "poll": float(params["poll_s"]),
+            "destination_grace": float(params["destination_grace_s"])}
 
 
 # -- the tasks ---------------------------------------------------------------------------------------------------

@@ -77,7 +77,8 @@ class ExecOptions:
     poll: float = 1.0                  # seconds between progress checks
     timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
     min_timeout: float = 120.0
-    stall_grace: float = 5.0           # a destination broker down this long fails the batch
+    destination_grace: float = 60.0    # a destination broker down this long fails the batch (one restarting, back
+                                       # within it, completes the batch: failing at once rolled back good copies)
     settle_grace: float = 15.0         # a move no longer in flight and not at its target this long fails the batch
     throttle_settle: float = 2.0       # seconds between setting throttles and moving: brokers learn of config changes
                                        # asynchronously (ZooKeeper notifications), and a move must never start unthrottled
@@ -268,13 +269,17 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
             batch["finished_at"] = time.time()
             _save(state_path, state)
             return
-        down = sorted({(b, s.topic, s.partition) for s in todo for b in s.added if b not in live})
+        # A move completes only when its whole target is in sync: a broker that is down, whether the move adds it
+        # or keeps it, blocks it until the batch times out. Refused at once (destinations named first).
+        down = sorted({(b not in s.added, b, s.topic, s.partition) for s in todo for b in s.after if b not in live})
         if down:
-            b, t, p = down[0]
+            kept, b, t, p = down[0]
             then = "roll back again" if state.get("kind") == "rollback" else "rerun, or roll back"
             prefix = "rollback: " if state.get("kind") == "rollback" else ""
-            raise ExecutionFailed(f"{prefix}batch {batch['index'] + 1} cannot start: destination broker {b} of {t}-{p} is "
-                                  f"down (nothing submitted; bring it back and {then})")
+            what = (f"the target of {t}-{p} keeps broker {b}, which is down (a move completes only when its whole "
+                    "target is in sync;" if kept else f"destination broker {b} of {t}-{p} is down (")
+            raise ExecutionFailed(f"{prefix}batch {batch['index'] + 1} cannot start: {what} nothing submitted; bring "
+                                  f"it back and {then})")
         lock.check()  # never submit under a lock someone released
         brokers, topics = thr.batch_throttles(todo, live)
         changed = thr.apply(backend, ledger, state["throttle_bytes_per_s"], (brokers, topics))
@@ -380,7 +385,7 @@ def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState,
           state_path: Path, total_batches: int) -> None:
     """Poll until every move of the batch reached its target.
 
-    Fails the batch when a destination broker is down past ``stall_grace``, when a move is no longer in flight and
+    Fails the batch when a destination broker is down past ``destination_grace`` (said when it goes down), when a move is no longer in flight and
     still not at its target past ``settle_grace`` (on a real cluster the controller finishes a move before every
     broker's metadata shows it: a poll in that gap is not a failure), or when the batch is past its time limit
     and, where the backend sees replica sizes, no byte has reached a new replica for ``min_timeout`` seconds and
@@ -421,17 +426,26 @@ def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState,
                                   f"{now - since:.0f} s but the partition has "
                                   f"{list(have.replicas) if have else 'no'} replicas (cancelled or reverted elsewhere)")
         live = _retrying(backend.live_brokers, "reading brokers")
+        # A broker of a move's target that is down (one it adds, or one it keeps: the move completes only when its
+        # whole target is in sync) may be restarting: waited for up to destination_grace, then the batch fails.
         for s in todo:
             if s in finished:
                 continue
-            for b in s.added:
+            for b in sorted(s.after, key=lambda b: b not in s.added):
+                role = "destination broker" if b in s.added else "kept broker"
                 if b not in live:
-                    dead_since.setdefault(b, now)
-                    if now - dead_since[b] >= opts.stall_grace:
-                        raise ExecutionFailed(f"batch {batch['index'] + 1} stalled: destination broker {b} of "
-                                              f"{s.topic}-{s.partition} is down ({now - dead_since[b]:.0f} s)")
-                else:
-                    dead_since.pop(b, None)
+                    if b not in dead_since:
+                        dead_since[b] = now
+                        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {role} {b} is down; waiting up to "
+                                   f"{opts.destination_grace:g} s for it to return (--destination-grace)")
+                    if now - dead_since[b] >= opts.destination_grace:
+                        raise ExecutionFailed(f"batch {batch['index'] + 1} stalled: {role} {b} of "
+                                              f"{s.topic}-{s.partition} is down (waited {now - dead_since[b]:.0f} s, "
+                                              f"--destination-grace {opts.destination_grace:g} s)")
+                elif b in dead_since:
+                    since = dead_since.pop(b)
+                    _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {role} {b} is back after "
+                               f"{now - since:.0f} s")
         elapsed = now - started
         moving = [s for s in todo if s not in finished]
         if now - last_sizes >= opts.report_every:

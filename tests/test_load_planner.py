@@ -572,3 +572,20 @@ def test_neighbourhoods_bring_in_what_one_move_at_a_time_cannot(monkeypatch: pyt
     from rebalancer.plan.planner import _counts_outside_gate
 
     assert _counts_outside_gate(plan, load_model(cluster)) == []
+
+
+def test_the_exact_program_proves_a_bound_that_counts_whole_partitions() -> None:
+    """Six 100-byte partitions on brokers 0 and 1 (racks a, b), broker 2 new (rack c): the disk band (380-420 bytes
+    each) needs 380 bytes on broker 2, which the sum over brokers takes as the bound, but a broker holds whole
+    replicas: four of them, 400 bytes. The exact program's dual bound proves it; the summary records it."""
+    brokers = [Broker(0, "a"), Broker(1, "b"), Broker(2, "c")]
+    parts = [Partition("t", i, (0, 1) if i % 2 else (1, 0), 0 if i % 2 else 1, (0, 1) if i % 2 else (1, 0),
+                       size_bytes=100) for i in range(6)]
+    cluster = Cluster.build(brokers, parts)
+    plan = make_plan(cluster, "add-brokers", brokers=[2], balance="load", strategy="lp")
+    load = plan.summary["load"]
+    assert plan.summary["bytes_moved"] == 400 and _within(plan, "disk")
+    assert plan.solver["bytes_proof"]["bytes"] == 400
+    assert load["bytes_bound"] == 400 and load["bytes_to_bound"] == 1.0
+    assert load["bytes_bound_by"] == "the exact program's dual bound"
+    assert plan.summary["lower_bounds"]["bytes_moved"] == 400

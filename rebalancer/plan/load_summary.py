@@ -79,9 +79,10 @@ def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets) -> int:
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
-                 model: LoadModel, bytes_moved: int) -> LoadSummary:
+                 model: LoadModel, bytes_moved: int, proof: Mapping[str, Any] | None = None) -> LoadSummary:
     """``assignment``: the changed partitions' replicas after the plan (first = preferred leader); ``bytes_moved``:
-    the plan's (its summary's)."""
+    the plan's (its summary's); ``proof``: a bound the planner proved (``{"bytes", "by"}``: the exact program's dual
+    bound, which counts whole partitions and the change cap), recorded where it is tighter than the sum's."""
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
     after = dimension_loads(cluster, model.loads, assignment)
@@ -113,6 +114,8 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
                                    "low": bands[b].floor, "high": bands[b].ceil,
                                    "capacity": model.capacity.get(name, {}).get(b)}
     bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
+    if proof and proof["bytes"] > bound["bound"]:
+        bound = {**bound, "bound": int(proof["bytes"]), "by": str(proof["by"])}
     moved = bytes_moved
     return {"dimensions": dims, "bytes_moved": moved, "bytes_bound": bound["bound"], "bytes_bound_by": bound["by"],
             "bytes_bound_per_dimension": bound["per_dimension"],

@@ -50,6 +50,8 @@ class LoadProgram:
     slacks: list[Any]
     parts: list[int]
     hard: bool = False
+    unit: float = 1.0      # bytes per unit of the objective's bytes term (the mean disk target)
+    empty: int = 0         # replicas of empty partitions that may be added (each costs 1 byte in the objective)
 
 
 def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, hard: bool = False,
@@ -205,7 +207,10 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
             reps = warm_start.get(i, inp.replicas[i])
             for b in cand[i]:
                 x[(i, b)].setInitialValue(1 if b in reps else 0)
-    return LoadProgram(prob, x, cand, slacks, parts, hard)
+    empty = sum(1 for i in parts for b in cand[i] if b not in (inp.replicas[i] if origin is None else origin[i])
+                and "disk" in inp.units and inp.units["disk"][i] < 1.0)
+    return LoadProgram(prob, x, cand, slacks, parts, hard, unit=mean_disk if "disk" in inp.units else 0.0,
+                       empty=empty)
 
 
 def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float,
@@ -329,6 +334,11 @@ def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
     stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not hard, write_lp,
                   node_limit=node_limit, gap=gap)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
+    dual = stats.get("dual_bound")
+    if hard and dual is not None and math.isfinite(dual) and dual > 0:
+        # The objective is the bytes alone (in ``unit``s, an empty partition's replica at one byte): HiGHS's dual
+        # bound proves that no placement within these bands, the change cap, racks and thresholds copies less.
+        stats["bytes_lower_bound"] = max(0, math.floor(dual * program.unit) - program.empty)
     if not stats["have_solution"]:
         return None, stats
     return extract(program, inp), stats

@@ -91,6 +91,9 @@ LEADERS_SHARE = 1.0           # the last phase that can stop takes all that is l
 SUMMARY_RESERVE = 0.1         # of the limit, kept for building the summary (which cannot be interrupted)
 LP_NODE_LIMIT = 500          # the load programs' branch-and-bound nodes: work, so a plan is the same on any machine
 # The exact program's steps, in turn: (load bands widened this many times, a one-way broker judged as the gates judge it)
+# the bytes bound's source when the exact program proved a tighter one: no placement within the bands, the change
+# cap, racks and thresholds copies less (its dual bound counts whole partitions; the sum over brokers splits them)
+BYTES_PROOF_BY = "the exact program's dual bound"
 BAND_STEPS = ((1.0, False), (1.0, True), (1.5, True), (2.0, True), (3.0, True), (5.0, True), (10.0, True))
 LP_EXACT_MAX_REPLICAS = 600  # the exact program's size: its root alone took a minute on 1,167 replicas x 25 brokers
 LP_SAFETY_SECONDS = 60.0      # auto's programs: a wall-clock safety net only (lp: its whole share), said when it cuts
@@ -337,11 +340,15 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                 exact, hstats = lp_load(problem, left, write_lp=write_lp if not steps else None, hard=True,
                                         widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT)
                 steps.append({"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"],
-                              "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3)})
+                              "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3),
+                              **({"bytes_lower_bound": hstats["bytes_lower_bound"]}
+                                 if "bytes_lower_bound" in hstats else {})})
                 if exact is not None or "infeasible" not in str(hstats["status"]).lower():
                     break
             if exact_size and steps:
                 solver["bands_proof"] = _bands_proof(steps, exact is not None, by_sum=proven)
+            if (least := max((st.get("bytes_lower_bound", 0) for st in steps), default=0)) > 0:
+                solver["bytes_proof"] = {"bytes": least, "by": BYTES_PROOF_BY}
             changed, lstats = exact, hstats
             if exact is None:
                 # No step settled within its nodes: the weighted program, which brings the brokers as near their
@@ -826,7 +833,8 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
                   "balance": setup.balanced, "load": model.params()}
         plan = build_plan(cluster, assignment, mode=req.mode, strategy=placement.strategy, eligible=targets.eligible,
                           params=params, solver=solver, bounds=bounds)
-        plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"])
+        plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"],
+                                            proof=solver.get("bytes_proof"))
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
         if setup.balanced == "load" and req.mode != "leaders":
             _load_status(plan)

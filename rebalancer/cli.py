@@ -84,7 +84,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         fanout=_dimension_values(args.fanout, "--fanout", topics=True),
                         bands=_dimension_values(args.band, "--band", percent=True),
                         thresholds=_dimension_values(args.threshold, "--threshold", percent=True),
-                        groups=args.groups, master=args.master)
+                        groups=args.groups, master=args.master, throttle=args.throttle,
+                        max_moves_per_broker=args.max_moves_per_broker, max_moves=args.max_moves)
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -505,6 +506,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master",
                    help="Spark master that plans the groups as tasks (default: in process below 5,000,000 replicas, "
                         "local[*] from there)")
+    p.add_argument("--throttle", help="the replication throttle the execution estimate assumes, e.g. 50MB/s "
+                                      "(default 50MB/s, execute's)")
+    p.add_argument("--max-moves-per-broker", type=_count,
+                   help="the execution estimate's moves at once per broker (default 5, execute's)")
+    p.add_argument("--max-moves", type=_count, help="the execution estimate's moves at once (default 50, execute's)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("analyze", help="Spark skew analysis of a run directory (writes RUN_DIR/analysis/)")

@@ -521,6 +521,18 @@ def _bytes_bound_sub(load: Mapping[str, Any]) -> str:
             f'<span id="bytes-ratio">{_dec(load.get("bytes_to_bound"), 3)}</span>')
 
 
+def _execution_card(execution: Mapping[str, Any]) -> list[str]:
+    """The time to execute the plan at its throttle: the expected duration, the bound under it (``execute.estimate``)."""
+    from .execute.estimate import describe, duration
+
+    try:
+        line, expected = describe(dict(execution)), duration(float(execution["expected_seconds"]))
+    except (KeyError, TypeError, ValueError):  # no estimate (an older or hand-edited plan.json)
+        return []
+    return [_card("Expected execution", f'<span id="execution-expected">{_e(expected)}</span>',
+                  f'<span id="execution">{_e(line)}</span>')]
+
+
 def _plan_cards(plan: Mapping[str, Any]) -> str:
     s = plan["summary"]
     bounds = _obj(s.get("lower_bounds"))
@@ -536,6 +548,7 @@ def _plan_cards(plan: Mapping[str, Any]) -> str:
         _card("Bytes to copy",
               f'<span id="bytes" data-bytes="{_int(s["bytes_moved"])}">{_e(_human(s["bytes_moved"]))}</span>',
               _bytes_bound_sub(_obj(s.get("load")))),
+        *_execution_card(_obj(s.get("execution"))),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'
 

@@ -130,8 +130,10 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
          max_changes_per_partition: int | None = None, time_limit: float | None = None,
          objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
          bands: Mapping[str, float] | None = None, groups: int | None = None,
-         master: str | None = None, isolated: bool = False) -> dict[str, Any]:
+         master: str | None = None, isolated: bool = False, throttle: str | None = None,
+         max_moves_per_broker: int | None = None, max_moves: int | None = None) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
+    ``throttle``, ``max_moves_per_broker``, ``max_moves``: the execution the plan's time estimate assumes;
     ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``).
 
     ``isolated``: plan in a fresh ``python -m rebalancer plan`` process (``run_cli``), as the DAGs do. The plan of a
@@ -148,12 +150,14 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
         run_cli(["plan", *plan_args(run_dir, mode, brokers=ids, strategy=strategy, balance=balance,
                                     objective=objective, max_changes_per_partition=max_changes_per_partition,
                                     time_limit=time_limit, capacity=capacity, bands=bands, groups=groups,
-                                    master=master)])
+                                    master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
+                                    max_moves=max_moves)])
         return plan_summary(run_dir)
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
-                          master=master)
+                          master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
+                          max_moves=max_moves)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 
@@ -161,7 +165,8 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
               max_changes_per_partition: int | None = None, time_limit: float | None = None,
               objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
               bands: Mapping[str, float] | None = None, groups: int | None = None,
-              master: str | None = None) -> list[str]:
+              master: str | None = None, throttle: str | None = None, max_moves_per_broker: int | None = None,
+              max_moves: int | None = None) -> list[str]:
     """The arguments of ``rebalancer plan`` (after the word ``plan``) for ``plan``'s options: what an isolated plan
     runs, and what the DAGs hand ``spark/plan_job.py``."""
     args = [str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance, "--objective", objective]
@@ -173,6 +178,9 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
         args += ["--band", f"{dim}={round(float(fraction) * 100, 9)!r}"]
     args += ["--groups", str(groups)] if groups else []
     args += ["--master", master] if master else []
+    args += ["--throttle", str(throttle)] if throttle else []
+    args += ["--max-moves-per-broker", str(int(max_moves_per_broker))] if max_moves_per_broker else []
+    args += ["--max-moves", str(int(max_moves))] if max_moves else []
     return args
 
 
@@ -240,7 +248,7 @@ def _plan_summary(run: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
             "replica_moves": s.get("replica_moves"), "leader_changes": s.get("leader_changes"),
             "bytes_moved": s.get("bytes_moved"), "moves_to_bound": s.get("moves_to_bound"),
             "leader_changes_to_bound": s.get("leader_changes_to_bound"),
-            "solver_status": doc.get("solver", {}).get("status"),
+            "solver_status": doc.get("solver", {}).get("status"), "execution": s.get("execution"),
             "max_deviation_pct": {k: dev.get(k) for k in ("replicas_before", "replicas_after", "leaders_before",
                                                            "leaders_after", "bytes_before", "bytes_after")}}
 
@@ -313,6 +321,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
         *_load_lead(s.get("load"), mode),
+        *_execution_lead(s.get("execution")),
         "| | plan | lower bound | ratio |",
         "|---|---:|---:|---:|",
         f"| replica moves | {_md(moves)} | {_md(bounds.get('replica_moves', 'n/a'))} | "
@@ -349,6 +358,20 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     lines += ["", "Approve executes exactly this plan (its hash is recorded), throttled and in batches; Reject ends the "
                   "run without touching the cluster."]
     return subject, "\n".join(lines)
+
+
+def _execution_lead(execution: Any) -> list[str]:
+    """The approval request's line on time: at the run's throttle, the bound (no order of the moves is faster, and
+    the broker that sets it) and the expected duration (``execute.estimate``)."""
+    from .execute.estimate import describe
+
+    if not isinstance(execution, dict):
+        return []
+    try:
+        line = describe(execution)
+    except (KeyError, TypeError, ValueError):  # a hand-edited plan.json: no estimate rather than a wrong one
+        return []
+    return [f"**Execution** {_md(line)}.", ""]
 
 
 def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ import pytest
 
 from rebalancer.balance import deviation_pct, human_bytes
 from rebalancer.errors import InputError
+from rebalancer.execute.estimate import describe, duration
 from rebalancer.formats import write_cluster_json
 from rebalancer.model import Cluster
 from rebalancer.plan import plan_run_dir
@@ -207,6 +208,8 @@ def _read_dom(markup: str) -> _DomReader:
 def test_report_charts_are_pngs(planned_run: Path) -> None:
     html_path = render_report(planned_run)
     assert html_path == planned_run / "report.html" and html_path.exists()
+    execution = json.loads((planned_run / "plan.json").read_text())["summary"]["execution"]
+    assert f'<span id="execution">{describe(execution)}</span>' in html_path.read_text()
     for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png",
                  "load_disk.png", "load_nw_in.png", "load_nw_out.png"):
         data = (planned_run / "report" / name).read_bytes()
@@ -238,6 +241,9 @@ def test_report_in_chromium_shows_plan_numbers(planned_run: Path, tmp_path: Path
         "replicas": str(summary["before"]["replicas"]),
         "hash": plan["content_hash"][:12],
         "solver-status": plan["solver"]["status"],
+        # the execution's time at the throttle the plan assumed (execute's default here)
+        "execution-expected": duration(s["execution"]["expected_seconds"]),
+        "execution": describe(s["execution"]),
     }
     got = {k: dom.text.get(k, "<missing>").strip() for k in expected}
     assert got == expected

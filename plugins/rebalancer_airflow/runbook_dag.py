@@ -236,7 +236,10 @@ def plan_options(mode: str, context: Any) -> dict[str, Any]:
             "time_limit": None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
             "objective": str(p.get("objective") or "replicas"), "capacity": capacity or None,
             "bands": bands or None, "groups": None if p.get("plan_groups") is None else int(p["plan_groups"]),
-            "master": p.get("plan_spark_master") or None}
+            "master": p.get("plan_spark_master") or None,
+            # the execution the plan's time estimate assumes (the approval request shows it)
+            "throttle": str(p["throttle"]), "max_moves_per_broker": int(p["max_moves_per_broker"]),
+            "max_moves": int(p["max_moves"])}
 
 
 class PlanOperator(SparkSubmitOperator):

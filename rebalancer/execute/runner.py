@@ -37,6 +37,7 @@ from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import Step, make_batches, steps_of
+from .estimate import PER_BROKER, TOTAL
 from .progress import QUOTA_WINDOW_S, CopyProgress
 from .state import BatchState, ExecutionState
 
@@ -70,8 +71,8 @@ class ExecOptions:
     the runbook and the DAG leave a setting out (None) rather than repeat its value (``from_input``)."""
 
     throttle: int                      # bytes/s
-    per_broker: int = 5                # moves at once per broker
-    total: int = 50                    # moves at once in the cluster
+    per_broker: int = PER_BROKER       # moves at once per broker
+    total: int = TOTAL                 # moves at once in the cluster
     max_batch_bytes: int | None = None
     order: str = "smallest"            # which moves go first: "smallest" or "largest"
     poll: float = 1.0                  # seconds between progress checks

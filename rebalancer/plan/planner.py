@@ -858,15 +858,22 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> list[int]:
 @collector_paused()  # millions of long-lived objects: rebalancer.bulk
 def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
                  fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
-                 thresholds: Mapping[str, float] | None = None, **kwargs: Any) -> Plan:
+                 thresholds: Mapping[str, float] | None = None, throttle: str | None = None,
+                 max_moves_per_broker: int | None = None, max_moves: int | None = None, **kwargs: Any) -> Plan:
     """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
 
     ``capacity`` (a Cruise Control capacity file), ``fanout`` (topic -> consumer bytes out / bytes in, ``*`` for
     every topic), ``bands`` and ``thresholds`` (dimension -> fraction) shape the load model (``rebalancer.load``),
     with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
     The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted). None:
-    ``default_time_limit`` of the snapshot's replicas, fixed once it is read.
+    ``default_time_limit`` of the snapshot's replicas, fixed once it is read. ``throttle`` (default
+    ``DEFAULT_THROTTLE``), ``max_moves_per_broker``, ``max_moves``: the execution the summary's estimate assumes
+    (``summary.execution``: ``rebalancer.execute.estimate``).
     """
+    from ..execute.estimate import DEFAULT_THROTTLE, PER_BROKER, TOTAL, estimate
+    from ..execute.throttle import parse_rate
+
+    rate = parse_rate(throttle or DEFAULT_THROTTLE)  # a bad throttle fails before anything is read
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
     if capacity is not None:
@@ -883,5 +890,7 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
         model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,
                            threshold=thresholds, history=read_history(run_dir))
     plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
+    plan.summary["execution"] = estimate(plan.changes, rate, per_broker=max_moves_per_broker or PER_BROKER,
+                                         total=max_moves or TOTAL).to_dict()
     write_plan(plan, run_dir)
     return plan

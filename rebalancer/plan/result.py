@@ -114,7 +114,8 @@ class BrokerSummary(TypedDict):
 
 class PlanSummary(TypedDict):
     """plan.json's ``summary``: what the plan changes, against the lower bounds, and the cluster before and after.
-    ``load`` (``plan.load_summary``) is added once the load model has measured the plan."""
+    ``load`` (``plan.load_summary``) is added once the load model has measured the plan; ``execution`` by
+    ``plan_run_dir``."""
     replica_moves: int
     partitions_changed: int
     leader_changes: int
@@ -130,6 +131,7 @@ class PlanSummary(TypedDict):
     eligible_brokers: list[int]
     brokers: list[BrokerSummary]
     load: NotRequired[LoadSummary]
+    execution: NotRequired[dict[str, Any]]  # the time to execute it at a throttle (``execute.estimate``, plan_run_dir)
 
 
 @dataclass

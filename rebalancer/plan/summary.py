@@ -53,6 +53,15 @@ def _load_lines(load: LoadSummary | None) -> list[str]:
     return lines
 
 
+def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
+    """The time to execute the plan at the throttle it was planned for: the bound and the expected duration."""
+    if not execution:
+        return []
+    from ..execute.estimate import describe
+
+    return [f"  execution {describe(execution)}"]
+
+
 def format_plan_summary(plan: Plan) -> str:
     s = plan.summary
     b = s["lower_bounds"]
@@ -70,6 +79,7 @@ def format_plan_summary(plan: Plan) -> str:
         f"  replica spread (max-min) {s['replica_spread']['before']} -> {s['replica_spread']['after']},"
         f" worst per-topic leader spread {s['topic_leader_spread']['before']} -> {s['topic_leader_spread']['after']}",
         *_load_lines(s.get("load")),
+        *_execution_lines(s.get("execution")),
         f"  content hash {plan.hash}",
     ]
     if not plan.changes:

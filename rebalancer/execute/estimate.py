@@ -1,0 +1,121 @@
+"""How long executing a plan takes at a throttle: the physical bound and the expected duration (issue 43).
+
+The throttle caps each broker's replication traffic in (``follower.replication.throttled.rate``: the new replicas it
+fetches) and out (``leader.replication.throttled.rate``: what it serves as the partition's leader), so no order of
+moves ends before the busiest broker has received, or sent, all of its bytes:
+
+    bound = max over brokers b of max(bytes into b, bytes out of b) / throttle
+
+Bytes into b: the size of every replica a step adds on b. Bytes out of b: the size of every replica added by a step
+whose source is b, the step's first replica (the leader the new replicas fetch from, as ``Step.brokers`` counts it).
+A change that adds k replicas is k steps (``steps_of``), so a replica added by an earlier step of a partition can be
+the source of a later one.
+
+Expected: the executor submits batches (``make_batches`` with the run's caps) one after another, each waiting for its
+slowest move, so it cannot beat the sum over batches of each batch's own bound; real Kafka's quota lets a copy run at
+``RATE_FACTOR`` of that (1.08-1.18x measured by ``bench/bench_execute.py --real``), and each batch costs
+``BATCH_OVERHEAD_S`` on top (seeing it done at the poll interval, the preferred-leader election, the next batch's
+submit and state writes). Leader-only batches copy nothing and cost only the overhead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .batches import Step, make_batches, steps_of
+
+__all__ = ["DEFAULT_THROTTLE", "PER_BROKER", "TOTAL", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
+
+DEFAULT_THROTTLE = "50MB/s"  # the throttle an estimate assumes when none is given (execute's default)
+PER_BROKER, TOTAL = 5, 50    # the executor's default caps (ExecOptions' per_broker and total)
+RATE_FACTOR = 1.1        # a throttled copy on real Kafka takes 1.08-1.18x its bytes / throttle (bench_execute --real)
+BATCH_OVERHEAD_S = 3.0   # per batch: the poll that sees it done, the election, the next submit (about 1 + 1 + 1 s)
+
+
+@dataclass(frozen=True)
+class ExecutionEstimate:
+    throttle_bytes_per_s: int
+    bound_seconds: float          # no order of the moves finishes sooner
+    bound_broker: int | None      # the broker that sets it (None: nothing to copy)
+    bound_direction: str          # "in" (it receives bound_bytes) or "out" (it sends them)
+    bound_bytes: int
+    batch_floor_seconds: float    # the sum over the executor's batches of each batch's own bound
+    expected_seconds: float       # what the executor is expected to take: the floor, the quota, the overheads
+    batches: int
+    moves: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def transfer(steps: Iterable[Step]) -> dict[int, tuple[int, int]]:
+    """Bytes each broker receives and sends over these steps: broker -> (in, out)."""
+    into: dict[int, int] = {}
+    out: dict[int, int] = {}
+    for s in steps:
+        if not s.added:
+            continue
+        for b in s.added:
+            into[b] = into.get(b, 0) + s.size_bytes
+        out[s.before[0]] = out.get(s.before[0], 0) + s.bytes
+    return {b: (into.get(b, 0), out.get(b, 0)) for b in sorted(into.keys() | out.keys())}
+
+
+def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:
+    per = transfer(steps)
+    if not per:
+        return None, "in", 0
+    b = max(per, key=lambda k: (max(per[k]), per[k][0] >= per[k][1], -k))
+    into, out = per[b]
+    return b, ("in" if into >= out else "out"), max(into, out)
+
+
+def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BROKER, total: int = TOTAL,
+             max_bytes: int | None = None, order: str = "smallest") -> ExecutionEstimate:
+    """The bound and the expected duration of executing ``changes`` (objects with ``topic``, ``partition``,
+    ``replicas_before``, ``replicas_after``, ``size_bytes``: a plan's) at ``throttle`` bytes/s per broker, with the
+    executor's caps (``ExecOptions``' per_broker, total, max_batch_bytes, order)."""
+    if throttle < 1:
+        raise ValueError("throttle must be at least 1 byte/s")
+    steps = [s for c in changes
+             for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
+    broker, direction, most = _busiest(steps)
+    batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
+    floor = sum(_busiest(batch)[2] for batch in batches) / throttle
+    expected = floor * RATE_FACTOR + BATCH_OVERHEAD_S * len(batches)
+    return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
+                             round(expected, 3), len(batches), len(steps))
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``22 min``, ``3 h 05 min``."""
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def rate(bytes_per_s: int) -> str:
+    """A throttle as an operator typed it: ``50 MB/s``, ``20 MiB/s``, else bytes/s."""
+    for unit, size in (("GB", 10**9), ("GiB", 2**30), ("MB", 10**6), ("MiB", 2**20), ("kB", 10**3), ("KiB", 2**10)):
+        if bytes_per_s >= size and bytes_per_s % size == 0:
+            return f"{bytes_per_s // size} {unit}/s"
+    return f"{bytes_per_s} B/s"
+
+
+def describe(e: ExecutionEstimate | dict[str, Any]) -> str:
+    """One line: ``at 50 MB/s: at least 22 min, broker 17 receives 61.5 GiB; expected 24 min (31 batches)``."""
+    from ..balance import human_bytes
+
+    d = e.to_dict() if isinstance(e, ExecutionEstimate) else e
+    if d.get("bound_broker") is None:
+        return f"at {rate(int(d['throttle_bytes_per_s']))}: nothing to copy; expected {duration(d['expected_seconds'])}"
+    verb = "receives" if d["bound_direction"] == "in" else "sends"
+    return (f"at {rate(int(d['throttle_bytes_per_s']))}: at least {duration(d['bound_seconds'])}, broker "
+            f"{d['bound_broker']} {verb} {human_bytes(d['bound_bytes'])}; expected {duration(d['expected_seconds'])} "
+            f"({d['batches']} batch{'' if d['batches'] == 1 else 'es'})")

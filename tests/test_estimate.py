@@ -1,0 +1,110 @@
+"""The execution's time before approval (issue 43, step 1): the physical bound at the throttle (the busiest broker's
+bytes in or out), the expected duration of the executor's batches, and where an operator reads them (plan.json,
+``rebalancer plan``, the approval request; the report: tests/test_report.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from conftest import examples, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rebalancer import runbook
+from rebalancer.execute.batches import Step, make_batches, steps_of
+from rebalancer.execute.estimate import BATCH_OVERHEAD_S, RATE_FACTOR, describe, duration, estimate, transfer
+from rebalancer.formats import write_cluster_json
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+MB = 1_000_000
+
+
+def change(topic: str, partition: int, before: tuple[int, ...], after: tuple[int, ...], size: int) -> SimpleNamespace:
+    return SimpleNamespace(topic=topic, partition=partition, replicas_before=before, replicas_after=after,
+                           size_bytes=size)
+
+
+def test_bytes_in_and_out_follow_the_steps_a_change_is_split_into() -> None:
+    # [0, 1] -> [2, 3]: two steps. The first adds 2 fetching from 0; the second adds 3 fetching from 2, which the
+    # first step put first (the leader the new replica fetches from, as the executor throttles it).
+    steps = steps_of("t", 0, (0, 1), (2, 3), 100)
+    assert [s.before[0] for s in steps] == [0, 2]
+    assert transfer(steps) == {0: (0, 100), 2: (100, 100), 3: (100, 0)}
+
+
+def test_the_bound_is_the_busiest_broker_and_says_which_way() -> None:
+    # Broker 0 sends 300 bytes (three partitions it leads, each to a new replica elsewhere); 4 receives 200.
+    changes = [change("t", 0, (0, 1), (4, 1), 100), change("t", 1, (0, 2), (4, 2), 100),
+               change("t", 2, (0, 3), (5, 3), 100)]
+    e = estimate(changes, 10)
+    assert (e.bound_broker, e.bound_direction, e.bound_bytes, e.bound_seconds) == (0, "out", 300, 30.0)
+    assert e.batches == 1 and e.batch_floor_seconds == 30.0
+    assert e.expected_seconds == 30.0 * RATE_FACTOR + BATCH_OVERHEAD_S
+    assert describe(e) == "at 10 B/s: at least 30 s, broker 0 sends 300 B; expected 36 s (1 batch)"
+
+
+def test_batches_of_one_move_per_broker_add_up_to_more_than_the_bound() -> None:
+    # Two moves into broker 4, one per batch: the batches wait for each other, the bound does not.
+    changes = [change("t", 0, (0,), (4,), 100), change("t", 1, (1,), (4,), 300), change("t", 2, (2,), (5,), 300)]
+    e = estimate(changes, 100, per_broker=1)
+    assert e.bound_seconds == 4.0 and e.bound_broker == 4
+    # smallest first: partitions 0 and 2 (broker 5 receives 300 bytes: 3 s), then 1 (3 s)
+    assert e.batches == 2 and e.batch_floor_seconds == 6.0
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+                          st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
+                          st.integers(1, 10**9)), min_size=1, max_size=25),
+       st.integers(1, 4), st.integers(1, 30), st.integers(1, 10**8))
+def test_no_schedule_of_batches_beats_the_bound(raw, per_broker: int, total: int, throttle: int) -> None:
+    changes = []
+    for i, (before, after, size) in enumerate(raw):
+        after = after[:len(before)] + [b for b in before if b not in after][:max(0, len(before) - len(after))]
+        if len(after) < len(before) or sorted(after) == sorted(before):
+            continue
+        changes.append(change("t", i, tuple(before), tuple(after), size))
+    e = estimate(changes, throttle, per_broker=per_broker, total=total)
+    steps = [s for c in changes for s in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after,
+                                                  c.size_bytes)]
+    per = transfer(steps)
+    assert e.bound_bytes == max((max(v) for v in per.values()), default=0)
+    # each batch waits for its busiest broker: the sum over batches is never below the whole plan's busiest broker
+    assert e.batch_floor_seconds >= e.bound_seconds * (1 - 1e-9) - 1e-3
+    assert e.expected_seconds >= e.bound_seconds - 1e-3
+    assert e.batches == len(make_batches(steps, per_broker=per_broker, total=total))
+
+
+def test_durations_read_as_an_operator_says_them() -> None:
+    assert [duration(x) for x in (0.2, 89, 90, 1320, 5399, 5401, 36000)] == \
+        ["1 s", "89 s", "2 min", "22 min", "1 h 30 min", "1 h 31 min", "10 h 00 min"]
+
+
+def test_the_plan_says_the_time_at_the_throttle_it_was_planned_for(tmp_path: Path) -> None:
+    """plan.json's summary, ``rebalancer plan``'s output and the approval request carry it; a throttle
+    that is not one fails before anything is written."""
+    desc = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams()), desc)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{desc}")
+    bad = run_cli("plan", str(run), "--mode", "add-brokers", "--brokers", "12,13,14,15", "--throttle", "fast")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "throttle" in bad.stderr
+    assert not (run / "plan.json").exists()
+    out = run_cli("plan", str(run), "--mode", "add-brokers", "--brokers", "12,13,14,15", "--throttle", "20MB/s",
+                  "--max-moves-per-broker", "3")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((run / "plan.json").read_text())
+    e = doc["summary"]["execution"]
+    steps = [Step(c["topic"], c["partition"], tuple(c["replicas_before"]), tuple(c["replicas_after"]),
+                  c["size_bytes"]) for c in doc["changes"]]
+    per = transfer(s for c in steps for s in steps_of(c.topic, c.partition, c.before, c.after, c.size_bytes))
+    assert e["throttle_bytes_per_s"] == 20 * MB and e["bound_bytes"] == max(max(v) for v in per.values())
+    assert max(per[e["bound_broker"]]) == e["bound_bytes"] and e["bound_broker"] in (12, 13, 14, 15)  # new: receive
+    assert e["bound_seconds"] == e["bound_bytes"] / (20 * MB) and e["expected_seconds"] > e["bound_seconds"]
+    line = describe(e)
+    assert line.startswith(f"at 20 MB/s: at least {duration(e['bound_seconds'])}, broker {e['bound_broker']} receives")
+    assert f"execution {line}" in out.stdout
+    _, body = runbook.approval_request(run)
+    assert "**Execution** at 20 MB/s: at least" in body.replace("\\", "")

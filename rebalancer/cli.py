@@ -560,7 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--max-moves-per-broker", type=_count, help="moves at once per broker (default 5)")
         q.add_argument("--max-moves", type=_count, help="moves at once in the cluster (default 50)")
         q.add_argument("--max-batch-bytes", help="cap on the bytes one batch copies, e.g. 100GB")
-        q.add_argument("--order", choices=["smallest", "largest"], help="which moves go first (default smallest)")
+        q.add_argument("--order", choices=["bound", "smallest", "largest"],
+                       help="how batches are formed: bound (default: the broker with the most bytes left kept busy, "
+                            "the fewest seconds in all), or the smallest or largest moves first")
         q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"),
                        help="seconds between progress checks (default 1)")
         q.add_argument("--timeout-factor", type=_positive_float,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer import runbook
-from rebalancer.execute.batches import Step, make_batches, steps_of
+from rebalancer.execute.batches import Step, batch_floor, make_batches, steps_of
 from rebalancer.execute.estimate import BATCH_OVERHEAD_S, RATE_FACTOR, describe, duration, estimate, transfer
 from rebalancer.formats import write_cluster_json
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -45,13 +45,16 @@ def test_the_bound_is_the_busiest_broker_and_says_which_way() -> None:
     assert describe(e) == "at 10 B/s: at least 30 s, broker 0 sends 300 B; expected 36 s (1 batch)"
 
 
-def test_batches_of_one_move_per_broker_add_up_to_more_than_the_bound() -> None:
-    # Two moves into broker 4, one per batch: the batches wait for each other, the bound does not.
+def test_batches_of_one_move_per_broker_add_up_to_more_than_the_bound_unless_formed_for_it() -> None:
+    # Two moves into broker 4 (400 bytes: the bound), at most one move per broker per batch.
     changes = [change("t", 0, (0,), (4,), 100), change("t", 1, (1,), (4,), 300), change("t", 2, (2,), (5,), 300)]
-    e = estimate(changes, 100, per_broker=1)
-    assert e.bound_seconds == 4.0 and e.bound_broker == 4
+    small = estimate(changes, 100, per_broker=1, order="smallest")
+    assert small.bound_seconds == 4.0 and small.bound_broker == 4
     # smallest first: partitions 0 and 2 (broker 5 receives 300 bytes: 3 s), then 1 (3 s)
-    assert e.batches == 2 and e.batch_floor_seconds == 6.0
+    assert small.batches == 2 and small.batch_floor_seconds == 6.0
+    # formed for the bound: broker 4's largest move with partition 2 beside it (3 s), then its other one (1 s)
+    bound = estimate(changes, 100, per_broker=1)
+    assert bound.batches == 2 and bound.batch_floor_seconds == 4.0 == bound.bound_seconds
 
 
 @settings(max_examples=examples(100), deadline=None)
@@ -108,3 +111,32 @@ def test_the_plan_says_the_time_at_the_throttle_it_was_planned_for(tmp_path: Pat
     assert f"execution {line}" in out.stdout
     _, body = runbook.approval_request(run)
     assert "**Execution** at 20 MB/s: at least" in body.replace("\\", "")
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9), st.integers(1, 10**6),
+                          st.booleans()), min_size=1, max_size=40),
+       st.integers(1, 3), st.integers(1, 12), st.sampled_from([None, 10**6, 3 * 10**6]))
+def test_batches_formed_for_the_bound_keep_every_rule(raw, per_broker: int, total: int, max_bytes) -> None:
+    """Every step once; a partition's steps one per batch and in order; the caps on moves per broker, moves and bytes
+    per batch (a larger step alone); never a higher floor than the largest steps first."""
+    steps: list[Step] = []
+    for i, (a, b, c, size, two) in enumerate(raw):
+        if len({a, b, c}) < 3:
+            continue
+        after = (c, a + 10) if two else (c, b)  # two replicas replaced: two steps
+        steps += steps_of("t", i, (a, b), after, size)
+    batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes)
+    key = (lambda s: (s.tp, s.seq))
+    assert sorted((s for bt in batches for s in bt), key=key) == sorted(steps, key=key)
+    done: dict[tuple[str, int], int] = {}
+    for bt in batches:
+        assert len(bt) <= total and len({s.tp for s in bt}) == len(bt)
+        assert max_bytes is None or len(bt) == 1 or sum(s.bytes for s in bt) <= max_bytes
+        for broker in {x for s in bt for x in s.brokers()}:
+            assert sum(1 for s in bt if broker in s.brokers()) <= per_broker
+        for s in bt:
+            assert s.seq == done.get(s.tp, 0)
+            done[s.tp] = s.seq + 1
+    largest = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")
+    assert batch_floor(batches) <= batch_floor(largest)

@@ -6,9 +6,13 @@ the new replicas until the new ones are in sync). A leader-only change (a reorde
 
 A *batch* is a set of steps submitted together: at most ``per_broker`` moves touching any broker (as the source
 leader or the destination), at most ``total`` moves, at most ``max_bytes`` bytes (a single larger step still gets
-a batch of its own), one step per partition, and a partition's steps in order across batches. Steps go smallest
-first (by bytes) unless ``order="largest"``. Leader-only steps are batched apart from data moves, as one reorder plus
-one preferred leader election per batch.
+a batch of its own), one step per partition, and a partition's steps in order across batches. Each batch waits for
+its slowest move, so the batches take at least the sum of each one's busiest broker's bytes (``batch_floor``) at
+the throttle, which no order brings below the busiest broker's bytes over the whole plan (``execute.estimate``).
+``order="bound"`` (the default) forms the batches to come near that: the critical broker (most bytes left) kept
+busy, largest first (``_bound_batches``), or the largest steps first, whichever floor is lower; ``"smallest"`` and
+``"largest"`` put those steps first. Leader-only steps are batched apart from data moves, as one reorder plus one
+preferred leader election per batch.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Step", "steps_of", "make_batches"]
+__all__ = ["Step", "steps_of", "step_loads", "make_batches", "batch_floor"]
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,44 @@ def steps_of(topic: str, partition: int, before: tuple[int, ...], after: tuple[i
     return steps
 
 
+def step_loads(s: Step) -> dict[int, int]:
+    """The bytes a step puts through each broker's throttle: into each destination, out of the source (the leader
+    the new replicas fetch from, ``Step.brokers``)."""
+    if not s.added:
+        return {}
+    out = dict.fromkeys(s.added, s.size_bytes)
+    out[s.before[0]] = out.get(s.before[0], 0) + s.bytes
+    return out
+
+
+def batch_floor(batches: Iterable[Iterable[Step]]) -> int:
+    """What batches one after another cannot beat, in bytes at the throttle: the sum over batches of the bytes through
+    each batch's busiest broker (each waits for its slowest move)."""
+    out = 0
+    for batch in batches:
+        held: dict[int, int] = {}
+        for s in batch:
+            for b, x in step_loads(s).items():
+                held[b] = held.get(b, 0) + x
+        out += max(held.values(), default=0)
+    return out
+
+
 def make_batches(steps: Iterable[Step], *, per_broker: int = 5, total: int = 50, max_bytes: int | None = None,
-                 order: str = "smallest") -> list[list[Step]]:
+                 order: str = "bound") -> list[list[Step]]:
     if per_broker < 1 or total < 1:
         raise ValueError("per_broker and total must be at least 1")
+    steps = list(steps)
+    if order == "bound":
+        # Two ways to form the batches, the one whose batches add up to less time kept: keeping the critical broker
+        # busy (``_bound_batches``), or every batch's largest steps first (better where one broker's few huge steps
+        # dwarf the rest)
+        pending = sorted(steps, key=lambda s: (s.topic, s.partition, s.seq))
+        data = [s for s in pending if not s.leader_only]
+        best = min((_bound_batches(data, per_broker, total, max_bytes),
+                    make_batches(data, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")),
+                   key=batch_floor)
+        return best + _leader_batches([s for s in pending if s.leader_only], total)
     pending = sorted(steps, key=lambda s: ((s.bytes if order == "smallest" else -s.bytes), s.topic, s.partition, s.seq))
     data = [s for s in pending if not s.leader_only]
     leaders = [s for s in pending if s.leader_only]
@@ -109,6 +147,75 @@ def make_batches(steps: Iterable[Step], *, per_broker: int = 5, total: int = 50,
             next_seq[s.tp] += 1
         batches.append(batch)
         data = rest
-    for i in range(0, len(leaders), total):
-        batches.append(leaders[i:i + total])
+    return batches + _leader_batches(leaders, total)
+
+
+def _leader_batches(leaders: list[Step], total: int) -> list[list[Step]]:
+    return [leaders[i:i + total] for i in range(0, len(leaders), total)]
+
+
+class _Batch:
+    """One batch being formed: its steps, and per broker its moves and the bytes through its throttle."""
+
+    def __init__(self, per_broker: int, total: int, max_bytes: int | None) -> None:
+        self.per_broker, self.total, self.max_bytes = per_broker, total, max_bytes
+        self.steps: list[Step] = []
+        self.held: dict[int, int] = {}
+        self.count: dict[int, int] = {}
+        self.size = 0
+
+    def fits(self, s: Step, load: Mapping[int, int], length: int | None = None) -> bool:
+        """Within the caps, and (``length``) adding no broker's bytes beyond it."""
+        return (len(self.steps) < self.total and all(self.count.get(b, 0) < self.per_broker for b in s.brokers())
+                and (self.max_bytes is None or not self.steps or self.size + s.bytes <= self.max_bytes)
+                and (length is None or all(self.held.get(b, 0) + x <= length for b, x in load.items())))
+
+    def take(self, s: Step, load: Mapping[int, int]) -> None:
+        self.steps.append(s)
+        self.size += s.bytes
+        for b in s.brokers():
+            self.count[b] = self.count.get(b, 0) + 1
+        for b, x in load.items():
+            self.held[b] = self.held.get(b, 0) + x
+
+
+def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int | None) -> list[list[Step]]:
+    """Batches that keep the critical broker busy. Each batch waits for its busiest broker, so the run takes the sum
+    over batches of each batch's busiest broker's bytes; it cannot beat the busiest broker's bytes over the whole
+    plan. A batch starts on the broker with the most bytes left (the critical one), its largest steps first (longest
+    processing time first); that sets the batch's length, and the batch is filled with other steps, those of the
+    brokers with the most bytes left first and largest first, wherever they fit under that length on every broker
+    they load (the caps on moves per broker, moves and bytes per batch hold). ``data``: in (topic, partition, seq)
+    order; a partition's steps go one per batch, in order."""
+    loads = {id(s): step_loads(s) for s in data}
+    left: dict[int, int] = {}
+    for s in data:
+        for b, x in loads[id(s)].items():
+            left[b] = left.get(b, 0) + x
+    queues: dict[tuple[str, int], list[Step]] = {}
+    for s in data:
+        queues.setdefault(s.tp, []).append(s)
+    heads = dict.fromkeys(queues, 0)
+    batches: list[list[Step]] = []
+    while heads:
+        ready = sorted((queues[tp][i] for tp, i in heads.items()), key=lambda s: (-s.bytes, s.topic, s.partition))
+        critical = max((b for s in ready for b in loads[id(s)]), key=lambda b: (left[b], -b))
+        batch = _Batch(per_broker, total, max_bytes)
+        for s in ready:
+            if critical in loads[id(s)] and batch.fits(s, loads[id(s)]):
+                batch.take(s, loads[id(s)])
+        length = max(batch.held.values(), default=0)
+        taken = {id(s) for s in batch.steps}
+        rest = sorted((s for s in ready if id(s) not in taken),
+                      key=lambda s: (-max(left[b] for b in loads[id(s)]), -s.bytes, s.topic, s.partition))
+        for s in rest:
+            if batch.fits(s, loads[id(s)], length):
+                batch.take(s, loads[id(s)])
+        for s in batch.steps:
+            for b, x in loads[id(s)].items():
+                left[b] -= x
+            heads[s.tp] += 1
+            if heads[s.tp] == len(queues[s.tp]):
+                del heads[s.tp]
+        batches.append(batch.steps)
     return batches

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .batches import Step, make_batches, steps_of
+from .batches import Step, batch_floor, make_batches, steps_of
 
 __all__ = ["DEFAULT_THROTTLE", "PER_BROKER", "TOTAL", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -74,7 +74,7 @@ def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:
 
 
 def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BROKER, total: int = TOTAL,
-             max_bytes: int | None = None, order: str = "smallest") -> ExecutionEstimate:
+             max_bytes: int | None = None, order: str = "bound") -> ExecutionEstimate:
     """The bound and the expected duration of executing ``changes`` (objects with ``topic``, ``partition``,
     ``replicas_before``, ``replicas_after``, ``size_bytes``: a plan's) at ``throttle`` bytes/s per broker, with the
     executor's caps (``ExecOptions``' per_broker, total, max_batch_bytes, order)."""
@@ -84,7 +84,7 @@ def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BRO
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
     broker, direction, most = _busiest(steps)
     batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
-    floor = sum(_busiest(batch)[2] for batch in batches) / throttle
+    floor = batch_floor(batches) / throttle
     expected = floor * RATE_FACTOR + BATCH_OVERHEAD_S * len(batches)
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
                              round(expected, 3), len(batches), len(steps))

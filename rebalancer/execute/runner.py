@@ -74,7 +74,8 @@ class ExecOptions:
     per_broker: int = PER_BROKER       # moves at once per broker
     total: int = TOTAL                 # moves at once in the cluster
     max_batch_bytes: int | None = None
-    order: str = "smallest"            # which moves go first: "smallest" or "largest"
+    order: str = "bound"               # batches formed by "bound" (the critical broker kept busy), "smallest" or
+                                       # "largest" first (``batches.make_batches``)
     poll: float = 1.0                  # seconds between progress checks
     timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
     min_timeout: float = 120.0

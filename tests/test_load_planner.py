@@ -589,3 +589,32 @@ def test_the_exact_program_proves_a_bound_that_counts_whole_partitions() -> None
     assert load["bytes_bound"] == 400 and load["bytes_to_bound"] == 1.0
     assert load["bytes_bound_by"] == "the exact program's dual bound"
     assert plan.summary["lower_bounds"]["bytes_moved"] == 400
+
+
+def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz family small, seed 144 (27 brokers, 1,701 replicas at RF 3): a replica that left a broker, came back and
+    left again was still listed on it (twice in its holders, forgotten once), and greedy offered to move it from
+    there: "ValueError: 20 is not in list", an internal error from the plan stage."""
+    import load_cases
+
+    import rebalancer.plan.planner as planner
+    from rebalancer.plan.load_greedy import load_greedy
+
+    class Captured(Exception):
+        pass
+
+    seen: dict[str, Any] = {}
+
+    def spy(problem: Any, deadline: Any = None) -> Any:
+        seen["problem"] = problem
+        raise Captured
+
+    monkeypatch.setattr(planner, "load_greedy", spy)
+    cluster, mode, new = load_cases.family("small", 144)
+    with pytest.raises(Captured):
+        make_plan(cluster, mode, brokers=new or None)
+    problem = seen["problem"]
+    changed, stats = load_greedy(problem)
+    assert stats["moves"] > 0
+    for i, reps in changed.items():
+        assert len(reps) == len(problem.replicas[i]) == len(set(reps))

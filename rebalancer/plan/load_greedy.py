@@ -226,8 +226,10 @@ class _Placement:
         got = self.sorted_on[d].get(b)
         if got is None:
             assign, changes, origin, cap, units = self.assign, self.changes, self.origin, self.inp.max_changes, self.units[d]
-            got = sorted((units[i], i) for i in self.holders[b]
-                         if b in assign[i] and (changes[i] < cap or (origin is not None and b not in origin[i])))
+            # a set: a replica that left b and came back is in ``holders[b]`` twice, and a second entry would outlive
+            # ``forget`` once it leaves again (a move offered from a broker that no longer holds it)
+            got = sorted({(units[i], i) for i in self.holders[b]
+                          if b in assign[i] and (changes[i] < cap or (origin is not None and b not in origin[i]))})
             self.sorted_on[d][b] = got
         return got
 

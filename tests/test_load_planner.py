@@ -219,7 +219,7 @@ def test_auto_keeps_the_load_plan_and_proves_where_the_bands_cannot_hold() -> No
     assert proof["feasible"] is False and proof["reachable_widen"] is not None
     assert [st["status"] for st in proof["steps"] if st["widen"] == 1.0] == ["Infeasible", "Infeasible"]
     assert auto.solver["status"] == "Heuristic" and auto.solver["outside_bands"]["disk"] and auto.solver["outside_why"]
-    assert _counts_outside_gate(auto, auto_model := load_model(cluster)) == [], auto_model.band
+    assert _counts_outside_gate(auto, auto_model := load_model(cluster)) == {}, auto_model.band
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -571,7 +571,7 @@ def test_neighbourhoods_bring_in_what_one_move_at_a_time_cannot(monkeypatch: pyt
     # median after the plan (a band around the mean left five brokers at 14 of a median 16 plus, 20 % off)
     from rebalancer.plan.planner import _counts_outside_gate
 
-    assert _counts_outside_gate(plan, load_model(cluster)) == []
+    assert _counts_outside_gate(plan, load_model(cluster)) == {}
 
 
 def test_the_exact_program_proves_a_bound_that_counts_whole_partitions() -> None:
@@ -618,3 +618,20 @@ def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest
     assert stats["moves"] > 0
     for i, reps in changed.items():
         assert len(reps) == len(problem.replicas[i]) == len(set(reps))
+
+
+def test_counts_inside_greedys_band_but_outside_their_gate_send_the_plan_to_the_program() -> None:
+    """Fuzz family small, seed 135 (14 brokers, 192 replicas): greedy ended every broker inside its count band
+    around the average (13.7 replicas: 12-16), and the plan said Balanced, but 16 is 2.5 from the median of 13.5,
+    beyond the gate's 2.0: the plan failed its own replica gate. Such counts now send a small cluster to the exact
+    program (counts within a band any counts inside of pass the gate), and a plan left so says so in its status."""
+    import load_cases
+
+    from rebalancer.plan.planner import _counts_outside_gate
+
+    cluster, mode, new = load_cases.family("small", 135)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    assert "replica counts outside their gate" in plan.solver["strategy_reason"]
+    assert _counts_outside_gate(plan, load_model(cluster)) == {}
+    assert "replicas" not in (plan.solver.get("outside_bands") or {})
+    assert plan.summary["load"]["bytes_to_bound"] <= 1.10

@@ -192,10 +192,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         result = verify(args.run_dir, backend, settle=args.settle)
     differ = len(result["balance_differences"])
+    took = result.get("execution_time")
     print(f"verified: {result['partitions_checked']} partitions at their planned replicas with full ISR and preferred"
           " leaders; none of this run's throttles left; "
           + (f"{differ} broker(s) differ from the predicted replica count (changes made elsewhere: see "
              "verification.json)" if differ else "broker counts as predicted"))
+    if took:
+        from .execute.estimate import duration, rate
+
+        print(f"copied in {duration(took['seconds'])} at {rate(took['throttle_bytes_per_s'])}: the bound was "
+              f"{duration(took['bound_seconds'])}" + (f" ({took['to_bound']:.2f}x)" if took["to_bound"] else ""))
     return 0
 
 

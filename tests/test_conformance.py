@@ -50,6 +50,7 @@ from rebalancer.execute import (
     rollback,
     verify,
 )
+from rebalancer.execute.estimate import estimate
 from rebalancer.plan.result import build_plan, load_plan, write_plan
 from rebalancer.snapshot import load_snapshot
 
@@ -245,6 +246,10 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
         result = verify(engine.run, backend)
         assert result["passed"] and result["throttles_left"] == {}
         assert result["balance_differences"]
+        # the time it copied against the bound at its throttle (wall seconds: the simulator's run faster)
+        took = result["execution_time"]
+        assert took["throttle_bytes_per_s"] == rate and took["seconds"] > 0
+        assert took["bound_seconds"] == round(estimate(plan.changes, rate).bound_seconds, 3) > 0
         # This run's throttles were on the brokers and topics during the copy ...
         during = [s for s in seen if any(k == ("brokers", "3") for k in s)]
         assert during, f"no throttle seen on broker 3 in {len(seen)} polls"
@@ -301,7 +306,8 @@ def test_executor_killed_mid_batch_then_rerun_moves_each_partition_once(engine: 
     moved = engine.completed_moves()
     if moved is not None:  # the simulator logs every completed move: none twice
         assert len(moved) == len(set(moved))
-    assert cli(engine, "verify", str(engine.run)).returncode == 0
+    verified = cli(engine, "verify", str(engine.run))
+    assert verified.returncode == 0 and "copied in " in verified.stdout and ": the bound was " in verified.stdout
     assert agreed_throttles(engine, want=lambda t: t == {}) == {}  # on every broker
 
 

@@ -839,6 +839,8 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
               "partitions_checked": len(plan.changes), "problems": problems, "throttles_left": throttles,
               "foreign_throttles": theirs, "throttles_on_down_brokers": sorted(unreachable),
               "balance_differences": balance, "passed": not problems and not throttles}
+    if expect == "planned" and (took := _execution_time(run, plan)) is not None:
+        result["execution_time"] = took
     if write:
         atomic_write_json(RunDir(run).verification(expect), result)
     if not result["passed"]:
@@ -850,6 +852,28 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
             what.append(f"throttles left on {', '.join(sorted(throttles))}")
         raise VerificationFailed("verification failed: " + "; ".join(what))
     return result
+
+
+def _execution_time(run: Path, plan: Plan) -> dict[str, Any] | None:
+    """How long the execution copied (its first submit to its last batch at its target, wall seconds) against the
+    bound at its throttle (``estimate``: no order of the moves is faster), or None before any batch copied."""
+    from .estimate import estimate
+
+    state = load_state(run)
+    if state is None:
+        return None
+    batches = state.get("batches", [])
+    starts = [b.get("submitting_at") or b.get("submitted_at") for b in batches]
+    ends = [b.get("copied_at") for b in batches]
+    first = min((t for t in starts if isinstance(t, (int, float))), default=None)
+    last = max((t for t in ends if isinstance(t, (int, float))), default=None)
+    throttle = state.get("throttle_bytes_per_s")
+    if first is None or last is None or not isinstance(throttle, int) or throttle < 1:
+        return None
+    bound = estimate(plan.changes, throttle).bound_seconds
+    took = max(0.0, last - first)
+    return {"seconds": round(took, 3), "bound_seconds": round(bound, 3), "throttle_bytes_per_s": throttle,
+            "to_bound": round(took / bound, 3) if bound > 0 else None}
 
 
 def load_state(run_dir: str | Path) -> ExecutionState | None:

@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Step", "steps_of", "step_loads", "make_batches", "batch_floor"]
+__all__ = ["PER_BROKER", "TOTAL", "Step", "steps_of", "step_loads", "make_batches", "batch_floor"]
+
+PER_BROKER, TOTAL = 5, 50  # the executor's default caps: moves at once per broker, and in a batch
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def batch_floor(batches: Iterable[Iterable[Step]]) -> int:
     return out
 
 
-def make_batches(steps: Iterable[Step], *, per_broker: int = 5, total: int = 50, max_bytes: int | None = None,
+def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: int = TOTAL, max_bytes: int | None = None,
                  order: str = "bound") -> list[list[Step]]:
     if per_broker < 1 or total < 1:
         raise ValueError("per_broker and total must be at least 1")

@@ -25,12 +25,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .batches import Step, batch_floor, make_batches, steps_of
+from .batches import PER_BROKER, TOTAL, Step, batch_floor, make_batches, steps_of
 
-__all__ = ["DEFAULT_THROTTLE", "PER_BROKER", "TOTAL", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
+__all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
 DEFAULT_THROTTLE = "50MB/s"  # the throttle an estimate assumes when none is given (execute's default)
-PER_BROKER, TOTAL = 5, 50    # the executor's default caps (ExecOptions' per_broker and total)
 RATE_FACTOR = 1.1        # a throttled copy on real Kafka takes 1.08-1.18x its bytes / throttle (bench_execute --real)
 BATCH_OVERHEAD_S = 3.0   # per batch: the poll that sees it done, the election, the next submit (about 1 + 1 + 1 s)
 

@@ -36,8 +36,7 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
-from .batches import Step, make_batches, steps_of
-from .estimate import PER_BROKER, TOTAL
+from .batches import PER_BROKER, TOTAL, Step, make_batches, steps_of
 from .progress import QUOTA_WINDOW_S, CopyProgress
 from .state import BatchState, ExecutionState
 

@@ -301,12 +301,9 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     if not run_lp and requested == "auto" and not exact_size and by_sum is None and budget.remaining() > 0:
         # too large for the whole program: the program a neighbourhood at a time around the brokers greedy left out,
         # then around those that receive most, for fewer bytes
-        with budget.phase("neighbourhoods", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-            enough = TRIM_ENOUGH * bytes_bound(cluster, model, targets)
-            by_index, hood = repair_neighbourhoods(problem, by_index, deadline, node_limit=LP_NODE_LIMIT,
-                                                   bytes_enough=enough)
-        solver["neighbourhoods"] = {"algorithm": "the load program on the worst broker and its complements, in turn; "
-                                                 "then on the brokers receiving most, for fewer bytes", **hood}
+        by_index, hood = _neighbourhoods(problem, by_index, budget, reserve, bytes_bound(cluster, model, targets),
+                                         solver, "the load program on the worst broker and its complements, in "
+                                                 "turn; then on the brokers receiving most, for fewer bytes")
         stats["outside_bands"] = hood["outside_bands"]
     # auto: the exact program only where greedy left a broker outside a band the gates measure (greedy aims inside
     # them), on a cluster small enough for it: above, the weighted program's nodes take minutes, and a clock would
@@ -374,17 +371,27 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                 and budget.remaining() > 0):
             # The program stopped at its node limit far from its bound (fuzz small seed 75: a placement meeting every
             # band at 1.86x the bytes bound, gap 46 %): the neighbourhoods' bytes trimming, balance kept.
-            with budget.phase("neighbourhoods", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-                enough = TRIM_ENOUGH * max(bytes_bound(cluster, model, targets),
-                                           int(lstats.get("bytes_lower_bound") or 0))
-                by_index, hood = repair_neighbourhoods(problem, by_index, deadline, node_limit=LP_NODE_LIMIT,
-                                                       bytes_enough=enough)
-            solver["neighbourhoods"] = {"algorithm": "the load program on the brokers receiving most, for fewer "
-                                                     "bytes (the exact program stopped short of its bound)", **hood}
+            by_index, _ = _neighbourhoods(problem, by_index, budget, reserve,
+                                          max(bytes_bound(cluster, model, targets),
+                                              int(lstats.get("bytes_lower_bound") or 0)),
+                                          solver, "the load program on the brokers receiving most, for fewer bytes "
+                                                  "(the exact program stopped short of its bound)")
     if stats["outside_bands"]:
         _prove_by_sums(problem, solver, by_sum)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _neighbourhoods(problem: LoadInput, placed: dict[int, tuple[int, ...]], budget: Budget, reserve: float,
+                    bound: int, solver: dict[str, Any], algorithm: str
+                    ) -> tuple[dict[int, tuple[int, ...]], dict[str, Any]]:
+    """The neighbourhood phase (``repair_neighbourhoods``) on ``placed``, trimming bytes down to ``TRIM_ENOUGH`` x
+    ``bound``; its stats recorded as ``solver["neighbourhoods"]``."""
+    with budget.phase("neighbourhoods", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
+        placed, hood = repair_neighbourhoods(problem, placed, deadline, node_limit=LP_NODE_LIMIT,
+                                             bytes_enough=TRIM_ENOUGH * bound)
+    solver["neighbourhoods"] = {"algorithm": algorithm, **hood}
+    return placed, dict(hood)
 
 
 def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, Any] | None) -> None:
@@ -891,7 +898,8 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
     ``DEFAULT_THROTTLE``), ``max_moves_per_broker``, ``max_moves``: the execution the summary's estimate assumes
     (``summary.execution``: ``rebalancer.execute.estimate``).
     """
-    from ..execute.estimate import DEFAULT_THROTTLE, PER_BROKER, TOTAL, estimate
+    from ..execute.batches import PER_BROKER, TOTAL
+    from ..execute.estimate import DEFAULT_THROTTLE, estimate
     from ..execute.throttle import parse_rate
 
     rate = parse_rate(throttle or DEFAULT_THROTTLE)  # a bad throttle fails before anything is read

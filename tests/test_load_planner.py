@@ -650,3 +650,31 @@ def test_a_program_stopped_far_from_its_bound_has_its_bytes_trimmed() -> None:
     load = plan.summary["load"]
     assert load["bytes_to_bound"] <= 1.2, load["bytes_to_bound"]
     assert all(_within(plan, d) for d in ("disk", "nw_in", "replicas"))
+
+
+def test_neighbourhoods_judge_counts_from_the_median_as_the_gate_does() -> None:
+    """Eight brokers holding 24, 24, 24, 24, 24, 30, 30, 30 replicas (average 26.25): every count lies within 15 % of
+    the average, but the replica gate measures from the median, 24, and allows 3.6: the three brokers at 30 fail
+    it. Fuzz small seed 151 ended so (30 replicas, median 26). The neighbourhoods judge counts as the gate does and
+    bring every broker within it."""
+    import statistics
+
+    from rebalancer.load import load_bands
+    from rebalancer.plan.load_greedy import LoadInput, count_gate_band, median_safe_band
+    from rebalancer.plan.neighbourhoods import repair_neighbourhoods
+
+    counts = [24] * 5 + [30] * 3
+    replicas = [(b,) for b, n in enumerate(counts) for _ in range(n)]
+    total, brokers = len(replicas), frozenset(range(8))
+    inp = LoadInput(replicas=replicas, topics=[f"t{i % 7}" for i in range(total)],
+                    units={"replicas": [1.0] * total},
+                    bands={"replicas": load_bands("replicas", total, brokers, band=0.10)},
+                    rack={b: f"r{b}" for b in brokers}, receivers=brokers, givers=brokers, removed=frozenset(),
+                    gate_bands={"replicas": count_gate_band(total, brokers, 0.15)},
+                    safe_bands={"replicas": median_safe_band(total, brokers, 0.15)}, count_gate={"replicas": 0.15})
+    assert all(inp.gate_bands["replicas"][b].contains(n) for b, n in enumerate(counts))  # the average's band holds them
+    changed, stats = repair_neighbourhoods(inp, {}, node_limit=500)
+    after = [sum(1 for i, reps in enumerate(replicas) for x in changed.get(i, reps) if x == b) for b in range(8)]
+    med = statistics.median(after)
+    assert all(abs(n - med) <= max(0.15 * med, 1) for n in after), (after, stats)
+    assert stats["kept"] > 0 and stats["outside_bands"] == []

@@ -40,6 +40,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from .targets import Targets
 
 __all__ = ["LoadInput", "load_greedy", "load_input", "placement_dimensions", "evaluate", "broker_violation",
-           "median_safe_band",
+           "median_safe_band", "median_gate_band",
            "REMOVED_WEIGHT", "COUNT_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
@@ -85,6 +86,8 @@ class LoadInput:
     #   gates, which measure from the median (``median_safe_band``); the exact program holds counts to them
     fixed: Mapping[str, Mapping[int, float]] | None = None  # dimension -> broker -> load this problem cannot move
     #   (other groups' replicas, ``split``'s repair): counted in the broker's load, so its bands are the cluster's
+    count_gate: Mapping[str, float] | None = None  # count -> the count gate's band (a fraction of the median:
+    #   ``median_gate_band``), where a phase judges counts as the gate will
 
 
 def add_fixed(inp: LoadInput, load: dict[str, dict[int, float]]) -> None:
@@ -548,6 +551,18 @@ def median_safe_band(total: int, eligible: Iterable[int], band: float) -> dict[i
     return {b: Band(low, low + width, mean) for b in ids}
 
 
+def median_gate_band(counts: Mapping[int, float], band: float) -> dict[int, Band]:
+    """The count gate's band at these counts' median, as whole counts: what ``rebalancer.validate`` accepts
+    (|count - median| <= max(band x median, 1)) while the median stays where it is."""
+    if not counts:
+        return {}
+    med = statistics.median(counts.values())
+    allowed = max(band * med, 1.0)
+    lo, hi = math.ceil(med - allowed - 1e-9), math.floor(med + allowed + 1e-9)
+    mean = sum(counts.values()) / len(counts)
+    return {b: Band(max(0, lo), max(lo, hi), mean) for b in counts}
+
+
 def placement_dimensions(model: LoadModel) -> list[str]:
     """The dimensions a replica placement balances: those a follower carries (leader-only ones are the leader pass's)."""
     from ..load import DIMENSIONS
@@ -583,7 +598,8 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
                      rack={b.id: b.rack for b in cluster.brokers}, receivers=targets.receivers, givers=targets.givers,
                      removed=targets.removed, max_changes=max_changes if max_changes is not None else 10**9,
                      keep_racks=targets.keep_racks, weight={d: DIMENSIONS[d].priority for d in dims},
-                     gate_bands=gate_bands, safe_bands=safe_bands)
+                     gate_bands=gate_bands, safe_bands=safe_bands,
+                     count_gate={d: model.band[d] for d in safe_bands})
 
 
 def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool = False) -> tuple[float, float]:

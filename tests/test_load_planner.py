@@ -678,3 +678,44 @@ def test_neighbourhoods_judge_counts_from_the_median_as_the_gate_does() -> None:
     med = statistics.median(after)
     assert all(abs(n - med) <= max(0.15 * med, 1) for n in after), (after, stats)
     assert stats["kept"] > 0 and stats["outside_bands"] == []
+
+
+def test_the_relaxation_proves_load_bands_out_of_reach_above_the_exact_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz small seed 5 (2,139 replicas, too many for the whole 0/1 program): no placement meets every network-in
+    band, and no sum shows it; the program's linear relaxation proves it in seconds, and the reason the approval
+    request and the failed disk gate quote says so. (The neighbourhoods are held to one program each here, to keep it quick.)"""
+    from load_cases import family
+
+    import rebalancer.plan.neighbourhoods as hoods
+    from rebalancer.plan.sum_proofs import why_out_of_reach
+
+    monkeypatch.setattr(hoods, "MAX_ROUNDS", 1)
+    monkeypatch.setattr(hoods, "TRIM_ROUNDS", 1)
+    cluster, mode, new = family("small", 5)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    proof = plan.solver["bands_proof"]
+    assert proof["feasible"] is False and proof["by_relaxation"] and "by_sum" not in proof, proof
+    assert plan.solver["relaxation"]["status"] == "Infeasible"
+    assert "linear relaxation has no solution" in (why_out_of_reach(proof) or "")
+
+
+def test_the_relaxation_bounds_the_bytes_tighter_than_the_sum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz small seed 151 (906 replicas, heavy-tailed sizes): greedy alone leaves brokers outside; the linear
+    relaxation is feasible and proves a bytes bound above the sum over brokers (which splits partitions without
+    regard to the other bands): the summary measures the plan against it."""
+    from load_cases import family
+
+    import rebalancer.plan.neighbourhoods as hoods
+    from rebalancer.plan.load_summary import bytes_bound
+    from rebalancer.plan.planner import BYTES_PROOF_BY_RELAXATION
+    from rebalancer.plan.targets import make_targets
+
+    monkeypatch.setattr(hoods, "MAX_ROUNDS", 1)
+    monkeypatch.setattr(hoods, "TRIM_ROUNDS", 1)
+    cluster, mode, new = family("small", 151)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    summed = bytes_bound(cluster, load_model(cluster), make_targets(cluster, mode, new or None))
+    proof = plan.solver["bytes_proof"]
+    assert proof["by"] == BYTES_PROOF_BY_RELAXATION and proof["bytes"] > summed
+    load = plan.summary["load"]
+    assert load["bytes_bound"] == proof["bytes"] and load["bytes_bound_by"] == BYTES_PROOF_BY_RELAXATION

@@ -67,7 +67,7 @@ from .load_greedy import (
 )
 from .load_summary import bytes_bound, load_summary
 from .lp import lp_balance
-from .lp_load import lp_load
+from .lp_load import COUNTS, lp_load
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
@@ -94,8 +94,11 @@ LP_NODE_LIMIT = 500          # the load programs' branch-and-bound nodes: work, 
 # the bytes bound's source when the exact program proved a tighter one: no placement within the bands, the change
 # cap, racks and thresholds copies less (its dual bound counts whole partitions; the sum over brokers splits them)
 BYTES_PROOF_BY = "the exact program's dual bound"
+BYTES_PROOF_BY_RELAXATION = "the exact program's linear relaxation"
 BAND_STEPS = ((1.0, False), (1.0, True), (1.5, True), (2.0, True), (3.0, True), (5.0, True), (10.0, True))
 LP_EXACT_MAX_REPLICAS = 600  # the exact program's size: its root alone took a minute on 1,167 replicas x 25 brokers
+RELAX_MAX_REPLICAS = 10_000  # auto's linear relaxation (a proof, a bound) up to this size: 20 s at 6,924 (78k
+#                               variables), over 7 minutes at 23k replicas
 LP_SAFETY_SECONDS = 60.0      # auto's programs: a wall-clock safety net only (lp: its whole share), said when it cuts
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
@@ -305,6 +308,10 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                                          solver, "the load program on the worst broker and its complements, in "
                                                  "turn; then on the brokers receiving most, for fewer bytes")
         stats["outside_bands"] = hood["outside_bands"]
+        if cluster.replica_count <= RELAX_MAX_REPLICAS and budget.remaining() > 0 and (
+                hood["outside_bands"] or evaluate(problem, by_index, gates=True)[1]
+                > TRIM_ENOUGH * bytes_bound(cluster, model, targets)):
+            _relaxation_proof(problem, solver, budget, reserve)
     # auto: the exact program only where greedy left a broker outside a band the gates measure (greedy aims inside
     # them), on a cluster small enough for it: above, the weighted program's nodes take minutes, and a clock would
     # make the plan depend on how busy the machine is (``--strategy lp`` runs it against the time limit)
@@ -392,6 +399,26 @@ def _neighbourhoods(problem: LoadInput, placed: dict[int, tuple[int, ...]], budg
                                              bytes_enough=TRIM_ENOUGH * bound)
     solver["neighbourhoods"] = {"algorithm": algorithm, **hood}
     return placed, dict(hood)
+
+
+def _relaxation_proof(problem: LoadInput, solver: dict[str, Any], budget: Budget, reserve: float) -> None:
+    """Above the exact program's size, where the neighbourhoods left a broker outside a band or the plan copies
+    more than ``TRIM_ENOUGH`` x the sum's bound: the linear relaxation of the exact program on the load bands (as
+    the gates judge one-way brokers; counts aside, whose median-safe bands are stricter than their gate). Infeasible:
+    no placement meets every load band (``bands_proof``, fuzz small seed 5: network in, proven in 3 s). Else its
+    optimum bounds the bytes of any plan that meets them (``bytes_proof``, where tighter than the sum's)."""
+    loads = dataclasses.replace(problem, bands={d: b for d, b in problem.bands.items() if d not in COUNTS},
+                                gate_bands={d: b for d, b in (problem.gate_bands or problem.bands).items()
+                                            if d not in COUNTS})
+    with budget.phase("relaxation", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
+        _, stats = lp_load(loads, min(LP_SAFETY_SECONDS, deadline.remaining()), hard=True, lenient=True, relax=True)
+    step = {"widen": 1.0, "one_way_no_worse": True, "relaxed": True, "status": stats["status"],
+            "seconds": round(stats["seconds"] + stats.get("build_seconds", 0.0), 3)}
+    solver["relaxation"] = step
+    if "infeasible" in str(stats["status"]).lower():
+        solver["bands_proof"] = {"feasible": False, "by_relaxation": True, "steps": [step], "reachable_widen": None}
+    elif stats.get("bytes_lower_bound"):
+        solver["bytes_proof"] = {"bytes": stats["bytes_lower_bound"], "by": BYTES_PROOF_BY_RELAXATION}
 
 
 def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, Any] | None) -> None:

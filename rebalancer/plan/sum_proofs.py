@@ -187,5 +187,8 @@ def why_out_of_reach(proof: Mapping[str, Any]) -> str | None:
         return None
     if isinstance(proof.get("by_sum"), dict):
         return explain(proof["by_sum"])
+    if proof.get("by_relaxation"):
+        return ("the exact program's linear relaxation has no solution: no placement meets every disk and network-in "
+                "band at once, even with replicas split across brokers (racks, the change cap and the thresholds)")
     return ("the exact program proved that no placement meets every disk, network-in and replica band at once "
             "(racks, the change cap and the partitions' sizes)")

@@ -2,10 +2,10 @@
 
 The throttle caps each broker's replication in and out, so no execution of a plan beats the busiest broker's bytes
 over the whole plan (``rebalancer.execute.estimate``). Batches run one after another, each waiting for its slowest
-move, so batching alone puts a floor under the run: the sum over batches of each batch's busiest broker's bytes
-(``batches.batch_floor``). This prints floor / bound for each ``make_batches`` order (``bound``, the default: the
-critical broker kept busy or the largest first, whichever is lower; ``smallest``; ``largest``) with the executor's
-default caps (5 moves per broker, 50 per batch), over:
+move, so batching alone puts a floor under the run: the sum over batches of each batch's busiest throttle's bytes
+(a broker's in or out: ``batches.batch_floor``). This prints floor / bound for each ``make_batches`` order
+(``bound``, the default: the critical throttle kept busy or the largest first, whichever is lower; ``smallest``;
+``largest``) with the executor's default caps (5 moves per broker, 50 per batch), over:
 
 - the simulator's ``new-brokers`` (add-brokers) and ``wix`` (weekly rebalance) scenarios and the main job's cluster
   (``load_cases.main_job``), planned with every default;

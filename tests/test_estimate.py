@@ -57,6 +57,18 @@ def test_batches_of_one_move_per_broker_add_up_to_more_than_the_bound_unless_for
     assert bound.batches == 2 and bound.batch_floor_seconds == 4.0 == bound.bound_seconds
 
 
+def test_a_broker_sending_and_receiving_in_one_batch_is_busy_for_the_larger() -> None:
+    # Broker 1 receives partition 0 from 0 and sends partition 1 to 2, 100 bytes each way: Kafka throttles its
+    # replication in and out apart, so the batch takes 100 bytes' time, as the bound says, not 200.
+    changes = [change("t", 0, (0,), (1,), 100), change("t", 1, (1,), (2,), 100)]
+    e = estimate(changes, 10)
+    assert e.bound_seconds == 10.0 and e.batches == 1
+    assert e.batch_floor_seconds == 10.0
+    steps = [s for c in changes for s in steps_of(c.topic, c.partition, c.replicas_before, c.replicas_after,
+                                                  c.size_bytes)]
+    assert batch_floor([steps]) == 100
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),
                           st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True),

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .batches import PER_BROKER, TOTAL, Step, batch_floor, make_batches, steps_of
+from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -51,16 +51,12 @@ class ExecutionEstimate:
 
 
 def transfer(steps: Iterable[Step]) -> dict[int, tuple[int, int]]:
-    """Bytes each broker receives and sends over these steps: broker -> (in, out)."""
-    into: dict[int, int] = {}
-    out: dict[int, int] = {}
+    """Bytes each broker receives and sends over these steps (``batches.step_loads``): broker -> (in, out)."""
+    held: dict[Throttled, int] = {}
     for s in steps:
-        if not s.added:
-            continue
-        for b in s.added:
-            into[b] = into.get(b, 0) + s.size_bytes
-        out[s.before[0]] = out.get(s.before[0], 0) + s.bytes
-    return {b: (into.get(b, 0), out.get(b, 0)) for b in sorted(into.keys() | out.keys())}
+        for t, x in step_loads(s).items():
+            held[t] = held.get(t, 0) + x
+    return {b: (held.get((b, "in"), 0), held.get((b, "out"), 0)) for b in sorted({b for b, _ in held})}
 
 
 def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:

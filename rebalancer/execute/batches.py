@@ -203,7 +203,7 @@ def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int
     order; a partition's steps go one per batch, in order."""
     # Formed on each broker's bytes in and out added up, although the throttles are apart (``step_loads``): measured
     # on the simulator's weekly rebalance, batches so formed come nearer the bound (floor 1.27x) than batches formed
-    # per throttle (1.33x), and as near on 40 small fuzz plans.
+    # per throttle (1.33x), and as near or nearer on 31 small fuzz plans.
     loads = {id(s): _per_broker(step_loads(s)) for s in data}
     left: dict[int, int] = {}
     for s in data:

@@ -304,13 +304,13 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     if not run_lp and requested == "auto" and not exact_size and by_sum is None and budget.remaining() > 0:
         # too large for the whole program: the program a neighbourhood at a time around the brokers greedy left out,
         # then around those that receive most, for fewer bytes
-        by_index, hood = _neighbourhoods(problem, by_index, budget, reserve, bytes_bound(cluster, model, targets),
+        bound = bytes_bound(cluster, model, targets)
+        by_index, hood = _neighbourhoods(problem, by_index, budget, reserve, bound,
                                          solver, "the load program on the worst broker and its complements, in "
                                                  "turn; then on the brokers receiving most, for fewer bytes")
         stats["outside_bands"] = hood["outside_bands"]
         if cluster.replica_count <= RELAX_MAX_REPLICAS and budget.remaining() > 0 and (
-                hood["outside_bands"] or evaluate(problem, by_index, gates=True)[1]
-                > TRIM_ENOUGH * bytes_bound(cluster, model, targets)):
+                hood["outside_bands"] or evaluate(problem, by_index, gates=True)[1] > TRIM_ENOUGH * bound):
             _relaxation_proof(problem, solver, budget, reserve)
     # auto: the exact program only where greedy left a broker outside a band the gates measure (greedy aims inside
     # them), on a cluster small enough for it: above, the weighted program's nodes take minutes, and a clock would

@@ -48,6 +48,18 @@ def test_network_in_prefers_the_replicas_with_the_most_rate_per_byte() -> None:
     assert result["by"] == "nw_in"
 
 
+def test_each_broker_counts_its_most_demanding_dimension() -> None:
+    # Broker 0 holds too many bytes (60 for a target of 30), broker 1 too much network in (30 B/s for 10) on a small
+    # hot partition, broker 2 too little of both. Disk alone needs 30 bytes to leave broker 0 and network in alone
+    # 20/30 of broker 1's 10-byte partition; they leave different brokers, so at least 30 + 6.67 bytes move.
+    c = build([60, 10, 20], [0.0, 30.0, 0.0], [(0,), (1,), (2,)], 3)
+    loads = partition_loads(c)
+    bands = {"disk": load_bands("disk", 90, [0, 1, 2], band=0.0), "nw_in": load_bands("nw_in", 30, [0, 1, 2], band=0.0)}
+    result = bytes_moved_bound(c, loads, bands, make_targets(c, "rebalance"))
+    assert result["per_dimension"] == {"disk": {"leaving": 30, "arriving": 30}, "nw_in": {"leaving": 6, "arriving": 6}}
+    assert result["bound"] == 36 and result["by"] == "disk+nw_in"
+
+
 @settings(max_examples=examples(120), deadline=None)
 @given(data=st.data(), brokers=st.integers(2, 4), n=st.integers(1, 4), rf=st.integers(1, 2),
        half=st.sampled_from([0.0, 0.1, 0.3, 0.6]))

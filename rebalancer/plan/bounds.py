@@ -22,15 +22,18 @@ Bytes moved (the bytes of every replica added somewhere), for load plans (``byte
 replica's load off one broker and puts it on another, so the bytes leaving brokers and the bytes arriving both
 equal the bytes moved. Per dimension d with integer bands [low_b, high_b] (``rebalancer.load``)::
 
-    leaving_d  = sum over givers of  cheapest_b(excess_b)     excess_b  = max(0, load_b - high_b), all of a removed broker's
-    arriving_d = sum over receivers of cheapest(deficit_b)    deficit_b = max(0, low_b - load_b)
-    bytes_moved >= max over d of max(leaving_d, arriving_d)
+    leaving_b  = max over d of cheapest_b(excess_db)    excess_db  = max(0, load_db - high_db), all of a removed broker's
+    arriving_b = max over d of cheapest(deficit_db)     deficit_db = max(0, low_db - load_db)
+    bytes_moved >= max(sum over givers of leaving_b, sum over receivers of arriving_b)
 
 ``cheapest(x)`` is the fewest bytes that carry x units of d: the fractional knapsack of the replicas that could
 carry it, taken in order of bytes per unit (on the giver itself when leaving; any replica when arriving, which
 only lowers the bound). For disk, bytes per unit is 1 (cheapest(x) = x); for network in, it is the partition's
 retention in seconds. Leadership moves without copying, so leader-only loads (leaders, network out) bound
-nothing here. The bound reports the dimension that set it.
+nothing here. A broker's replicas leave it once for every dimension at the same time, so per broker the largest
+of its dimensions' amounts counts, and the sum of those maxima (never below the largest dimension's sum: fuzz small
+seed 182, disk on some brokers and network in on others, 3.7 % above it) is the bound. It reports the dimension
+that set it, or ``"disk+nw_in"`` (the dimensions some broker's maximum came from) where the per-broker maxima did.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ BOUND_DEFINITIONS = {
                      "ceil_b = 0 for removed brokers; band = [floor, ceil] of replicas / eligible brokers",
     "leader_changes": "sum over topics of max(sum_b max(0, L_tb - ceil_t), sum_b max(0, floor_t - L_tb)); "
                       "band per topic over the brokers able to lead it",
-    "bytes_moved": "max over dimensions of max(sum over givers of the fewest bytes carrying load_b - high_b, "
-                   "sum over receivers of the fewest bytes carrying low_b - load_b); all of a removed broker's load "
-                   "leaves; fewest bytes = fractional knapsack by bytes per unit of the dimension",
+    "bytes_moved": "max(sum over givers of the most over dimensions of the fewest bytes carrying load_b - high_b, "
+                   "sum over receivers of the most over dimensions of the fewest bytes carrying low_b - load_b); "
+                   "all of a removed broker's load leaves; fewest bytes = fractional knapsack by bytes per unit of "
+                   "the dimension",
 }
 
 
@@ -97,7 +101,8 @@ def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, Partition
                       bands: Mapping[str, Mapping[int, Band]], targets: Targets,
                       table: ReplicaTable | None = None) -> dict[str, Any]:
     """The lower bound on bytes moved (module doc) over the dimensions in ``bands`` (dimension -> broker -> band,
-    eligible brokers): {"bound", "by" (the dimension that set it), "per_dimension": {d: {"leaving", "arriving"}}}.
+    eligible brokers): {"bound", "by" (the dimension that set it, or the dimensions the per-broker maxima came from,
+    joined by "+"), "per_dimension": {d: {"leaving", "arriving"}} (each dimension's sums alone)}.
     ``table``: the cluster's current placement, if already built (``rebalancer.load.replica_table``)."""
     import numpy as np
 
@@ -105,6 +110,13 @@ def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, Partition
     if table is None or not set(dims) <= set(table.per_partition):
         table = replica_table(cluster, loads, dimensions=dims)
     per: dict[str, dict[str, int]] = {}
+    # side ("leaving"/"arriving") -> broker -> (the most bytes any dimension needs there, that dimension)
+    most: dict[str, dict[int, tuple[float, str]]] = {"leaving": {}, "arriving": {}}
+
+    def keep(side: str, b: int, amount: float, name: str) -> None:
+        if amount > most[side].get(b, (0.0, ""))[0]:
+            most[side][b] = (amount, name)
+
     givers = sorted(targets.givers | targets.removed)
     receivers = sorted(targets.receivers - targets.removed)
     by_broker = np.argsort(table.broker, kind="stable")  # each broker's replicas as one slice
@@ -120,11 +132,22 @@ def bytes_moved_bound(cluster: Cluster, loads: Mapping[TopicPartition, Partition
             excess = held[b] if b in targets.removed else (band[b].excess(held[b]) if b in band else 0)
             if excess:
                 lo, hi = np.searchsorted(brokers_sorted, [b, b + 1])
-                leaving += float(_cheapest(size[lo:hi], units[lo:hi], [excess])[0])
+                amount = float(_cheapest(size[lo:hi], units[lo:hi], [excess])[0])
+                leaving += amount
+                keep("leaving", b, amount, name)
         # Arriving, a replica may lead: its larger role's load per byte (a lower bound either way); one per partition.
         lead, follow = table.per_partition[name]
-        deficits = [band[b].deficit(held[b]) for b in receivers if b in band]
-        arriving = float(_cheapest(sizes, np.maximum(lead, follow), deficits).sum()) if deficits else 0.0
-        per[name] = {"leaving": int(leaving), "arriving": int(arriving)}
+        short = [b for b in receivers if b in band and band[b].deficit(held[b]) > 0]
+        amounts = _cheapest(sizes, np.maximum(lead, follow), [band[b].deficit(held[b]) for b in short]) \
+            if short else []
+        for b, amount in zip(short, amounts, strict=True):
+            keep("arriving", b, float(amount), name)
+        per[name] = {"leaving": int(leaving), "arriving": int(float(np.sum(amounts)))}
     by = max(per, key=lambda n: max(per[n].values()), default=None)
-    return {"bound": max(per[by].values()) if by else 0, "by": by, "per_dimension": per}
+    bound = max(per[by].values()) if by else 0
+    side = max(most, key=lambda k: sum(a for a, _ in most[k].values()))
+    combined = int(sum(a for a, _ in most[side].values()))
+    if combined > bound:
+        names = {n for _, n in most[side].values()}
+        bound, by = combined, "+".join(n for n in dims if n in names)
+    return {"bound": bound, "by": by, "per_dimension": per}

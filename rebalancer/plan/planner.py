@@ -72,7 +72,7 @@ from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
 from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
-from .sum_proofs import one_way, sum_proof
+from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof, one_way, sum_proof
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
@@ -609,10 +609,29 @@ def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping
             for b, x in bands.items()}
 
 
-def _load_status(plan: Plan, model: LoadModel) -> None:
+def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], targets: Targets,
+                       model: LoadModel, plan: Plan) -> dict[str, Any] | None:
+    """Where a broker ends outside the network-out band: a partition whose network out proves the band out of reach
+    for whichever broker leads it, given the fewest leaders the leader gate lets a broker keep
+    (``sum_proofs.network_out_proof``). Only where every partition's replicas are eligible brokers after the plan
+    (then the eligible brokers' leader counts sum to the partitions)."""
+    nw_out = plan.summary["load"]["dimensions"].get("nw_out") or {}
+    if not nw_out.get("outside_after"):
+        return None
+    parts = cluster.partitions
+    if any(b not in targets.eligible for p in parts for b in assignment.get(p.tp, p.replicas)):
+        return None
+    units = replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0].astype(float).tolist()
+    bands = model.bands("nw_out", int(sum(units)), targets.eligible)
+    fewest = fewest_leaders(len(parts), len(targets.eligible), model.band["leaders"])
+    return network_out_proof(units, bands, fewest, names=[p.name for p in parts])
+
+
+def _load_status(plan: Plan, model: LoadModel, nw_out_proof: Mapping[str, Any] | None = None) -> None:
     """A load plan is Balanced when every broker ends inside every band of the summary and every count passes its
     gate (which measures from the median after the plan: a count inside its band around the average may not);
-    otherwise it says which brokers stay outside which band, and why."""
+    otherwise it says which brokers stay outside which band, and why (``nw_out_proof``: network out's band proved
+    out of reach, ``_network_out_proof``)."""
     outside = {name: d["outside_after"] for name, d in plan.summary["load"]["dimensions"].items()
                if d.get("outside_after")}
     for dim, brokers in _counts_outside_gate(plan, model).items():
@@ -622,10 +641,16 @@ def _load_status(plan: Plan, model: LoadModel) -> None:
         return
     plan.solver["status"] = "Heuristic"
     plan.solver["outside_bands"] = outside
-    plan.solver["outside_why"] = ("no further move keeps every partition's racks, the change cap and the capacity "
-                                  "thresholds while bringing these brokers closer without pushing another broker out "
-                                  "of a band of the same or higher priority (the band may be narrower than the "
-                                  "partition sizes allow: widen it with --band, or allow more changes)")
+    why = []
+    if set(outside) - ({"nw_out"} if nw_out_proof else set()):
+        why.append("no further move keeps every partition's racks, the change cap and the capacity thresholds while "
+                   "bringing these brokers closer without pushing another broker out of a band of the same or higher "
+                   "priority (the band may be narrower than the partition sizes allow: widen it with --band, or allow "
+                   "more changes)")
+    if nw_out_proof:
+        plan.solver["network_out_proof"] = dict(nw_out_proof)
+        why.append(explain_network_out(nw_out_proof))
+    plan.solver["outside_why"] = "; ".join(why)
 
 
 @dataclass(frozen=True)
@@ -891,7 +916,7 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
                                             proof=solver.get("bytes_proof"))
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
         if setup.balanced == "load" and req.mode != "leaders":
-            _load_status(plan, model)
+            _load_status(plan, model, _network_out_proof(cluster, assignment, targets, model, plan))
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
         _mark_cut_short(plan, budget)

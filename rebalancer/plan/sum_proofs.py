@@ -21,16 +21,29 @@ targets than before).
 
 Only disk: the network gate grants each broker one partition of slack, which a sum of bands does not see, and the
 count gates measure from the median after the plan, which no band before it fixes.
+
+Network out is the leaders' (leadership moves without copying), so its band is out of reach only through what the
+leader gate asks (``network_out_proof``): every broker ends with at least ``fewest_leaders`` leaders (the least any
+broker can lead while the gate passes at whatever median the counts end at). The broker leading partition p then
+carries p's network out and at least the ``fewest - 1`` smallest of the others':
+
+    out_p + sum of the fewest - 1 smallest outs of the other partitions  >  every broker's network-out ceiling
+
+proves that whichever broker leads p ends above its band (the main job's 48 partitions: one carries 115 % of a
+broker's target, and every broker leads at least 5, so its leader ends at least 22 % above the target).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..load import Band
 from .load_greedy import LoadInput
 
-__all__ = ["sum_proof", "one_way", "explain", "why_out_of_reach"]
+__all__ = ["sum_proof", "one_way", "explain", "why_out_of_reach", "fewest_leaders", "network_out_proof",
+           "explain_network_out"]
 
 DIMENSION = "disk"
 
@@ -192,3 +205,74 @@ def why_out_of_reach(proof: Mapping[str, Any]) -> str | None:
                 "band at once, even with replicas split across brokers (racks, the change cap and the thresholds)")
     return ("the exact program proved that no placement meets every disk, network-in and replica band at once "
             "(racks, the change cap and the partitions' sizes)")
+
+
+def fewest_leaders(total: int, brokers: int, band: float) -> int:
+    """The fewest leaders (of ``total``) any of ``brokers`` can end with while every count passes the leader gate:
+    |count - median| <= max(band x median, 1) (``rebalancer.validate``), at whatever median the counts end at. For
+    each median m, sorted counts c_1 <= ... <= c_n summing to ``total`` with c_1 as low as the gate lets it be: the
+    lower half between c_1 and the median, the upper half between it and the gate's ceiling."""
+    if brokers <= 0 or total <= 0:
+        return 0
+    if brokers == 1:
+        return total
+    k = brokers // 2
+    mean = total / brokers
+    best: int | None = None
+    # the median lies within the gate's reach of the mean (every count is within max(band x m, 1) of it)
+    low_m = max(0, math.floor(2 * (mean / (1 + band) - 2)))
+    for twice in range(low_m, math.ceil(2 * (mean + max(band * mean, 1.0) + 2)) + 1):
+        m = twice / 2
+        if brokers % 2 and twice % 2:
+            continue  # an odd number of counts has a whole median
+        allowed = max(band * m, 1.0)
+        lo, hi = max(0, math.ceil(m - allowed - 1e-9)), math.floor(m + allowed + 1e-9)
+        mid = math.floor(m)  # even: c_k = mid and c_k+1 = 2m - mid, the pair leaving the widest room
+        if brokers % 2 == 0 and 2 * m - mid > hi:
+            continue
+        for c in range(lo, mid + 1):
+            if best is not None and c >= best:
+                break
+            if brokers % 2:  # c_1 = c, k - 1 more in [c, m], the median m, k in [m, hi]
+                least, most = c + (k - 1) * c + m + k * m, c + (k - 1) * m + m + k * hi
+            elif k == 1:     # two counts: c and 2m - c
+                least = most = 2 * m if 2 * m - c <= hi else -1
+            else:            # c_1 = c, k - 2 more in [c, mid], mid, 2m - mid, k - 1 in [2m - mid, hi]
+                least = c + (k - 2) * c + 2 * m + (k - 1) * (2 * m - mid)
+                most = c + (k - 2) * mid + 2 * m + (k - 1) * hi
+            if least <= total <= most:
+                best = c
+                break
+    return best if best is not None else 0
+
+
+def network_out_proof(units: Sequence[float], bands: Mapping[int, Band], fewest: int,
+                      names: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Network out's band out of reach for whichever broker leads a partition (module doc): ``units``, each
+    partition's network out when it leads; ``bands``, each eligible broker's network-out band; ``fewest``, the fewest
+    leaders the leader gate lets a broker keep (``fewest_leaders``). The partition that needs it most, with the least
+    its leader carries and how far above the largest target that is; None when no partition proves it."""
+    if not units or not bands:
+        return None
+    ceiling = max(b.ceil for b in bands.values())
+    target = max(b.average for b in bands.values())
+    order = sorted(range(len(units)), key=lambda i: units[i])
+    extra = max(0, fewest - 1)
+    smallest = [units[i] for i in order[:extra + 1]]
+    worst = max(range(len(units)), key=lambda i: (units[i], -i))
+    # the others' smallest: without the partition itself when it is among them
+    others = sum(smallest[:extra]) if worst not in order[:extra] else sum(smallest) - units[worst]
+    least = units[worst] + others
+    if least <= ceiling or target <= 0:
+        return None
+    return {"partition": names[worst] if names else worst, "network_out": round(units[worst]),
+            "share_pct": round(100 * units[worst] / target, 1), "fewest_leaders": fewest, "least": round(least),
+            "ceiling": ceiling, "above_pct": round(100 * (least - target) / target, 1)}
+
+
+def explain_network_out(found: Mapping[str, Any]) -> str:
+    """Why ``network_out_proof`` puts the network-out band out of reach, in one plain sentence."""
+    return (f"network out's band is out of reach: partition {found.get('partition')} alone carries "
+            f"{found.get('share_pct')}% of a broker's target, and the leader gate holds every broker to at least "
+            f"{found.get('fewest_leaders')} leader(s), so the broker leading it ends at least "
+            f"{found.get('above_pct')}% above its target (the network gate widens its band by that partition)")

@@ -26,8 +26,14 @@ unclean, half-written, cluster changes or secret leaks is non-zero.
 
     .venv/bin/python bench/probe_hostile.py [--quick] [--jobs N] [--json FILE] [--only FAMILY] [-v]
 
+Families: ``urls``, ``cluster-files``, ``options``, ``run-edits``, ``environment`` (bad inputs, hand edits, hostile
+surroundings) and ``faults`` (issue 42 items 6-8: a broker killed while the CLI executes, then what the operator runs
+next: a ``rollback --source kafka://`` around a dead kept replica must refuse at once, the ``throttle --clear``
+advice of a stalled execution must run as printed, a destination restarting within ``--destination-grace`` must
+let the execution complete).
+
 Cases that cannot reach the cluster run in ``--jobs`` parallel threads; cases that can are run one at a time (the
-two-executions race runs on clusters of its own). Everything it starts (ZooKeeper, simulators, tmpfs mounts,
+two-executions race and the faults run on clusters of their own). Everything it starts (ZooKeeper, simulators, tmpfs mounts,
 immutable attributes, child processes) is undone on exit, Ctrl-C or a crash.
 """
 
@@ -66,7 +72,7 @@ SECRET_WORD = "S3cr3t"
 NEW_BROKERS = [12, 13, 14, 15]
 SASL_USER, SASL_PASSWORD = "ops", "S3cr3t-sasl-right"  # the SASL cluster's real user (never the case's secret)
 ACL_USER, ACL_PASSWORD = "acl-admin", "S3cr3t-acl-right"  # the digest-ACL chroot's real credentials
-FAMILIES = ["urls", "cluster-files", "options", "run-edits", "environment"]
+FAMILIES = ["urls", "cluster-files", "options", "run-edits", "environment", "faults"]
 
 
 # -- cleanup: everything started is undone, whatever happens ------------------------------------------------------
@@ -1675,6 +1681,415 @@ def race_runner(how: str) -> Callable[[Ctx, int, Case, str], Result]:
     return run
 
 
+# -- family 6: faults during an execution ------------------------------------------------------------------------------
+def fault_cases() -> list[Case]:
+    """Issue 42 items 6-8 end to end, each on a simulator of its own: a broker killed (and restarted) while the real
+    CLI executes, then the command the operator runs next."""
+    F = "faults"
+    rows: list[tuple[str, Callable[[Ctx, int, Case, str], Result], bool]] = [
+        ("rollback --source kafka:// refuses at once around a dead kept replica", fault_rollback_runner(), False),
+        ("the throttle --clear advice of a stalled execution runs as printed", fault_advice_runner(), True),
+        ("a destination restarting within --destination-grace completes the execution", fault_restart_runner(), True),
+    ]
+    return [Case(F, title, lambda c, w, s: [], runner=runner, cluster=True, must_ok=ok, ok=ok, timeout=240,
+                 code=None if ok else 7) for title, runner, ok in rows]  # 20-40 s each: tests/test_probe_hostile.py
+    # runs them apart from the quick probe (whose 300 s they would overrun on a loaded machine)
+
+
+FAULT_SLOW = ["--throttle", "8MB/s", "--poll", "0.1", "--max-moves", "8", "--throttle-settle", "0.2"]
+
+
+class _FaultRun:
+    """One fault case's own simulator (chroot /fault-N) with an approved add-brokers run, the case's URL (its secret
+    in it) and environment, and the CLI processes it started (killed on the way out)."""
+
+    def __init__(self, ctx: Ctx, n: int, secret: str, *, acceleration: float, tick: float = 0.02) -> None:
+        from rebalancer.execute import approve
+        from rebalancer.plan import load_plan, plan_run_dir
+        from rebalancer.snapshot import take_snapshot
+
+        self.ctx, self.secret = ctx, secret
+        self.ws = ctx.root / "ws" / f"{n:04d}"
+        self.ws.mkdir(parents=True)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.entry = ctx.c._start_sim(f"/fault-{n}", acceleration=acceleration, tick=tick)  # noqa: SLF001
+        try:
+            self.sim, self.zk = self.entry["sim"], self.entry["zk"]
+            self.chroot = self.entry["chroot"]
+            self.url = f"zk://probe:{secret}@{ctx.c.hosts}{self.chroot}"
+            self.kafka = f"kafka://{self.sim.bootstrap}"
+            self.run = self.ws / "run"
+            take_snapshot(f"zk://{ctx.c.hosts}{self.chroot}", self.run,
+                          sizes=f"file://{self.entry['state_dir'] / 'log-dirs.json'}")
+            plan_run_dir(self.run, "add-brokers", brokers=NEW_BROKERS)
+            approve(self.run, by="probe")
+            self.plan = load_plan(self.run)
+            self.env = {**base_env(ctx, secret), "REBALANCER_LOCK_DIR": str(self.ws / "lock")}
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, argv: list[str]) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([PYTHON, "-m", "rebalancer", *argv], cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+        CLEANUP.procs.add(proc)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int | None, str, str]:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            code = None
+        CLEANUP.procs.discard(proc)
+        return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def moves(self) -> dict[tuple[str, int], Any]:
+        """The simulator's moves in flight, copied under its lock: {tp: (original, target, adding, isr)}."""
+        with self.sim.lock:
+            return {tp: (list(m.original), list(m.target), list(m.adding), list(self.sim.state[tp][1]))
+                    for tp, m in self.sim.moves.items()}
+
+    def completed(self) -> list[dict[str, Any]]:
+        with self.sim.lock:
+            return [dict(e) for e in self.sim.completed]
+
+    def until(self, pred: Callable[[], Any], timeout: float, proc: subprocess.Popen[bytes] | None = None,
+              every: float = 0.05) -> Any:
+        """``pred()`` once truthy (its value), or None after ``timeout`` s or once ``proc`` ended."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not STOP.is_set():
+            got = pred()
+            if got:
+                return got
+            if proc is not None and proc.poll() is not None:
+                return pred() or None
+            time.sleep(every)
+        return None
+
+    def leftovers(self) -> list[str]:
+        """Throttles, the lock marker or a reassignment this run left on its cluster (after a short settle)."""
+        from rebalancer import kafka_zk as kz
+        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.lock import LOCK_TOPIC
+
+        backend = ZkBackend(self.zk, "probe")
+        left: list[str] = []
+        self.until(lambda: not (self.zk.exists(kz.topic_path(LOCK_TOPIC)) or self.zk.exists(kz.REASSIGN)
+                                or backend.throttle_configs()), 10)
+        if backend.throttle_configs():
+            left.append(f"throttles left: {sorted('/'.join(k) for k in backend.throttle_configs())}")
+        if self.zk.exists(kz.topic_path(LOCK_TOPIC)):
+            left.append("the lock marker topic was left behind")
+        if self.zk.exists(kz.REASSIGN):
+            left.append("a reassignment was left in flight")
+        return left
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            CLEANUP.procs.discard(proc)
+        self.ctx.c.stop_sim(self.entry)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.ws)
+
+
+def _failed_cleanly(code: int | None, err: str) -> str | None:
+    """Why a command that must fail did not fail with one clean error line (progress lines before it allowed), or
+    None when it did."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if ln.startswith("rebalancer:")]
+    if code is None:
+        return "did not end (killed)"
+    if code in (0, 70):
+        return f"exit {code}"
+    if "Traceback" in err or not lines or len(ours) != 1 or lines[-1] != ours[0]:
+        return f"exit {code} without one clean error line ({len(lines)} stderr lines)"
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _fault_runner(body: Callable[[_FaultRun, Ctx, Case, Result, str], None], args: str, acceleration: float
+                  ) -> Callable[[Ctx, int, Case, str], Result]:
+    """A fault case: ``body`` on its own simulator; its result's seconds are the whole case's (setup included)."""
+
+    def run(ctx: Ctx, n: int, case: Case, secret: str) -> Result:
+        res = Result(n, case.family, case.title, args, None, 0.0, "", code_expected=case.code)
+        started = time.monotonic()
+        f: _FaultRun | None = None
+        try:
+            f = _FaultRun(ctx, n, secret, acceleration=acceleration)
+            body(f, ctx, case, res, secret)
+        except Exception as exc:  # noqa: BLE001 - the probe's own failure: reported
+            res.unclean = True
+            res.notes.append(f"PROBE ERROR: {type(exc).__name__}: {exc}: {traceback.format_exc(limit=3)}")
+        finally:
+            if f is not None:
+                if f.sim.error is not None:
+                    res.unclean = True
+                    res.notes.append(f"PROBE: the case's simulated controller crashed: {f.sim.error!r}")
+                f.close()
+            res.seconds = time.monotonic() - started
+        return res
+
+    return run
+
+
+def fault_rollback_runner() -> Callable[[Ctx, int, Case, str], Result]:
+    """Issue 42 item 8: a broker that both a completed move and a move in flight (or yet to come) keep dies during the
+    execution; ``rollback --source kafka://`` must then refuse at once (well under its batch timeout), in one line
+    naming the broker, and submit nothing: no reassignment appears, none completes, no partition changes but the
+    run's own moves in flight that Kafka's Admin API cancels (noted), the reassignment znode only shrinks."""
+
+    def body(f: _FaultRun, ctx: Ctx, case: Case, res: Result, secret: str) -> None:
+        from rebalancer import kafka_zk as kz
+        from rebalancer.execute.zk_backend import ZkBackend
+
+        backend = ZkBackend(f.zk, "probe")
+        proc = f.start(["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "1"])
+        planned = {(c.topic, c.partition): c for c in f.plan.changes}
+
+        def victim() -> int | None:
+            # kept (in its original and target) by a move that completed, and by one in flight or yet to come: the
+            # rollback's way back would keep it; the highest (the lock's marker topic lives on the lowest)
+            done = f.completed()
+            moving = f.moves()
+            if not done or not moving:
+                return None
+            kept_done = set().union(*(set(e["original"]) & set(e["target"]) for e in done))
+            finished = {(e["topic"], e["partition"]) for e in done
+                        if tuple(e["target"]) == planned[(e["topic"], e["partition"])].replicas_after}
+            kept_left = set().union(*(set(o) & set(t) for o, t, _a, _i in moving.values()),
+                                    *(set(c.replicas_before) & set(c.replicas_after) for tp, c in planned.items()
+                                      if tp not in finished and tp not in moving))
+            ids = sorted((kept_done & kept_left) - {min(f.sim.alive)})
+            return ids[-1] if ids else None
+
+        k = f.until(victim, 120, proc)
+        if k is None:
+            code, _out, err = f.finish(proc, 300)
+            res.unclean = True
+            res.notes.append(f"PROBE: no kept broker to kill while the execution ran (exit {code}: "
+                             f"{mask(_last_line(err), secret, 200)})")
+            return
+        f.sim.kill_broker(k)
+        ecode, eout, eerr = f.finish(proc, 120)
+        why = _failed_cleanly(ecode, eerr)
+        res.notes.append(f"killed kept broker {k}; execute: exit {ecode}: {mask(_last_line(eerr), secret, 240)}")
+        if why:
+            res.unclean = True
+            res.notes.append(f"the execution did not fail cleanly on the dead kept broker: {why}")
+        if secret in eout or secret in eerr:
+            res.leak = True
+            res.notes.append("the secret is in the execution's output")
+        # the moves that do not need the dead broker finish first: what is left in flight waits for it
+        f.until(lambda: all(k in t for _o, t, _a, _i in f.moves().values()), 60)
+        flight0 = f.moves()
+        done0 = len(f.completed())
+        parts0 = {p.tp: list(p.replicas) for p in backend.read_cluster().partitions}
+        znode0 = kz.parse_reassignment(f.zk.get(kz.REASSIGN)[0]) if f.zk.exists(kz.REASSIGN) else {}
+        seen: dict[tuple[str, int], list[int]] = {}
+        stop = threading.Event()
+
+        def watch() -> None:  # a move that appears during the rollback and was not in flight before it
+            while not stop.is_set():
+                for tp, (_o, t, _a, _i) in f.moves().items():
+                    if tp not in flight0 or flight0[tp][1] != t:
+                        seen.setdefault(tp, t)
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        argv = ["rollback", str(f.run), "--source", f.kafka, "--poll", "0.1"]
+        try:
+            code, out, err, secs = run_cli(argv, f.env, case.timeout)
+        finally:
+            stop.set()
+            watcher.join()
+        res.code, res.seconds, res.stderr = code, secs, err
+        res.notes.append(f"the rollback took {secs:.1f} s")
+        res.args = mask(f"rollback {f.run.name} --source {f.kafka} --poll 0.1 (after: execute ... --source {f.url} "
+                        f"{' '.join(FAULT_SLOW)} --destination-grace 1; broker {k} killed)", secret, 400)
+        judge(res, case, out, err, secret, argv)
+        last = _last_line(err)
+        if code not in (None, 0) and not re.search(rf"\bbroker {k}\b", last):
+            res.unclean, res.clean = True, False
+            res.notes.append(f"the refusal does not name the down broker {k}")
+        if code not in (None, 0) and secs > 30:
+            res.unclean, res.clean = True, False
+            res.notes.append(f"the refusal took {secs:.0f} s (waited instead of refusing at once)")
+        submitted = [f"{t}-{p} -> {tgt}" for (t, p), tgt in sorted(seen.items())]
+        submitted += [f"{e['topic']}-{e['partition']} -> {e['target']} (completed)" for e in f.completed()[done0:]]
+        parts1 = {p.tp: list(p.replicas) for p in backend.read_cluster().partitions}
+        cancelled = sorted(tp for tp in flight0 if tp not in f.moves())
+        changed = [f"{t}-{p}: {parts0.get((t, p))} -> {r}" for (t, p), r in sorted(parts1.items())
+                   if r != parts0.get((t, p))
+                   and not ((t, p) in cancelled and sorted(r) == sorted(flight0[(t, p)][0]))]
+        znode1 = kz.parse_reassignment(f.zk.get(kz.REASSIGN)[0]) if f.zk.exists(kz.REASSIGN) else {}
+        grown = [f"{t}-{p}" for (t, p), tgt in sorted(znode1.items()) if znode0.get((t, p)) != tgt]
+        if cancelled:
+            res.notes.append(f"the rollback cancelled {len(cancelled)} move(s) of this run in flight (Admin API): "
+                             "back to their original replicas")
+        problems = []
+        if submitted:
+            problems.append(f"{len(submitted)} move(s) submitted, e.g. {submitted[0]}")
+        if changed:
+            problems.append(f"{len(changed)} partition(s) changed, e.g. {changed[0]}")
+        if grown:
+            problems.append(f"/admin/reassign_partitions gained {', '.join(grown[:3])}")
+        if problems:
+            res.cluster_change = True
+            res.notes.append("the refused rollback changed the cluster: " + "; ".join(problems))
+
+    return _fault_runner(body, "rollback RUN --source kafka://... (a kept broker died during execute)", 5.0)
+
+
+_ADVICE = re.compile(r"'(rebalancer throttle --clear [^']*(?:'[^']*'[^']*)*?)' once")
+
+
+def fault_advice_runner() -> Callable[[Ctx, int, Case, str], Result]:
+    """Issue 42 item 7: an execution stalled on a dead destination broker fails advising ``rebalancer throttle
+    --clear ...``; once the broker is back and the moves in flight finished, that command, run as printed (the
+    password typed again where the printed URL hides it), exits 0 and leaves no throttle, lock or reassignment."""
+
+    def body(f: _FaultRun, ctx: Ctx, case: Case, res: Result, secret: str) -> None:
+        import shlex
+
+        proc = f.start(["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "1"])
+
+        def destination() -> int | None:  # a broker a move in flight adds and has not caught up yet
+            for _o, _t, adding, isr in f.moves().values():
+                for b in adding:
+                    if b not in isr and b in f.sim.alive:
+                        return b
+            return None
+
+        b = f.until(destination, 120, proc)
+        if b is None:
+            code, _out, err = f.finish(proc, 300)
+            res.unclean = True
+            res.notes.append(f"PROBE: no move in flight to stall (exit {code}: {mask(_last_line(err), secret, 200)})")
+            return
+        f.sim.kill_broker(b)
+        ecode, eout, eerr = f.finish(proc, 120)
+        res.notes.append(f"killed destination broker {b}; execute: exit {ecode}: {mask(_last_line(eerr), secret, 240)}")
+        why = _failed_cleanly(ecode, eerr)
+        if why:
+            res.unclean = True
+            res.notes.append(f"the stalled execution did not fail cleanly: {why}")
+        if secret in eout or secret in eerr:
+            res.leak = True
+            res.notes.append("the secret is in the execution's output")
+        advice = [m.group(1) for m in _ADVICE.finditer(eerr + "\n" + eout)]
+        if not advice:
+            res.unclean = True
+            res.notes.append("the failed execution advised no 'rebalancer throttle --clear ...' command: "
+                             + mask(eerr.strip()[-300:], secret, 300))
+            return
+        printed = advice[-1]
+        res.notes.append(f"advised: {mask(printed, secret, 300)}")
+        f.sim.restart_broker(b)
+        with f.sim.lock:  # the outage is judged: what is left copies faster to the end
+            f.sim.acceleration = 50.0
+        if not f.until(lambda: not f.moves(), 120, every=0.1):
+            res.notes.append("PROBE: the moves in flight did not finish within 120 s of the restart")
+        argv = shlex.split(printed)
+        if argv[:3] != ["rebalancer", "throttle", "--clear"]:
+            res.unclean = True
+            res.notes.append(f"the advice is not a throttle --clear command: {mask(printed, secret, 200)}")
+            return
+        from rebalancer.execute.zk_backend import ZkBackend
+
+        throttled = sorted("/".join(k) for k in ZkBackend(f.zk, "probe").throttle_configs())
+        if throttled:
+            res.notes.append(f"throttles before the advised command: {', '.join(throttled[:6])}")
+        else:
+            res.notes.append("PROBE: no throttle left before the advised command: inconclusive")
+        retyped = [a.replace("probe:***@", f"probe:{secret}@") for a in argv[1:]]
+        if retyped != argv[1:]:
+            res.notes.append("the printed URL hides the password: typed again, as an operator would")
+        code, out, err, secs = run_cli(retyped, f.env, case.timeout)
+        res.code, res.seconds, res.stderr = code, secs, err
+        res.args = mask(printed, secret, 400) + f" (advised by: execute ... --destination-grace 1; broker {b} killed)"
+        judge(res, case, out, err, secret, retyped)
+        res.notes.append(f"stdout: {mask(_last_line(out), secret, 240)}")
+        left = f.leftovers()
+        if left:
+            res.cluster_change = True
+            res.notes.append("after the advised command: " + "; ".join(left))
+
+    return _fault_runner(body, "rebalancer throttle --clear ... (as a stalled execute printed it)", 5.0)
+
+
+def fault_restart_runner() -> Callable[[Ctx, int, Case, str], Result]:
+    """Issue 42 item 6: a destination broker that restarts (down ~3 s) within ``--destination-grace 30`` is waited
+    for, said so, and the execution completes: exit 0, the plan's assignment, no throttle, lock or reassignment
+    left."""
+
+    def body(f: _FaultRun, ctx: Ctx, case: Case, res: Result, secret: str) -> None:
+        from rebalancer.execute.zk_backend import ZkBackend
+
+        argv = ["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "30"]
+        started = time.monotonic()
+        proc = f.start(argv)
+
+        def destination() -> int | None:
+            for _o, _t, adding, isr in f.moves().values():
+                for b in adding:
+                    if b not in isr and b in f.sim.alive:
+                        return b
+            return None
+
+        b = f.until(destination, 120, proc)
+        if b is None:
+            code, _out, err = f.finish(proc, 300)
+            res.unclean = True
+            res.notes.append(f"PROBE: no move in flight to interrupt (exit {code}: {mask(_last_line(err), secret, 200)})")
+            return
+        f.sim.kill_broker(b)
+        time.sleep(3.0)  # the outage (simulated faults are instant)
+        f.sim.restart_broker(b)
+        code, out, err = f.finish(proc, case.timeout)
+        res.code, res.seconds, res.stderr = code, time.monotonic() - started, err
+        res.args = mask(f"execute {f.run.name} --source {f.url} {' '.join(FAULT_SLOW)} --destination-grace 30 "
+                        f"(destination broker {b} down ~3 s)", secret, 400)
+        judge(res, case, out, err, secret, argv)
+        res.notes.append(f"stdout: {mask(_last_line(out), secret, 240)}")
+        if not re.search(rf"destination broker {b} is down; waiting up to 30 s", err):
+            res.unclean = True
+            res.notes.append(f"the output does not say it waited for destination broker {b}")
+        if not re.search(rf"broker {b} is back after", err):
+            res.notes.append(f"the output does not say broker {b} is back")
+        if code != 0:
+            return
+        backend = ZkBackend(f.zk, "probe")
+        now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        wrong = [c for c in f.plan.changes if now.get((c.topic, c.partition)) != c.replicas_after]
+        planned = {(c.topic, c.partition) for c in f.plan.changes}
+        others = [p for p in load_snapshot_cluster(f.run).partitions if p.tp not in planned and now.get(p.tp) != p.replicas]
+        problems = f.leftovers()
+        if wrong or others:
+            problems.insert(0, f"final assignment differs from the plan ({len(wrong)} planned, {len(others)} other "
+                               "partitions)")
+        if problems:
+            res.cluster_change = True
+            res.notes.append("cluster: " + "; ".join(problems))
+
+    return _fault_runner(body, "execute RUN --source ... --destination-grace 30 (a destination restarts)", 5.0)
+
+
 def load_snapshot_cluster(run: Path) -> Any:
     from rebalancer.snapshot import load_snapshot
 
@@ -1683,10 +2098,10 @@ def load_snapshot_cluster(run: Path) -> Any:
 
 # -- the whole probe --------------------------------------------------------------------------------------------------
 def all_cases() -> list[Case]:
-    return [*url_cases(), *cluster_file_cases(), *option_cases(), *run_edit_cases(), *environment_cases()]
+    return [*url_cases(), *cluster_file_cases(), *option_cases(), *run_edit_cases(), *environment_cases(), *fault_cases()]
 
 
-QUICK_PER_FAMILY = {"urls": 14, "cluster-files": 10, "options": 12, "run-edits": 16, "environment": 8}
+QUICK_PER_FAMILY = {"urls": 14, "cluster-files": 10, "options": 12, "run-edits": 16, "environment": 8, "faults": 0}
 
 
 def quick_subset(cases: list[Case]) -> list[Case]:

@@ -1,14 +1,19 @@
-"""Benchmark: how near the execution bound the executor's batches come (issue 43), per way of forming them.
+"""Benchmark: how near the execution bound the executor's batches come (issue 43), per way of forming them, and the
+rolling schedule that starts each move as soon as its brokers have room (``rebalancer.execute.schedule``).
 
 The throttle caps each broker's replication in and out, so no execution of a plan beats the busiest broker's bytes
 over the whole plan (``rebalancer.execute.estimate``). Batches run one after another, each waiting for its slowest
 move, so batching alone puts a floor under the run: the sum over batches of each batch's busiest throttle's bytes
 (a broker's in or out: ``batches.batch_floor``). This prints floor / bound for each ``make_batches`` order
 (``bound``, the default: the critical throttle kept busy or the largest first, whichever is lower; ``smallest``;
-``largest``) with the executor's default caps (5 moves per broker, 50 per batch), over:
+``largest``) with the executor's default caps (5 moves per broker, 50 per batch); then, in the fluid model of the
+throttles (``schedule.simulate``: each throttle's rate shared max-min fairly among the copies through it), the
+makespan / bound of the default batches one after another and of the rolling schedule with the same caps, over:
 
 - the simulator's ``new-brokers`` (add-brokers) and ``wix`` (weekly rebalance) scenarios and the main job's cluster
   (``load_cases.main_job``), planned with every default;
+- two production-shaped clusters with heavy-tailed topic sizes (``load_cases.production``): an add-brokers plan on
+  16 brokers (12 + 4 new) and a weekly rebalance on 40 brokers, planned with every default;
 - ``--count`` clusters of the ``small`` fuzz family (``load_cases.family``: heavy-tailed topic sizes, uneven starting
   loads, new brokers), planned with ``--balance`` (default ``counts``: seconds per cluster, the same kind of moves;
   ``auto`` plans them as the planner's defaults do, minutes for the whole family).
@@ -29,12 +34,14 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 ORDERS = ("bound", "smallest", "largest")
+MODELLED = ("batches", "rolling")  # makespan / bound in the fluid model: the default batches, the rolling schedule
 
 
 def ratios(changes: Any) -> dict[str, tuple[float, int]]:
-    """order -> (floor / bound, batches)."""
+    """order -> (floor / bound, batches); "batches" and "rolling" -> (modelled makespan / bound, batches or moves)."""
     from rebalancer.execute.batches import batch_floor, make_batches, steps_of
     from rebalancer.execute.estimate import transfer
+    from rebalancer.execute.schedule import simulate, simulate_batches
 
     steps = [s for c in changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
@@ -43,6 +50,10 @@ def ratios(changes: Any) -> dict[str, tuple[float, int]]:
     for order in ORDERS:
         batches = make_batches(steps, order=order)
         out[order] = (batch_floor(batches) / bound if bound else 1.0, len(batches))
+    batches = make_batches(steps)
+    out["batches"] = (simulate_batches(batches, 1.0).makespan / bound if bound else 1.0, len(batches))
+    out["rolling"] = (simulate(steps, 1.0).makespan / bound if bound else 1.0,
+                      sum(1 for s in steps if not s.leader_only))
     return out
 
 
@@ -65,14 +76,18 @@ def main() -> int:
         ("sim wix, weekly rebalance", build_scenario("wix"), "rebalance", None, {}),
         ("main job (6 + 2 brokers)", main_job, "add-brokers", main_job.meta["new_brokers"], {}),
     ]
+    add16 = load_cases.production(12, 4, 2_400, new=4, seed=1)
+    cases.append(("heavy-tailed, 16 brokers, add-brokers", add16, "add-brokers", add16.meta["new_brokers"], {}))
+    cases.append(("heavy-tailed, 40 brokers, weekly rebalance", load_cases.production(40, 4, 4_800, seed=2),
+                  "rebalance", None, {}))
     for seed in range(args.seed_base, args.seed_base + args.count):
         cluster, mode, new = load_cases.family("small", seed)
         cases.append((f"small {seed} ({len(cluster.brokers)} brokers, {mode})", cluster, mode, new or None,
                       {"balance": args.balance}))
     rows = []
-    print("batch floor / execution bound (batches), per order")
-    print("| plan | changes | " + " | ".join(ORDERS) + " |")
-    print("|---|---:|" + "---:|" * len(ORDERS))
+    print("batch floor / execution bound (batches), per order; modelled makespan / bound (batches or moves)")
+    print("| plan | changes | " + " | ".join(ORDERS) + " | batches, modelled | rolling, modelled |")
+    print("|---|---:|" + "---:|" * (len(ORDERS) + len(MODELLED)))
     for name, cluster, mode, new, kw in cases:
         plan = make_plan(cluster, mode, brokers=new, **kw)
         if not plan.changes:
@@ -80,14 +95,15 @@ def main() -> int:
         r = ratios(plan.changes)
         rows.append((name, len(plan.changes), r))
         if args.rows or not name.startswith("small"):
-            print(f"| {name} | {len(plan.changes)} | " + " | ".join(f"{r[o][0]:.3f} ({r[o][1]})" for o in ORDERS)
-                  + " |", flush=True)
+            print(f"| {name} | {len(plan.changes)} | "
+                  + " | ".join(f"{r[o][0]:.3f} ({r[o][1]})" for o in (*ORDERS, *MODELLED)) + " |", flush=True)
     fuzz = [r for name, _, r in rows if name.startswith("small")]
     print()
-    print(f"batch floor / execution bound, {len(fuzz)} small fuzz plans ({args.balance}), caps 5 per broker, 50 a batch")
+    print(f"batch floor / execution bound (per order), modelled makespan / bound (batches, rolling), {len(fuzz)} small "
+          f"fuzz plans ({args.balance}), caps 5 per broker, 50 a batch")
     print("| order | median | mean | p90 | max | plans within 1.10 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for order in ORDERS:
+    for order in (*ORDERS, *MODELLED):
         v = sorted(r[order][0] for r in fuzz)
         if not v:
             continue

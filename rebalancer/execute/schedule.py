@@ -1,0 +1,204 @@
+"""The rolling schedule (issue 43): a move starts as soon as its brokers have room, not in batches that each wait
+for their slowest move. Pure functions of plain data, no cluster and no clock.
+
+Batches one after another cannot beat the sum over batches of each batch's busiest throttle (``batches.batch_floor``):
+1.5-3x the busiest broker's bytes over the whole plan on weekly rebalances (``bench/bench_batches.py``). Over the
+Admin API, AlterPartitionReassignments adds moves to those in flight, so a slot that frees can be refilled at once.
+
+``Scheduler`` decides what starts: each partition's steps in order, one at a time; at most ``per_broker`` moves in
+flight on any broker (as the source leader or a destination: ``Step.brokers``) and ``total`` in all. When room frees,
+the ready steps (each partition's next) start in order of the bytes left on their busiest throttle (a broker's in
+or out: ``batches.step_loads``), the critical brokers' first, and on equal footing the largest first (longest
+processing time first): the broker that sets the bound is never kept waiting by a smaller one's moves. Leader-only
+steps copy nothing and are left to the executor's election at the end (``ready`` skips them).
+
+``simulate`` runs a schedule under a fluid model of Kafka's throttles: each throttle carries at most ``throttle``
+bytes/s, shared max-min fairly among the copies through it (a broker's in and out apart), every copy at the rate
+its tightest throttle allows; it returns the makespan (first start to last finish) and each move's start and end.
+``simulate_batches`` runs the executor's batches in the same model, each after the previous one's slowest move.
+Neither counts the executor's polling or Kafka's own overheads: they compare orders, ``estimate`` the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .batches import PER_BROKER, TOTAL, Step, Throttled, step_loads
+
+__all__ = ["Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates"]
+
+
+class Scheduler:
+    """What to start next, given what is in flight (module doc). ``ready()`` lists the steps to start now and marks
+    them in flight; ``finish(step)`` marks one done. Deterministic: ties broken by topic, partition and step."""
+
+    def __init__(self, steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: int = TOTAL) -> None:
+        if per_broker < 1 or total < 1:
+            raise ValueError("per_broker and total must be at least 1")
+        self.per_broker, self.total = per_broker, total
+        # steps by index (hashing a Step hashes its tuples: the simulation asks millions of times)
+        self._steps = sorted((s for s in steps if not s.leader_only), key=lambda s: (s.topic, s.partition, s.seq))
+        self._index = {s: i for i, s in enumerate(self._steps)}
+        self._loads = [step_loads(s) for s in self._steps]
+        self._brokers = [tuple(s.brokers()) for s in self._steps]
+        self._tie = [(-s.bytes, s.topic, s.partition) for s in self._steps]
+        self._queues: dict[tuple[str, int], list[int]] = {}
+        for i, s in enumerate(self._steps):
+            self._queues.setdefault(s.tp, []).append(i)
+        self._next = dict.fromkeys(self._queues, 0)
+        self.left: dict[Throttled, int] = {}
+        for loads in self._loads:
+            for t, x in loads.items():
+                self.left[t] = self.left.get(t, 0) + x
+        self.flying: dict[int, int] = {}   # broker -> moves in flight through it
+        self.in_flight: set[tuple[str, int]] = set()
+
+    @property
+    def done(self) -> bool:
+        return not self._next and not self.in_flight
+
+    def _waiting(self) -> list[int]:
+        return [self._queues[tp][i] for tp, i in self._next.items() if tp not in self.in_flight]
+
+    def _fits(self, i: int) -> bool:
+        return len(self.in_flight) < self.total and all(self.flying.get(b, 0) < self.per_broker
+                                                        for b in self._brokers[i])
+
+    def ready(self) -> list[Step]:
+        """The steps to start now (in the order to submit them), marked in flight."""
+        started: list[Step] = []
+        if len(self.in_flight) >= self.total:
+            return started
+        left = self.left
+        full = {b for b, n in self.flying.items() if n >= self.per_broker}
+        waiting = [i for i in self._waiting() if full.isdisjoint(self._brokers[i])]
+        waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
+        for i in waiting:
+            if len(self.in_flight) >= self.total:
+                break
+            if self._fits(i):
+                s = self._steps[i]
+                started.append(s)
+                self.in_flight.add(s.tp)
+                for b in self._brokers[i]:
+                    self.flying[b] = self.flying.get(b, 0) + 1
+        return started
+
+    def finish(self, s: Step) -> None:
+        """``s`` is done (its new replicas in sync): its brokers' room and its partition's next step free up."""
+        if s.tp not in self.in_flight:
+            raise ValueError(f"{s.topic}-{s.partition} has no step in flight")
+        i = self._index[s]
+        self.in_flight.discard(s.tp)
+        for b in self._brokers[i]:
+            self.flying[b] -= 1
+        for t, x in self._loads[i].items():
+            self.left[t] -= x
+        self._next[s.tp] += 1
+        if self._next[s.tp] == len(self._queues[s.tp]):
+            del self._next[s.tp]
+
+    def idle_with_work(self) -> list[int]:
+        """Brokers with nothing in flight though a waiting step of theirs would fit now: never, after ``ready``."""
+        return sorted({b for i in self._waiting() if self._fits(i) for b in self._brokers[i] if not self.flying.get(b)})
+
+
+def fair_rates(flows: Sequence[Sequence[Throttled]], capacity: float) -> list[float]:
+    """Max-min fair rates (progressive filling) of copies each through the throttles listed, every throttle carrying
+    at most ``capacity`` bytes/s."""
+    rate = [0.0] * len(flows)
+    members: dict[Throttled, list[int]] = {}
+    for i, ts in enumerate(flows):
+        for t in ts:
+            members.setdefault(t, []).append(i)
+    room = dict.fromkeys(members, capacity)
+    active = set(range(len(flows)))
+    while active:
+        share = min(room[t] / n for t, ms in members.items() if (n := sum(1 for i in ms if i in active)))
+        for i in active:
+            rate[i] += share
+        full: set[int] = set()
+        for t, ms in members.items():
+            n = sum(1 for i in ms if i in active)
+            if n:
+                room[t] -= share * n
+                if room[t] <= 1e-9 * capacity:
+                    full.update(ms)
+        active -= full
+    return rate
+
+
+@dataclass
+class Simulation:
+    makespan: float                                   # seconds from the first start to the last finish
+    starts: list[tuple[float, Step]] = field(default_factory=list)
+    finishes: list[tuple[float, Step]] = field(default_factory=list)
+    peak_in_flight: dict[int, int] = field(default_factory=dict)   # broker -> most moves in flight at once
+
+
+class _Copies:
+    """The copies in flight: per step, each (throttles, bytes left) of its new replicas."""
+
+    def __init__(self) -> None:
+        self.left: dict[Step, list[tuple[tuple[Throttled, ...], float]]] = {}
+
+    def add(self, s: Step) -> None:
+        self.left[s] = [(((b, "in"), (s.before[0], "out")), float(s.size_bytes)) for b in s.added]
+
+    def advance(self, throttle: float) -> tuple[float, list[Step]]:
+        """Run until the next copy ends: (seconds, the steps whose every copy ended)."""
+        flat = [(s, k, ts, x) for s, cs in self.left.items() for k, (ts, x) in enumerate(cs)]
+        rates = fair_rates([ts for _, _, ts, _ in flat], throttle)
+        dt = min(x / r for (_, _, _, x), r in zip(flat, rates, strict=True) if r > 0)
+        for (s, k, ts, x), r in zip(flat, rates, strict=True):
+            rest = x - r * dt
+            self.left[s][k] = (ts, 0.0 if rest <= 1e-6 * max(1.0, x) else rest)
+        done = [s for s, cs in self.left.items() if all(x == 0.0 for _, x in cs)]
+        for s in done:
+            del self.left[s]
+        return dt, sorted(done, key=lambda s: (s.topic, s.partition, s.seq))
+
+
+def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = PER_BROKER, total: int = TOTAL) -> Simulation:
+    """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc)."""
+    sched = Scheduler(steps, per_broker=per_broker, total=total)
+    sim = Simulation(0.0)
+    copies = _Copies()
+    now = 0.0
+
+    def start() -> None:
+        for s in sched.ready():
+            sim.starts.append((now, s))
+            copies.add(s)
+        for b, n in sched.flying.items():
+            sim.peak_in_flight[b] = max(sim.peak_in_flight.get(b, 0), n)
+
+    start()
+    while copies.left:
+        dt, done = copies.advance(throttle)
+        now += dt
+        for s in done:
+            sched.finish(s)
+            sim.finishes.append((now, s))
+        start()
+    sim.makespan = now
+    return sim
+
+
+def simulate_batches(batches: Iterable[Iterable[Step]], throttle: float) -> Simulation:
+    """Batches one after another in the same model: each starts when the previous one's slowest move ends."""
+    sim = Simulation(0.0)
+    now = 0.0
+    for batch in batches:
+        copies = _Copies()
+        for s in batch:
+            if not s.leader_only:
+                copies.add(s)
+                sim.starts.append((now, s))
+        while copies.left:
+            dt, done = copies.advance(throttle)
+            now += dt
+            sim.finishes.extend((now, s) for s in done)
+    sim.makespan = now
+    return sim

@@ -1,0 +1,116 @@
+"""The rolling schedule (rebalancer.execute.schedule) on plain data: its caps, each partition's steps one at a time
+and in order, no broker idle while a step of its would fit, and the fluid model of the throttles against the bound."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rebalancer.execute.batches import Step, make_batches, steps_of
+from rebalancer.execute.estimate import transfer
+from rebalancer.execute.schedule import Scheduler, fair_rates, simulate, simulate_batches
+
+
+def _steps(rng: random.Random, brokers: int, partitions: int) -> list[Step]:
+    out: list[Step] = []
+    for p in range(partitions):
+        before = tuple(rng.sample(range(brokers), 2))
+        k = rng.choice([0, 1, 1, 2])  # replicas replaced: a reorder, one, or two (two steps)
+        others = [b for b in range(brokers) if b not in before]
+        after = tuple(rng.sample(others, k)) + before[k:] if k else before[::-1]
+        size = int(rng.lognormvariate(20, 1.5))
+        out += steps_of("t", p, before, after, size)
+    return out
+
+
+def _bound(steps: list[Step]) -> float:
+    return max((max(v) for v in transfer(steps).values()), default=0)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(seed=st.integers(0, 10_000), brokers=st.integers(4, 9), partitions=st.integers(1, 40),
+       per_broker=st.integers(1, 4), total=st.integers(1, 12))
+def test_the_simulated_schedule_keeps_the_caps_and_each_partitions_order(seed: int, brokers: int, partitions: int,
+                                                                          per_broker: int, total: int) -> None:
+    steps = _steps(random.Random(seed), brokers, partitions)
+    sim = simulate(steps, 1e6, per_broker=per_broker, total=total)
+    data = [s for s in steps if not s.leader_only]
+    def key(s: Step) -> tuple[str, int, int]:
+        return (s.topic, s.partition, s.seq)
+
+    assert sorted((s for _, s in sim.finishes), key=key) == sorted(data, key=key) == sorted(
+        (s for _, s in sim.starts), key=key)
+    # replay: finishes before starts at the same instant, as the scheduler frees room then fills it
+    events = sorted([(t, 0, s) for t, s in sim.finishes] + [(t, 1, s) for t, s in sim.starts],
+                    key=lambda e: (e[0], e[1]))
+    flying: dict[int, int] = {}
+    partition_busy: set[tuple[str, int]] = set()
+    done_seq: dict[tuple[str, int], int] = {}
+    for _, kind, s in events:
+        if kind == 1:
+            assert s.tp not in partition_busy  # one step of a partition at a time
+            assert s.seq == done_seq.get(s.tp, 0)  # and in order
+            partition_busy.add(s.tp)
+            for b in s.brokers():
+                flying[b] = flying.get(b, 0) + 1
+                assert flying[b] <= per_broker
+            assert len(partition_busy) <= total
+        else:
+            partition_busy.discard(s.tp)
+            done_seq[s.tp] = s.seq + 1
+            for b in s.brokers():
+                flying[b] -= 1
+    # no order beats the busiest throttle's bytes (the model is faithful to the bound)
+    assert sim.makespan >= _bound(data) / 1e6 * (1 - 1e-9)
+    assert max(sim.peak_in_flight.values(), default=0) <= per_broker
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(seed=st.integers(0, 10_000), brokers=st.integers(4, 9), partitions=st.integers(1, 40),
+       per_broker=st.integers(1, 4), total=st.integers(1, 12))
+def test_no_broker_waits_while_a_step_of_its_would_fit(seed: int, brokers: int, partitions: int, per_broker: int,
+                                                       total: int) -> None:
+    rng = random.Random(seed)
+    sched = Scheduler(_steps(rng, brokers, partitions), per_broker=per_broker, total=total)
+    flying: list[Step] = []
+    while not sched.done:
+        flying += sched.ready()
+        assert sched.idle_with_work() == []
+        assert flying
+        sched.finish(flying.pop(rng.randrange(len(flying))))  # moves end in any order
+
+
+def test_the_critical_broker_starts_first_and_largest_first() -> None:
+    # Broker 9 receives three large moves (the bound); brokers 5-8 each one small one. One move in flight per broker:
+    # the first ready steps are 9's largest and the small ones that do not touch 9's source.
+    big = [Step("big", i, (0, 1), (9, 1), size) for i, size in enumerate((300, 500, 400))]
+    small = [Step("small", i, (2, 3), (5 + i, 3), 10) for i in range(4)]
+    sched = Scheduler(big + small, per_broker=1)
+    first = sched.ready()
+    assert first[0] == big[1]  # 500 bytes into 9: the critical throttle, largest first
+    assert first[1:] == [small[0]]  # broker 2 (the small ones' source) has room for one
+
+
+def test_rolling_reaches_the_bound_where_batches_wait_for_stragglers() -> None:
+    # Broker 9 must receive 10 x 100 bytes (the bound, 1,000 s at 1 B/s), two at a time; broker 8 one 600-byte move.
+    # Batches wait for it: the first batch lasts 600 s with broker 9 busy for 200 of them (1,400 s in all); rolling,
+    # it copies beside broker 9's moves.
+    big = [Step("big", i, (i % 3, 3), (9, 3), 100) for i in range(10)]
+    steps = [*big, Step("other", 0, (4, 5), (8, 5), 600)]
+    bound = _bound(steps)
+    assert bound == 1000
+    rolling = simulate(steps, 1.0, per_broker=2, total=4).makespan
+    batched = simulate_batches(make_batches(steps, per_broker=2, total=4, order="smallest"), 1.0).makespan
+    assert rolling == pytest.approx(bound)
+    assert batched == pytest.approx(1400)
+
+
+def test_fair_rates_share_each_throttle() -> None:
+    # two copies into broker 1 from 0 and 2, one from 2 into 3: broker 1's in-throttle is shared, 2's out too
+    rates = fair_rates([((1, "in"), (0, "out")), ((1, "in"), (2, "out")), ((3, "in"), (2, "out"))], 10.0)
+    assert rates == pytest.approx([5.0, 5.0, 5.0])
+    assert fair_rates([((1, "in"), (0, "out"))], 10.0) == pytest.approx([10.0])

@@ -8,7 +8,8 @@ move, so batching alone puts a floor under the run: the sum over batches of each
 (``bound``, the default: the critical throttle kept busy or the largest first, whichever is lower; ``smallest``;
 ``largest``) with the executor's default caps (5 moves per broker, 50 per batch); then, in the fluid model of the
 throttles (``schedule.simulate``: each throttle's rate shared max-min fairly among the copies through it), the
-makespan / bound of the default batches one after another and of the rolling schedule with the same caps, over:
+makespan / bound of the default batches one after another and of the rolling schedule (its own cap: 2 moves per
+broker, ``schedule.ROLLING_PER_BROKER``, 50 in all), over:
 
 - the simulator's ``new-brokers`` (add-brokers) and ``wix`` (weekly rebalance) scenarios and the main job's cluster
   (``load_cases.main_job``), planned with every default;

@@ -30,7 +30,9 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
 10. ``network-balance``           the same for network in and out, with the busiest partition the broker carries as
                                   slack (counts have one replica), a broker no further from its target than
                                   before passing too (rates are estimates; a broker leads few partitions)
-11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known)
+11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known);
+                                  ``transient-disk``: the same for each broker's disk at its peak during the
+                                  execution's batches (``batches.peak_disk``, the caps the plan's estimate recorded)
 12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
                                   the snapshot and the recorded load model), plus the largest partition it moves
@@ -268,7 +270,37 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
                 "util_before_pct": round(before[d][b] / c * 100, 3) if c else None,
                 "util_after_pct": round(now[d][b] / c * 100, 3) if c else None,
             })
-    return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS), **_bytes_frame(cluster, plan, model, changed)}
+    return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS), **_bytes_frame(cluster, plan, model, changed),
+            **_transient_frame(plan, model, before["disk"], eligible)}
+
+
+TRANSIENT_COLUMNS = ["broker", "capacity", "limit_pct", "before", "peak", "peak_batch", "util_before_pct",
+                     "util_peak_pct"]
+
+
+def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: list[int]) -> dict[str, Any]:
+    """``transient``: one row per broker with a disk capacity, the most bytes it holds at any moment of the
+    execution (``batches.peak_disk``: a batch's new replicas fill their brokers before the old ones free theirs),
+    batched as the executor batches (the caps the plan's estimate recorded, ``summary.execution``)."""
+    import pandas as pd
+
+    from .execute.batches import PER_BROKER, TOTAL, make_batches, peak_disk, steps_of
+
+    cap = model.capacity.get("disk")
+    if not cap or not plan.changes:
+        return {}
+    execution = plan.summary.get("execution") or {}
+    steps = [st for c in plan.changes
+             for st in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
+    batches = make_batches(steps, per_broker=int(execution.get("per_broker") or PER_BROKER),
+                           total=int(execution.get("total") or TOTAL))
+    peak = peak_disk(batches, held)
+    rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),
+             "before": held.get(b, 0), "peak": peak.get(b, (0, -1))[0], "peak_batch": peak.get(b, (0, -1))[1] + 1,
+             "util_before_pct": round(held.get(b, 0) / cap[b] * 100, 3),
+             "util_peak_pct": round(peak.get(b, (0, -1))[0] / cap[b] * 100, 3)}
+            for b in eligible if cap.get(b)]
+    return {"transient": pd.DataFrame(rows, columns=TRANSIENT_COLUMNS)} if rows else {}
 
 
 def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tuple[str, int], tuple[int, ...]]) -> dict[str, Any]:
@@ -375,6 +407,18 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
         gates.append(("capacity-headroom", "capacity",
                       e.ExpectColumnValuesToBeBetween(column="headroom_excess_pct", max_value=0), shown,
                       "every broker's utilisation after the plan at most the threshold, or not above what it was"))
+    if "transient" in frames:
+        frame = frames["transient"]
+        if th.max_disk_utilisation_pct is not None:
+            frame["limit_pct"] = float(th.max_disk_utilisation_pct)
+        frame["transient_excess_pct"] = [
+            round(max(0.0, p - max(lim / 100 * c, b)) / c * 100, 3)
+            for p, b, c, lim in zip(frame["peak"], frame["before"], frame["capacity"], frame["limit_pct"], strict=True)]
+        gates.append(("transient-disk", "transient",
+                      e.ExpectColumnValuesToBeBetween(column="transient_excess_pct", max_value=0),
+                      f"disk {frame['limit_pct'].iloc[0]:g}%",
+                      "every broker's disk at most the threshold at every moment of the execution (a batch's new "
+                      "replicas fill their brokers before the old ones free theirs), or not above what it held"))
     return gates
 
 
@@ -514,8 +558,22 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
         # the plan's own word where it proved the bands out of reach (the gate fails either way)
         proven = why_out_of_reach((plan.solver or {}).get("bands_proof") or {}) if "disk-balance" in failed else None
         why = f"; the plan's proof: {proven}" if proven else ""
+        if "transient-disk" in failed:
+            why += "; " + _transient_why(result)
         raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE}){why}")
     return result
+
+
+def _transient_why(result: Mapping[str, Any]) -> str:
+    """The broker the transient-disk gate names first, in words."""
+    gate = next(g for g in result["gates"] if g["name"] == "transient-disk")
+    rows = sorted(gate["failing_rows_sample"], key=lambda r: -float(r.get("transient_excess_pct") or 0))
+    if not rows:
+        return "a broker's disk would pass its threshold during the execution"
+    r = rows[0]
+    return (f"broker {r['broker']} would hold {r['util_peak_pct']:g}% of its disk during batch {r['peak_batch']} "
+            f"(threshold {r['limit_pct']:g}%): a batch's new replicas fill it before the old ones free their bytes; "
+            f"fewer moves per batch (--max-moves-per-broker, --max-moves) lower the peak")
 
 
 def format_gate_table(result: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer import runbook
-from rebalancer.execute.batches import Step, batch_floor, make_batches, steps_of
+from rebalancer.execute.batches import Step, batch_floor, make_batches, peak_disk, steps_of
 from rebalancer.execute.estimate import BATCH_OVERHEAD_S, RATE_FACTOR, describe, duration, estimate, transfer
 from rebalancer.formats import write_cluster_json
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -152,3 +152,13 @@ def test_batches_formed_for_the_bound_keep_every_rule(raw, per_broker: int, tota
             done[s.tp] = s.seq + 1
     largest = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")
     assert batch_floor(batches) <= batch_floor(largest)
+
+
+def test_peak_disk_counts_a_batchs_new_replicas_before_the_old_ones_free_theirs() -> None:
+    # broker 0 gives 30 to broker 2 and takes 20 from broker 1; then broker 2 gives 10 to broker 0
+    first = [Step("a", 0, (0,), (2,), 30), Step("b", 0, (1,), (0,), 20)]
+    second = [Step("c", 0, (2,), (0,), 10)]
+    held = {0: 100, 1: 50, 2: 0}
+    assert peak_disk([first, second], held) == {0: (120, 0), 1: (50, -1), 2: (30, 0)}
+    # one move a batch, the giving first: broker 0 never holds more than it started with
+    assert peak_disk([[first[0]], [first[1]], second], held)[0] == (100, -1)

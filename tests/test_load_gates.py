@@ -368,3 +368,31 @@ def test_a_failed_disk_gate_quotes_the_plans_proof(tmp_path: Path) -> None:
     assert "disk-balance" in line and "; the plan's proof: no placement can meet them: this mode lets broker(s) 0 " \
         "only give and 3 only take" in line, line
     assert "\n" not in line
+
+
+def test_transient_disk_gate_names_a_broker_a_batch_overfills(tmp_path: Path) -> None:
+    """Brokers 0 and 1 each hold 80 MiB of 100 (under the 85 % threshold) and trade a 40 MiB partition: after the
+    plan nothing changed, but in one batch each holds both copies of what it receives and what it gives, 120 %."""
+    from rebalancer.load import load_model
+    from rebalancer.model import Broker, Partition
+
+    mib = 2**20
+    parts = [Partition("a", 0, (0,), 0, (0,), size_bytes=40 * mib), Partition("d", 0, (0,), 0, (0,), size_bytes=40 * mib),
+             Partition("b", 0, (1,), 1, (1,), size_bytes=40 * mib), Partition("e", 0, (1,), 1, (1,), size_bytes=40 * mib),
+             Partition("c", 0, (2,), 2, (2,), size_bytes=10 * mib)]
+    cluster = Cluster.build([Broker(0), Broker(1), Broker(2)], parts)
+    write_cluster_json(cluster, tmp_path / "snapshot.json")
+    model = load_model(cluster, capacity_file=_capacity(tmp_path, 100))
+    plan = build_plan(cluster, {("a", 0): (1,), ("b", 0): (0,)}, mode="rebalance", strategy="crafted",
+                      eligible=frozenset({0, 1, 2}), solver={}, bounds={},
+                      params={"mode": "rebalance", "brokers": [], "balance": "load", "max_changes_per_partition": 1,
+                              "load": model.params()})
+    write_plan(plan, tmp_path)
+    with pytest.raises(GateFailure) as failed:
+        validate_run_dir(tmp_path)
+    gates = _gates(tmp_path)
+    transient = gates["transient-disk"]
+    assert not transient["passed"] and gates["capacity-headroom"]["passed"]  # after the plan: 80 % each
+    assert {r["broker"] for r in transient["failing_rows_sample"]} == {0, 1}
+    assert {r["util_peak_pct"] for r in transient["failing_rows_sample"]} == {120.0}
+    assert "broker 0 would hold 120% of its disk during batch 1 (threshold 85%)" in str(failed.value)

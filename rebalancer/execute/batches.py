@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PER_BROKER", "TOTAL", "Step", "Throttled", "steps_of", "step_loads", "make_batches", "batch_floor"]
+__all__ = ["PER_BROKER", "TOTAL", "Step", "Throttled", "steps_of", "step_loads", "make_batches", "batch_floor",
+           "peak_disk"]
 
 PER_BROKER, TOTAL = 5, 50  # the executor's default caps: moves at once per broker, and in a batch
 
@@ -108,6 +109,32 @@ def batch_floor(batches: Iterable[Iterable[Step]]) -> int:
                 held[b] = held.get(b, 0) + x
         out += max(held.values(), default=0)
     return out
+
+
+def peak_disk(batches: Iterable[Iterable[Step]], held: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Per broker, the most bytes it holds at any moment while the batches run one after another, and the batch
+    (0-based; -1: before the first) where. A move fills its new replicas' brokers while its old replicas still hold
+    theirs (Kafka deletes them once the new ones are in sync), and a batch's moves run at once, so within a batch a
+    broker may hold what it held before plus everything the batch adds on it; the replicas leaving free their bytes
+    when the batch ends. ``held``: each broker's bytes before the plan."""
+    now = dict(held)
+    peak = {b: (x, -1) for b, x in now.items()}
+    for k, batch in enumerate(batches):
+        added: dict[int, int] = {}
+        freed: dict[int, int] = {}
+        for s in batch:
+            for b in s.added:
+                added[b] = added.get(b, 0) + s.size_bytes
+            for b in s.before:
+                if b not in s.after:
+                    freed[b] = freed.get(b, 0) + s.size_bytes
+        for b, x in added.items():
+            top = now.get(b, 0) + x
+            if top > peak.get(b, (-1, -1))[0]:
+                peak[b] = (top, k)
+        for b in set(added) | set(freed):
+            now[b] = now.get(b, 0) + added.get(b, 0) - freed.get(b, 0)
+    return peak
 
 
 def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: int = TOTAL, max_bytes: int | None = None,

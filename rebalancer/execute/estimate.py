@@ -45,6 +45,8 @@ class ExecutionEstimate:
     expected_seconds: float       # what the executor is expected to take: the floor, the quota, the overheads
     batches: int
     moves: int
+    per_broker: int = PER_BROKER  # the caps the batches were made with (the validation's transient-disk gate reads
+    total: int = TOTAL            # them: the executor batches the same way)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +84,7 @@ def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BRO
     floor = batch_floor(batches) / throttle
     expected = floor * RATE_FACTOR + BATCH_OVERHEAD_S * len(batches)
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
-                             round(expected, 3), len(batches), len(steps))
+                             round(expected, 3), len(batches), len(steps), per_broker, total)
 
 
 def duration(seconds: float) -> str:

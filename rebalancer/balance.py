@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .model import Cluster
 
 __all__ = ["BrokerLoad", "broker_loads", "deviation_pct", "max_abs_deviation", "format_broker_table", "disk_targets",
-           "human_bytes"]
+           "human_bytes", "count_allowance", "count_excess"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,19 @@ def broker_loads(cluster: Cluster) -> list[BrokerLoad]:
             leaders[p.leader] += 1
     return [BrokerLoad(b.id, b.rack, b.alive, per["replicas"][b.id], leaders[b.id], per["leaders"][b.id],
                        per["disk"][b.id]) for b in sorted(cluster.brokers, key=lambda x: x.id)]
+
+
+def count_allowance(median: float, band: float) -> float:
+    """How far a count may lie from the median and pass the count gates (replicas, leaders: ``rebalancer.validate``):
+    ``band`` (a fraction) of the median, and never less than one count, since counts are whole (19 brokers cannot
+    share 20 replicas within 15 %). The one place this rule is written: the planners' bands, their proofs and the
+    tables use it too."""
+    return max(band * median, 1.0)
+
+
+def count_excess(value: float, median: float, band: float) -> float:
+    """How far beyond ``count_allowance`` a count lies from the median (0 inside)."""
+    return max(0.0, abs(value - median) - count_allowance(median, band))
 
 
 def deviation_pct(value: float, median: float) -> float:
@@ -101,7 +114,7 @@ def format_broker_table(loads: Iterable[BrokerLoad], *, band_pct: float = 15.0,
     med_b = statistics.median(r.bytes for r in rows)
 
     def count(value: int, median: float) -> str:
-        beyond = abs(value - median) > max(band_pct / 100 * median, 1.0) + 1e-9
+        beyond = count_excess(value, median, band_pct / 100) > 1e-9
         return _fmt_dev(deviation_pct(value, median)) + ("!" if beyond else " ")
 
     def size(r: BrokerLoad) -> tuple[float, str]:

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .balance import count_excess
 from .bulk import collector_paused
 from .errors import InputError, RebalancerError
 from .formats import StagedFiles, atomic_write_json, read_json
@@ -118,8 +119,7 @@ class Thresholds:
 
 
 def _excess(value: float, median: float, pct: float) -> float:
-    allowed = max(pct / 100.0 * median, 1.0)
-    return round(max(0.0, abs(value - median) - allowed), 6)
+    return round(count_excess(value, median, pct / 100.0), 6)
 
 
 def _changes_hash_from_files(run: Path) -> str | None:

@@ -3,7 +3,9 @@ reject, and only that: counts against the median with one count of slack, bytes 
 
 from __future__ import annotations
 
-from rebalancer.balance import BrokerLoad, disk_targets, format_broker_table
+import pytest
+
+from rebalancer.balance import BrokerLoad, count_excess, disk_targets, format_broker_table
 from rebalancer.model import Broker, Cluster, Partition
 
 MiB = 1024 * 1024
@@ -38,3 +40,10 @@ def test_disk_targets_are_the_capacity_share_of_the_bytes() -> None:
     total = 24 * 100 * MiB
     assert targets[2][0] == total / 2 and targets[0][0] == total / 4
     assert targets[0][1] <= total / 4 * 0.95 + 1 and targets[0][2] >= total / 4 * 1.05 - 1
+
+
+def test_the_count_gates_rule_allows_one_count_or_the_band_of_the_median() -> None:
+    assert count_excess(20, 19, 0.15) == 0.0    # 15 % of 19 is 2.85
+    assert count_excess(23, 19, 0.15) == pytest.approx(4 - 2.85)
+    assert count_excess(3, 2, 0.15) == 0.0      # one count of slack: 15 % of 2 is 0.3
+    assert count_excess(4, 2, 0.15) == 1.0

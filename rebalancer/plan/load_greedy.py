@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
+from ..balance import count_allowance
 from ..load import Band
 from .budget import Deadline
 from .racks import keeps_racks
@@ -531,7 +532,7 @@ def count_gate_band(total: int, eligible: Iterable[int], band: float) -> dict[in
     measure from the median, which the average stands for before the plan exists)."""
     ids = sorted(eligible)
     mean = total / max(1, len(ids))
-    allowed = max(band * mean, 1.0)
+    allowed = count_allowance(mean, band)
     lo, hi = math.ceil(mean - allowed - 1e-9), math.floor(mean + allowed + 1e-9)
     return {b: Band(max(0, lo), max(lo, hi), mean) for b in ids}
 
@@ -544,9 +545,9 @@ def median_safe_band(total: int, eligible: Iterable[int], band: float) -> dict[i
     median of 15, and 18 fails."""
     ids = sorted(eligible)
     mean = total / max(1, len(ids))
-    guess = math.floor(max(band * mean, 1.0) + 1e-9)
+    guess = math.floor(count_allowance(mean, band) + 1e-9)
     low = max(0, min(math.floor(mean - guess / 2 + 1e-9), math.floor(mean + 1e-9)))
-    width = math.floor(max(band * low, 1.0) + 1e-9)  # the allowance at the lowest median: valid above it too
+    width = math.floor(count_allowance(low, band) + 1e-9)  # the allowance at the lowest median: valid above it too
     low = max(low, math.ceil(mean - 1e-9) - width)   # the band must hold the average (the counts sum to the total)
     return {b: Band(low, low + width, mean) for b in ids}
 
@@ -557,7 +558,7 @@ def median_gate_band(counts: Mapping[int, float], band: float) -> dict[int, Band
     if not counts:
         return {}
     med = statistics.median(counts.values())
-    allowed = max(band * med, 1.0)
+    allowed = count_allowance(med, band)
     lo, hi = math.ceil(med - allowed - 1e-9), math.floor(med + allowed + 1e-9)
     mean = sum(counts.values()) / len(counts)
     return {b: Band(max(0, lo), max(lo, hi), mean) for b in counts}

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..balance import count_excess
 from ..bulk import collector_paused
 from ..formats import check_writable
 from ..load import (
@@ -580,8 +581,7 @@ def _count_gate_excess(counts: Mapping[int, float], band: float) -> dict[int, fl
     if not counts:
         return {}
     med = statistics.median(counts.values())
-    allowed = max(band * med, 1.0)
-    return {b: max(0.0, abs(n - med) - allowed) for b, n in counts.items()}
+    return {b: count_excess(n, med, band) for b, n in counts.items()}
 
 
 def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:

@@ -39,6 +39,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..balance import count_allowance
 from ..load import Band
 from .load_greedy import LoadInput
 
@@ -221,11 +222,11 @@ def fewest_leaders(total: int, brokers: int, band: float) -> int:
     best: int | None = None
     # the median lies within the gate's reach of the mean (every count is within max(band x m, 1) of it)
     low_m = max(0, math.floor(2 * (mean / (1 + band) - 2)))
-    for twice in range(low_m, math.ceil(2 * (mean + max(band * mean, 1.0) + 2)) + 1):
+    for twice in range(low_m, math.ceil(2 * (mean + count_allowance(mean, band) + 2)) + 1):
         m = twice / 2
         if brokers % 2 and twice % 2:
             continue  # an odd number of counts has a whole median
-        allowed = max(band * m, 1.0)
+        allowed = count_allowance(m, band)
         lo, hi = max(0, math.ceil(m - allowed - 1e-9)), math.floor(m + allowed + 1e-9)
         mid = math.floor(m)  # even: c_k = mid and c_k+1 = 2m - mid, the pair leaving the widest room
         if brokers % 2 == 0 and 2 * m - mid > hi:

@@ -1755,6 +1755,14 @@ class _FaultRun:
             return {tp: (list(m.original), list(m.target), list(m.adding), list(self.sim.state[tp][1]))
                     for tp, m in self.sim.moves.items()}
 
+    def copying_destination(self) -> int | None:
+        """A live broker that a move in flight adds and that has not caught up yet (None: no such move)."""
+        for _o, _t, adding, isr in self.moves().values():
+            for b in adding:
+                if b not in isr and b in self.sim.alive:
+                    return b
+        return None
+
     def completed(self) -> list[dict[str, Any]]:
         with self.sim.lock:
             return [dict(e) for e in self.sim.completed]
@@ -1969,14 +1977,7 @@ def fault_advice_runner() -> Callable[[Ctx, int, Case, str], Result]:
 
         proc = f.start(["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "1"])
 
-        def destination() -> int | None:  # a broker a move in flight adds and has not caught up yet
-            for _o, _t, adding, isr in f.moves().values():
-                for b in adding:
-                    if b not in isr and b in f.sim.alive:
-                        return b
-            return None
-
-        b = f.until(destination, 120, proc)
+        b = f.until(f.copying_destination, 120, proc)
         if b is None:
             code, _out, err = f.finish(proc, 300)
             res.unclean = True
@@ -2045,14 +2046,7 @@ def fault_restart_runner() -> Callable[[Ctx, int, Case, str], Result]:
         started = time.monotonic()
         proc = f.start(argv)
 
-        def destination() -> int | None:
-            for _o, _t, adding, isr in f.moves().values():
-                for b in adding:
-                    if b not in isr and b in f.sim.alive:
-                        return b
-            return None
-
-        b = f.until(destination, 120, proc)
+        b = f.until(f.copying_destination, 120, proc)
         if b is None:
             code, _out, err = f.finish(proc, 300)
             res.unclean = True

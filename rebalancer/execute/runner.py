@@ -234,9 +234,36 @@ def _expected_seconds(steps: list[Step], rate: int) -> float:
 
 def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
                state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
+    label = f"batch {batch['index'] + 1}/{total_batches}"
+    todo = _start_batch(backend, state, batch, opts, state_path, label, lock, ledger)
+    if todo is None:
+        return
+    # While this batch copies, throttle the next one's replicas too, so it can start without a settle wait.
+    upcoming = _next_throttles(backend, state, batch)
+    if upcoming[0]:
+        try:
+            thr.apply(backend, ledger, state["throttle_bytes_per_s"], upcoming)
+        except TransientError as exc:  # best effort: the next batch sets its own throttles before it starts
+            log.warning("could not throttle the next batch ahead (%s); it will be throttled when it starts", exc)
+            upcoming = (set(), {})
+    _wait(backend, state, batch, todo, opts, state_path, total_batches)
+    # Leadership: a preferred election where the preferred leader changed.
+    _elect(backend, todo, batch, opts, label)
+    thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
+    batch["status"] = "done"
+    batch["finished_at"] = time.time()
+    _save(state_path, state)
+
+
+def _start_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions, state_path: Path,
+                 label: str, lock: ClusterLock, ledger: thr.Ledger,
+                 ours_elsewhere: frozenset[tuple[str, int]] = frozenset()) -> list[Step] | None:
+    """Submit a batch that is not submitted yet (or find it submitted by the run that crashed), throttled first;
+    returns the moves to wait for, or None when none is left to do (the batch is then done). ``ours_elsewhere``:
+    partitions of this run's other batches in flight (the rolling schedule's), not someone else's."""
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
-    flight = backend.in_flight()
+    flight = {tp: t for tp, t in backend.in_flight().items() if tp not in ours_elsewhere}
     if batch["status"] in ("pending", "submitting"):
         # Ours only if we were submitting this very batch and the in-flight set is exactly its partitions.
         ours = batch["status"] == "submitting" and flight and set(flight) <= tps and all(
@@ -262,14 +289,14 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
             else:
                 batch["skipped"].append({**s.to_dict(), "found": list(have) if have else None,
                                          "reason": "drifted: the partition no longer has the replicas the plan started from"})
-                _say(opts, f"batch {batch['index'] + 1}/{total_batches}: skipping {s.topic}-{s.partition}: replicas are "
+                _say(opts, f"{label}: skipping {s.topic}-{s.partition}: replicas are "
                            f"{list(have) if have else 'gone'}, the plan expected {list(s.before)}")
         batch["todo"] = [s.to_dict() for s in todo]
         if not todo:
             batch["status"] = "done"
             batch["finished_at"] = time.time()
             _save(state_path, state)
-            return
+            return None
         # A move completes only when its whole target is in sync: a broker that is down, whether the move adds it
         # or keeps it, blocks it until the batch times out. Refused at once (destinations named first).
         down = sorted({(b not in s.added, b, s.topic, s.partition) for s in todo for b in s.after if b not in live})
@@ -294,27 +321,12 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
         batch["status"] = "submitted"
         batch["submitted_at"] = time.time()
         _save(state_path, state)
-        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: submitted {len(todo)} moves "
+        _say(opts, f"{label}: submitted {len(todo)} moves "
                    f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
-    todo = [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
-    # While this batch copies, throttle the next one's replicas too, so it can start without a settle wait.
-    upcoming = _next_throttles(backend, state, batch)
-    if upcoming[0]:
-        try:
-            thr.apply(backend, ledger, state["throttle_bytes_per_s"], upcoming)
-        except TransientError as exc:  # best effort: the next batch sets its own throttles before it starts
-            log.warning("could not throttle the next batch ahead (%s); it will be throttled when it starts", exc)
-            upcoming = (set(), {})
-    _wait(run, backend, state, batch, todo, opts, state_path, total_batches)
-    # Leadership: a preferred election where the preferred leader changed.
-    _elect(backend, todo, batch, opts, total_batches)
-    thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
-    batch["status"] = "done"
-    batch["finished_at"] = time.time()
-    _save(state_path, state)
+    return [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
 
 
-def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOptions, total_batches: int) -> None:
+def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOptions, label: str) -> None:
     """Make each moved partition's preferred replica its leader (``_elect_preferred``); when some are still led by
     another replica after ``max(min_timeout, 30)`` s the batch is still done (its data moved), the leaders left are
     reported, and ``verify`` names them."""
@@ -322,7 +334,7 @@ def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOpti
     if left:
         (t, p), want = sorted(left.items())[0]
         batch["leaders_not_preferred"] = sorted(f"{t}-{p}" for t, p in left)
-        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(left)} partition(s) still not led by "
+        _say(opts, f"{label}: {len(left)} partition(s) still not led by "
                    f"their preferred replica (e.g. {t}-{p}, broker {want}); a leaders plan or Kafka's auto leader "
                    "rebalancing will restore them")
 
@@ -382,41 +394,47 @@ def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int],
     return out
 
 
-def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
-          state_path: Path, total_batches: int) -> None:
-    """Poll until every move of the batch reached its target.
+class _Watch:
+    """Watches one submitted batch's moves, a poll at a time (``check``), failing the batch with a one-line reason.
 
-    Fails the batch when a destination broker is down past ``destination_grace`` (said when it goes down), when a move is no longer in flight and
-    still not at its target past ``settle_grace`` (on a real cluster the controller finishes a move before every
-    broker's metadata shows it: a poll in that gap is not a failure), or when the batch is past its time limit
-    and, where the backend sees replica sizes, no byte has reached a new replica for ``min_timeout`` seconds and
-    no producer traffic explains it (``progress.CopyProgress``): a move that producers outpace is reported, not
-    killed."""
-    rate = state["throttle_bytes_per_s"]
-    expected = _expected_seconds(todo, rate)
-    timeout = opts.min_timeout + opts.timeout_factor * expected
-    started = batch.get("submitted_at") or time.time()
-    tps = {s.tp for s in todo}
-    total_bytes = sum(s.bytes for s in todo)
-    dead_since: dict[int, float] = {}
-    gone_since: dict[tuple[str, int], float] = {}
-    last_report = 0.0
-    last_sizes = 0.0
-    watch = CopyProgress(float(rate), time.time())
-    warned_ingest = False
-    while True:
-        flight = _retrying(lambda: backend.in_flight(tps), "reading the reassignment")
-        current = _retrying(lambda: _current(backend, tps), "reading partitions")
-        finished = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None and current[s.tp].replicas == s.after]
+    Fails it when a broker of a move's target is down past ``destination_grace`` (said when it goes down), when a
+    move is no longer in flight and still not at its target past ``settle_grace`` (on a real cluster the controller
+    finishes a move before every broker's metadata shows it: a poll in that gap is not a failure), or when the batch
+    is past its time limit and, where the backend sees replica sizes, no byte has reached a new replica for
+    ``min_timeout`` seconds and no producer traffic explains it (``progress.CopyProgress``): a move that producers
+    outpace is reported, not killed."""
+
+    def __init__(self, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
+                 state_path: Path, label: str) -> None:
+        self.state, self.batch, self.todo, self.opts = state, batch, todo, opts
+        self.state_path, self.label = state_path, label
+        self.rate = state["throttle_bytes_per_s"]
+        self.expected = _expected_seconds(todo, self.rate)
+        self.timeout = opts.min_timeout + opts.timeout_factor * self.expected
+        self.started = batch.get("submitted_at") or time.time()
+        self.tps = {s.tp for s in todo}
+        self.total_bytes = sum(s.bytes for s in todo)
+        self.dead_since: dict[int, float] = {}
+        self.gone_since: dict[tuple[str, int], float] = {}
+        self.last_sizes = 0.0
+        self.progress = CopyProgress(float(self.rate), time.time())
+        self.warned_ingest = False
+
+    def check(self, backend: Backend, flight: Mapping[tuple[str, int], Any], current: Mapping[tuple[str, int], Any],
+              live: set[int], now: float) -> list[Step]:
+        """The moves at their target now (all of them: the batch copied); raises ``ExecutionFailed``."""
+        opts, batch = self.opts, self.batch
+        todo = self.todo
+        finished = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None
+                    and current[s.tp].replicas == s.after]
         if len(finished) == len(todo):
             batch["copied_at"] = time.time()  # every move at its target (elections and throttle changes follow)
-            return
-        now = time.time()
+            return finished
         for s in todo:
             if s.tp in flight or s in finished:
-                gone_since.pop(s.tp, None)
+                self.gone_since.pop(s.tp, None)
                 continue
-            since = gone_since.setdefault(s.tp, now)
+            since = self.gone_since.setdefault(s.tp, now)
             if now - since < opts.settle_grace:
                 continue  # not listed any more, not at its target yet: ask again before calling it lost
             have = current.get(s.tp)
@@ -426,7 +444,6 @@ def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState,
             raise ExecutionFailed(f"{s.topic}-{s.partition}: the reassignment has not been in flight for "
                                   f"{now - since:.0f} s but the partition has "
                                   f"{list(have.replicas) if have else 'no'} replicas (cancelled or reverted elsewhere)")
-        live = _retrying(backend.live_brokers, "reading brokers")
         # A broker of a move's target that is down (one it adds, or one it keeps: the move completes only when its
         # whole target is in sync) may be restarting: waited for up to destination_grace, then the batch fails.
         for s in todo:
@@ -435,65 +452,94 @@ def _wait(run: Path, backend: Backend, state: ExecutionState, batch: BatchState,
             for b in sorted(s.after, key=lambda b: b not in s.added):
                 role = "destination broker" if b in s.added else "kept broker"
                 if b not in live:
-                    if b not in dead_since:
-                        dead_since[b] = now
-                        _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {role} {b} is down; waiting up to "
+                    if b not in self.dead_since:
+                        self.dead_since[b] = now
+                        _say(opts, f"{self.label}: {role} {b} is down; waiting up to "
                                    f"{opts.destination_grace:g} s for it to return (--destination-grace)")
-                    if now - dead_since[b] >= opts.destination_grace:
+                    if now - self.dead_since[b] >= opts.destination_grace:
                         raise ExecutionFailed(f"batch {batch['index'] + 1} stalled: {role} {b} of "
-                                              f"{s.topic}-{s.partition} is down (waited {now - dead_since[b]:.0f} s, "
+                                              f"{s.topic}-{s.partition} is down (waited {now - self.dead_since[b]:.0f} s, "
                                               f"--destination-grace {opts.destination_grace:g} s)")
-                elif b in dead_since:
-                    since = dead_since.pop(b)
-                    _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {role} {b} is back after "
-                               f"{now - since:.0f} s")
-        elapsed = now - started
-        moving = [s for s in todo if s not in finished]
-        if now - last_sizes >= opts.report_every:
-            last_sizes = now
-            sizes = _sizes(backend, moving, current)
-            outpaced = []
-            if sizes is not None:
-                watch.add(now, sizes)
-                outpaced = watch.outpaced(s.tp for s in moving)
-            if outpaced and not warned_ingest:
-                tp = outpaced[0]
-                warned_ingest = True
-                batch["ingest_outpaces_throttle"] = [f"{t}-{p}" for t, p in outpaced]
-                _save(state_path, state)
-                _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(outpaced)} move(s) do not catch up "
-                           f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
-                           f"producers write into it): Kafka counts in-sync replication of a throttled partition "
-                           f"against the throttle of {rate} B/s; raise --throttle, or wait for traffic to drop")
-            # Stalled: no byte reached a new replica for min_timeout (never less than Kafka's quota window), and
-            # producers did not explain it meanwhile (the quota still counts their traffic after it stops).
-            patience = max(opts.min_timeout, QUOTA_WINDOW_S)
-            stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > patience
-            if elapsed > timeout and stalled:
-                why = "" if sizes is None else f", no byte copied for {now - watch.last_advance:.0f} s"
-                blind = ("" if sizes is not None else
-                         "; ZooKeeper shows no replica sizes, so a move that producers outpace looks like a stuck "
-                         "one: raise --throttle or --min-timeout, or execute through kafka://")
-                # A move completes only when its whole target is in the ISR: a kept replica's broker that is down
-                # blocks it without any byte missing on the new replicas.
-                down = sorted({b for s in moving for b in s.after if b not in live})
-                if down:
-                    blind += f"; target broker(s) {', '.join(map(str, down))} down: the moves wait for them to rejoin"
-                raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
-                                      f"(limit {timeout:.0f} s: {expected:.0f} s at the throttle x{opts.timeout_factor:g} + "
-                                      f"{opts.min_timeout:.0f} s{why}); {len(finished)}/{len(todo)} moves done{blind}")
+                elif b in self.dead_since:
+                    since = self.dead_since.pop(b)
+                    _say(opts, f"{self.label}: {role} {b} is back after {now - since:.0f} s")
+        if now - self.last_sizes >= opts.report_every:
+            self.last_sizes = now
+            self._check_copying(backend, [s for s in todo if s not in finished], current, live, now, len(finished))
+        return finished
+
+    def _check_copying(self, backend: Backend, moving: list[Step], current: Mapping[tuple[str, int], Any],
+                       live: set[int], now: float, done: int) -> None:
+        """Producers outpacing the throttle (said once), and the time limit for a batch that copies nothing."""
+        opts, batch, watch, rate = self.opts, self.batch, self.progress, self.rate
+        sizes = _sizes(backend, moving, current)
+        outpaced = []
+        if sizes is not None:
+            watch.add(now, sizes)
+            outpaced = watch.outpaced(s.tp for s in moving)
+        if outpaced and not self.warned_ingest:
+            tp = outpaced[0]
+            self.warned_ingest = True
+            batch["ingest_outpaces_throttle"] = [f"{t}-{p}" for t, p in outpaced]
+            _save(self.state_path, self.state)
+            _say(opts, f"{self.label}: {len(outpaced)} move(s) do not catch up "
+                       f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
+                       f"producers write into it): Kafka counts in-sync replication of a throttled partition "
+                       f"against the throttle of {rate} B/s; raise --throttle, or wait for traffic to drop")
+        # Stalled: no byte reached a new replica for min_timeout (never less than Kafka's quota window), and
+        # producers did not explain it meanwhile (the quota still counts their traffic after it stops).
+        patience = max(opts.min_timeout, QUOTA_WINDOW_S)
+        stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > patience
+        elapsed = now - self.started
+        if elapsed > self.timeout and stalled:
+            why = "" if sizes is None else f", no byte copied for {now - watch.last_advance:.0f} s"
+            blind = ("" if sizes is not None else
+                     "; ZooKeeper shows no replica sizes, so a move that producers outpace looks like a stuck "
+                     "one: raise --throttle or --min-timeout, or execute through kafka://")
+            # A move completes only when its whole target is in the ISR: a kept replica's broker that is down
+            # blocks it without any byte missing on the new replicas.
+            down = sorted({b for s in moving for b in s.after if b not in live})
+            if down:
+                blind += f"; target broker(s) {', '.join(map(str, down))} down: the moves wait for them to rejoin"
+            raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
+                                  f"(limit {self.timeout:.0f} s: {self.expected:.0f} s at the throttle "
+                                  f"x{opts.timeout_factor:g} + {opts.min_timeout:.0f} s{why}); "
+                                  f"{done}/{len(self.todo)} moves done{blind}")
+
+
+def _poll(backend: Backend, tps: set[tuple[str, int]]
+          ) -> tuple[dict[tuple[str, int], Any], dict[tuple[str, int], Any], set[int]]:
+    """One look at the moving partitions: (in flight, their current state, live brokers)."""
+    flight = _retrying(lambda: backend.in_flight(tps), "reading the reassignment")
+    current = _retrying(lambda: _current(backend, tps), "reading partitions")
+    return flight, current, _retrying(backend.live_brokers, "reading brokers")
+
+
+def _wait(backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
+          state_path: Path, total_batches: int) -> None:
+    """Poll until every move of the batch reached its target (``_Watch``), reporting progress."""
+    label = f"batch {batch['index'] + 1}/{total_batches}"
+    watch = _Watch(state, batch, todo, opts, state_path, label)
+    last_report = 0.0
+    while True:
+        flight, current, live = _poll(backend, watch.tps)
+        now = time.time()
+        finished = watch.check(backend, flight, current, live, now)
+        if len(finished) == len(todo):
+            return
+        elapsed = now - watch.started
         done_bytes = sum(s.bytes for s in finished)
         # ETA from the observed rate once something finished, from bytes / throttle before that.
-        if done_bytes and total_bytes:
-            eta = elapsed * (total_bytes - done_bytes) / done_bytes
+        if done_bytes and watch.total_bytes:
+            eta = elapsed * (watch.total_bytes - done_bytes) / done_bytes
         else:
-            eta = max(0.0, expected - elapsed) if expected else 0.0
+            eta = max(0.0, watch.expected - elapsed) if watch.expected else 0.0
         if opts.on_progress is not None:
-            opts.on_progress(batch["index"] + 1, total_batches, len(finished), len(todo), done_bytes, total_bytes,
-                             elapsed, eta)
+            opts.on_progress(batch["index"] + 1, total_batches, len(finished), len(todo), done_bytes,
+                             watch.total_bytes, elapsed, eta)
         elif now - last_report >= opts.report_every or last_report == 0:
-            _say(opts, f"batch {batch['index'] + 1}/{total_batches}: {len(finished)}/{len(todo)} moves, "
-                       f"{done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, ETA ~{eta:.0f} s")
+            _say(opts, f"{label}: {len(finished)}/{len(todo)} moves, "
+                       f"{done_bytes}/{watch.total_bytes} bytes, {elapsed:.0f} s elapsed, ETA ~{eta:.0f} s")
             last_report = now
         time.sleep(opts.poll)
 

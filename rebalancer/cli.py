@@ -140,7 +140,7 @@ def _terminal_bar() -> ProgressBar:
         width = 30
         frac = (done / total) if total else (moves_done / moves if moves else 1.0)
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        sys.stderr.write(f"\rbatch {batch}/{batches} [{bar}] {moves_done}/{moves} moves "
+        sys.stderr.write(f"\rbatch {batch}{f'/{batches}' if batches else ''} [{bar}] {moves_done}/{moves} moves "
                          f"{human_bytes(done)}/{human_bytes(total)} {elapsed:.0f}s ETA {eta:.0f}s   ")
         sys.stderr.flush()
 
@@ -152,7 +152,8 @@ def _exec_options(args: argparse.Namespace) -> ExecOptions:
 
     return ExecOptions.from_input(args.throttle, max_batch_bytes=getattr(args, "max_batch_bytes", None),
                        batch_bytes_option="--max-batch-bytes",
-                       per_broker=args.max_moves_per_broker, total=args.max_moves, order=args.order, poll=args.poll,
+                       schedule=args.schedule, per_broker=args.max_moves_per_broker, total=args.max_moves,
+                       order=args.order, poll=args.poll,
                        timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
                        throttle_settle=args.throttle_settle, destination_grace=args.destination_grace,
                        on_progress=_terminal_bar() if sys.stderr.isatty() else None,
@@ -563,12 +564,18 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--throttle", required=throttle_required, default="50MB/s",
                        help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
         # Left out: ExecOptions' default (rebalancer.execute.runner), the one place they live.
-        q.add_argument("--max-moves-per-broker", type=_count, help="moves at once per broker (default 5)")
+        q.add_argument("--schedule", choices=["auto", "rolling", "batches"],
+                       help="batches (default): each batch after the previous one's slowest move; rolling: a move "
+                            "starts as soon as its brokers have room (kafka:// only; see the README for when it is "
+                            "faster); auto: rolling where the source can add moves to those in flight (kafka://), "
+                            "batches otherwise (zk://)")
+        q.add_argument("--max-moves-per-broker", type=_count,
+                       help="moves at once per broker (default 2 rolling, 5 in batches)")
         q.add_argument("--max-moves", type=_count, help="moves at once in the cluster (default 50)")
-        q.add_argument("--max-batch-bytes", help="cap on the bytes one batch copies, e.g. 100GB")
+        q.add_argument("--max-batch-bytes", help="batches: cap on the bytes one batch copies, e.g. 100GB")
         q.add_argument("--order", choices=["bound", "smallest", "largest"],
-                       help="how batches are formed: bound (default: the broker with the most bytes left kept busy, "
-                            "the fewest seconds in all), or the smallest or largest moves first")
+                       help="batches: how they are formed: bound (default: the broker with the most bytes left kept "
+                            "busy, the fewest seconds in all), or the smallest or largest moves first")
         q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"),
                        help="seconds between progress checks (default 1)")
         q.add_argument("--timeout-factor", type=_positive_float,

@@ -84,6 +84,27 @@ def test_no_broker_waits_while_a_step_of_its_would_fit(seed: int, brokers: int, 
         sched.finish(flying.pop(rng.randrange(len(flying))))  # moves end in any order
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(seed=st.integers(0, 10_000), brokers=st.integers(4, 9), partitions=st.integers(1, 40),
+       per_broker=st.integers(1, 4), total=st.integers(1, 12))
+def test_ready_looks_only_where_room_freed_and_chooses_as_if_it_looked_everywhere(
+        seed: int, brokers: int, partitions: int, per_broker: int, total: int) -> None:
+    rng = random.Random(seed)
+    steps = _steps(rng, brokers, partitions)
+    fast = Scheduler(steps, per_broker=per_broker, total=total)
+    slow = Scheduler(steps, per_broker=per_broker, total=total)
+    slow._candidates = slow._waiting  # type: ignore[method-assign]  # every waiting step, every time
+    flying: list[Step] = []
+    while not slow.done:
+        started = slow.ready()
+        assert fast.ready() == started
+        flying += started
+        done = flying.pop(rng.randrange(len(flying)))  # moves end in any order
+        slow.finish(done)
+        fast.finish(done)
+    assert fast.done
+
+
 def test_the_critical_broker_starts_first_and_largest_first() -> None:
     # Broker 9 receives three large moves (the bound); brokers 5-8 each one small one. One move in flight per broker:
     # the first ready steps are 9's largest and the small ones that do not touch 9's source.

@@ -35,6 +35,7 @@ T = TypeVar("T")
 class AdminBackend:
     name = "admin"
     can_cancel = True
+    can_add_moves = True
 
     def __init__(self, admin: Any, display: str, *, patience: float = 60.0, source: str | None = None) -> None:
         self.admin = admin

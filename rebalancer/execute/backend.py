@@ -34,6 +34,8 @@ class Backend(Protocol):
     source: str        # a source URL that reaches the cluster again (no credentials), for hints
     can_cancel: bool   # whether a reassignment in flight can be cancelled (the Admin API can, ZooKeeper cannot;
                        # its cancel raises a one-line SourceError)
+    can_add_moves: bool  # whether moves can be submitted while others are in flight (the Admin API can: the
+                         # rolling schedule; ZooKeeper's one reassignment znode cannot)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def read_cluster(self) -> Cluster: ...

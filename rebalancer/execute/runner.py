@@ -23,7 +23,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -38,6 +39,7 @@ from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import PER_BROKER, TOTAL, Step, make_batches, steps_of
 from .progress import QUOTA_WINDOW_S, CopyProgress
+from .schedule import ROLLING_PER_BROKER, Scheduler
 from .state import BatchState, ExecutionState
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
@@ -60,7 +62,7 @@ class VerificationFailed(RebalancerError):
     exit_code = 8
 
 
-# batch, batches, moves done, moves, bytes done, bytes, elapsed s, ETA s
+# batch, batches (0: not known ahead, the rolling schedule), moves done, moves, bytes done, bytes, elapsed s, ETA s
 ProgressBar = Callable[[int, int, int, int, int, int, float, float], None]
 
 
@@ -70,11 +72,17 @@ class ExecOptions:
     the runbook and the DAG leave a setting out (None) rather than repeat its value (``from_input``)."""
 
     throttle: int                      # bytes/s
-    per_broker: int = PER_BROKER       # moves at once per broker
+    schedule: str = "batches"          # "batches": each batch after the previous one's slowest move; "rolling": a
+                                       # move starts as soon as its brokers have room (``schedule.Scheduler``; needs
+                                       # a backend that adds moves to those in flight, kafka://); "auto": rolling
+                                       # where the backend can, batches otherwise (zk://). Batches stay the default
+                                       # until rolling is not slower on short moves (``_run_rolling``)
+    per_broker: int | None = None      # moves at once per broker (None: the schedule's default, PER_BROKER for
+                                       # batches, ROLLING_PER_BROKER rolling)
     total: int = TOTAL                 # moves at once in the cluster
-    max_batch_bytes: int | None = None
-    order: str = "bound"               # batches formed by "bound" (the critical broker kept busy), "smallest" or
-                                       # "largest" first (``batches.make_batches``)
+    max_batch_bytes: int | None = None  # batches only
+    order: str = "bound"               # batches only: formed by "bound" (the critical broker kept busy),
+                                       # "smallest" or "largest" first (``batches.make_batches``)
     poll: float = 1.0                  # seconds between progress checks
     timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
     min_timeout: float = 120.0
@@ -182,13 +190,41 @@ def _state_path(run: Path, kind: str) -> Path:
     return RunDir(run).state if kind == "execute" else RunDir(run).rollback_state
 
 
-def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step]) -> ExecutionState:
-    batches = make_batches(steps, per_broker=opts.per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)
-    return {"kind": kind, "plan_hash": plan.hash, "throttle_bytes_per_s": opts.throttle,
-            "params": {"per_broker": opts.per_broker, "total": opts.total, "max_batch_bytes": opts.max_batch_bytes, "order": opts.order},
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "finished": False,
-            "batches": [{"index": i, "status": "pending", "steps": [s.to_dict() for s in b], "skipped": [], "events": []}
-                        for i, b in enumerate(batches)]}
+SCHEDULES = ("auto", "rolling", "batches")
+
+
+def _schedule(opts: ExecOptions, backend: Backend) -> str:
+    """The schedule an execution starts with (a resumed one keeps its own)."""
+    if opts.schedule not in SCHEDULES:
+        raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, not {opts.schedule!r}")
+    if opts.schedule == "rolling" and not backend.can_add_moves:
+        raise InputError(f"--schedule rolling needs a backend that adds moves to those in flight (kafka://); "
+                         f"{backend.name} cannot: use --schedule batches")
+    if opts.schedule == "auto":
+        return "rolling" if backend.can_add_moves else "batches"
+    return opts.schedule
+
+
+def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], schedule: str = "batches"
+               ) -> ExecutionState:
+    """A fresh state. Batches: all of them made now. Rolling: the steps, and batches made as moves start
+    (``_run_rolling``), except the leader-only steps (reorders, nothing to copy), batched now to run first."""
+    per_broker = opts.per_broker or (ROLLING_PER_BROKER if schedule == "rolling" else PER_BROKER)
+    moving = [s for s in steps if schedule == "rolling" and not s.leader_only]
+    first = [s for s in steps if schedule != "rolling" or s.leader_only]
+    batches = make_batches(first, per_broker=per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)
+    state: ExecutionState = {
+        "kind": kind, "plan_hash": plan.hash, "throttle_bytes_per_s": opts.throttle,
+        "params": {"per_broker": per_broker, "total": opts.total, "max_batch_bytes": opts.max_batch_bytes, "order": opts.order},
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "finished": False,
+        "batches": [{"index": i, "status": "pending", "steps": [s.to_dict() for s in b], "skipped": [], "events": []}
+                    for i, b in enumerate(batches)]}
+    if schedule == "rolling":
+        state["schedule"] = "rolling"
+        state["steps"] = [s.to_dict() for s in moving]
+        for b in state["batches"]:
+            b["leaders_only"] = True
+    return state
 
 
 def _save(path: Path, state: ExecutionState) -> None:
@@ -232,7 +268,7 @@ def _expected_seconds(steps: list[Step], rate: int) -> float:
     return busiest / rate
 
 
-def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
+def _run_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
                state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
     label = f"batch {batch['index'] + 1}/{total_batches}"
     todo = _start_batch(backend, state, batch, opts, state_path, label, lock, ledger)
@@ -257,10 +293,13 @@ def _run_batch(run: Path, backend: Backend, state: ExecutionState, batch: BatchS
 
 def _start_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions, state_path: Path,
                  label: str, lock: ClusterLock, ledger: thr.Ledger,
-                 ours_elsewhere: frozenset[tuple[str, int]] = frozenset()) -> list[Step] | None:
+                 ours_elsewhere: frozenset[tuple[str, int]] = frozenset(), submit: bool = True,
+                 throttled: set[tuple[Any, ...]] | None = None) -> list[Step] | None:
     """Submit a batch that is not submitted yet (or find it submitted by the run that crashed), throttled first;
     returns the moves to wait for, or None when none is left to do (the batch is then done). ``ours_elsewhere``:
-    partitions of this run's other batches in flight (the rolling schedule's), not someone else's."""
+    partitions of this run's other batches in flight (the rolling schedule's), not someone else's. ``submit``
+    False: throttle it and stop there (``batch["settle_until"]`` says when ``_submit_batch`` may submit it).
+    ``throttled``: the steps whose throttles this run has in force (throttled ahead): not set again."""
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
     flight = {tp: t for tp, t in backend.in_flight().items() if tp not in ours_elsewhere}
@@ -310,27 +349,46 @@ def _start_batch(backend: Backend, state: ExecutionState, batch: BatchState, opt
                                   f"it back and {then})")
         lock.check()  # never submit under a lock someone released
         brokers, topics = thr.batch_throttles(todo, live)
-        changed = thr.apply(backend, ledger, state["throttle_bytes_per_s"], (brokers, topics))
+        ahead = throttled is not None and all(_key(s) in throttled for s in todo)
+        changed = not ahead and thr.apply(backend, ledger, state["throttle_bytes_per_s"], (brokers, topics))
+        if throttled is not None:
+            throttled.update(_key(s) for s in todo)
         batch["throttled"] = {"brokers": sorted(brokers), "topics": sorted(topics)}
-        if changed:  # set just now: give the brokers time to see them (pre-set ones have been in force already)
-            time.sleep(opts.throttle_settle)
-        batch["status"] = "submitting"
-        batch["submitting_at"] = time.time()  # a controller may start copying before submit() returns
-        _save(state_path, state)
-        backend.submit({s.tp: s.after for s in todo})
-        batch["status"] = "submitted"
-        batch["submitted_at"] = time.time()
-        _save(state_path, state)
-        _say(opts, f"{label}: submitted {len(todo)} moves "
-                   f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
+        # Set just now: give the brokers time to see them (pre-set ones have been in force already).
+        settle = opts.throttle_settle if changed else 0.0
+        if not submit:
+            batch["settle_until"] = time.time() + settle
+            return todo
+        time.sleep(settle)
+        _submit_batch(backend, state, batch, todo, opts, state_path, label, lock)
     return [Step.from_dict(d) for d in batch.get("todo", batch["steps"])]
 
 
+def _submit_batch(backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
+                  state_path: Path, label: str, lock: ClusterLock) -> None:
+    """Submit a throttled batch's moves (recorded ``submitting`` first: a crash in between is found on resume)."""
+    if batch.pop("settle_until", None) is not None:
+        lock.check()  # throttled a moment ago; still never submit under a lock someone released
+    batch["status"] = "submitting"
+    batch["submitting_at"] = time.time()  # a controller may start copying before submit() returns
+    _save(state_path, state)
+    backend.submit({s.tp: s.after for s in todo})
+    batch["status"] = "submitted"
+    batch["submitted_at"] = time.time()
+    _save(state_path, state)
+    _say(opts, f"{label}: submitted {len(todo)} moves "
+               f"({sum(s.bytes for s in todo)} bytes) at {state['throttle_bytes_per_s']} B/s")
+
+
 def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOptions, label: str) -> None:
-    """Make each moved partition's preferred replica its leader (``_elect_preferred``); when some are still led by
+    """Make each moved partition's preferred replica its leader (``_Elections``); when some are still led by
     another replica after ``max(min_timeout, 30)`` s the batch is still done (its data moved), the leaders left are
     reported, and ``verify`` names them."""
-    left = _elect_preferred(backend, {s.tp: s.after[0] for s in todo}, opts, max(opts.min_timeout, 30.0))
+    _leaders_left(batch, _elect_preferred(backend, {s.tp: s.after[0] for s in todo}, opts,
+                                          max(opts.min_timeout, 30.0)), opts, label)
+
+
+def _leaders_left(batch: BatchState, left: Mapping[tuple[str, int], int], opts: ExecOptions, label: str) -> None:
     if left:
         (t, p), want = sorted(left.items())[0]
         batch["leaders_not_preferred"] = sorted(f"{t}-{p}" for t, p in left)
@@ -339,34 +397,51 @@ def _elect(backend: Backend, todo: list[Step], batch: BatchState, opts: ExecOpti
                    "rebalancing will restore them")
 
 
-def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts: ExecOptions,
-                     timeout: float) -> dict[tuple[str, int], int]:
+class _Elections:
     """Preferred leader elections until each partition of ``want`` is led by the broker given (its first replica),
-    or ``timeout`` seconds pass; returns those still led by another. An election cannot hand leadership to a replica
-    that is down or out of the ISR (a broker restarting, a replica catching up): a partition is elected when its
+    or ``timeout`` seconds pass, a poll at a time (``step``). An election cannot hand leadership to a replica that
+    is down or out of the ISR (a broker restarting, a replica catching up): a partition is elected when its
     preferred replica is in the ISR, and again while the leadership has not moved (a controller failing over may
     drop an election)."""
-    deadline = time.monotonic() + timeout
-    pending = dict(want)
-    asked: dict[tuple[str, int], float] = {}  # when each partition's last election was asked for
-    while True:
-        current = _retrying(partial(_current, backend, set(pending)), "reading partitions")
-        pending = {tp: b for tp, b in pending.items() if current.get(tp) is not None and current[tp].leader != b}
-        if not pending or time.monotonic() > deadline:
-            return pending
+
+    def __init__(self, want: Mapping[tuple[str, int], int], opts: ExecOptions, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.pending = dict(want)
+        self.asked: dict[tuple[str, int], float] = {}  # when each partition's last election was asked for
+        self.opts = opts
+        self.blocked = False  # an election by someone else kept ours from being asked at the last step
+
+    def step(self, backend: Backend) -> bool:
+        """One look and, where due, one election; True once nothing is left to do (``pending``: those still led
+        by another broker when the time ran out)."""
+        current = _retrying(partial(_current, backend, set(self.pending)), "reading partitions")
+        self.pending = {tp: b for tp, b in self.pending.items()
+                        if current.get(tp) is not None and current[tp].leader != b}
+        if self.pending and self.blocked and time.monotonic() > self.deadline:
+            raise ExecutionFailed("a preferred leader election by someone else did not finish")
+        if not self.pending or time.monotonic() > self.deadline:
+            return True
         now = time.monotonic()
         # In the ISR now, and not asked for within the last few polls (an election answers at once through the Admin
         # API; through ZooKeeper the controller takes a moment, and metadata lags it).
-        ready = sorted(tp for tp, b in pending.items() if b in current[tp].isr
-                       and now - asked.get(tp, -math.inf) >= max(2.0, 4 * opts.poll))
+        ready = sorted(tp for tp, b in self.pending.items() if b in current[tp].isr
+                       and now - self.asked.get(tp, -math.inf) >= max(2.0, 4 * self.opts.poll))
         if ready:
-            while _retrying(backend.election_running, "reading the election"):
-                if time.monotonic() > deadline:
-                    raise ExecutionFailed("a preferred leader election by someone else did not finish")
-                time.sleep(opts.poll)
+            self.blocked = _retrying(backend.election_running, "reading the election")
+            if self.blocked:  # someone else's: ours is asked for once it ends
+                return False
             _retrying(partial(backend.elect_preferred, ready), "electing preferred leaders")
-            asked.update({tp: time.monotonic() for tp in ready})
+            self.asked.update({tp: time.monotonic() for tp in ready})
+        return False
+
+
+def _elect_preferred(backend: Backend, want: Mapping[tuple[str, int], int], opts: ExecOptions,
+                     timeout: float) -> dict[tuple[str, int], int]:
+    """``_Elections`` until done; returns the partitions still led by another broker."""
+    elections = _Elections(want, opts, timeout)
+    while not elections.step(backend):
         time.sleep(opts.poll)
+    return elections.pending
 
 
 def _next_throttles(backend: Backend, state: ExecutionState, batch: BatchState) -> tuple[set[int], dict[str, Any]]:
@@ -419,14 +494,19 @@ class _Watch:
         self.last_sizes = 0.0
         self.progress = CopyProgress(float(self.rate), time.time())
         self.warned_ingest = False
+        self.finished: set[Step] = set()  # seen at their target: a partition's next step may move it on since
 
     def check(self, backend: Backend, flight: Mapping[tuple[str, int], Any], current: Mapping[tuple[str, int], Any],
-              live: set[int], now: float) -> list[Step]:
-        """The moves at their target now (all of them: the batch copied); raises ``ExecutionFailed``."""
+              live: set[int], now: float, *, due: bool | None = None,
+              sizes: Mapping[tuple[str, int], tuple[int, int, int]] | None = None) -> list[Step]:
+        """The moves at their target now (all of them: the batch copied); raises ``ExecutionFailed``. Every
+        ``report_every`` seconds (or when ``due`` says so) it also reads the new replicas' sizes (``sizes``: read
+        already, for more moves than these) for the ingest and time-limit checks."""
         opts, batch = self.opts, self.batch
         todo = self.todo
-        finished = [s for s in todo if s.tp not in flight and current.get(s.tp) is not None
-                    and current[s.tp].replicas == s.after]
+        self.finished.update(s for s in todo if s.tp not in flight and current.get(s.tp) is not None
+                             and current[s.tp].replicas == s.after)
+        finished = [s for s in todo if s in self.finished]
         if len(finished) == len(todo):
             batch["copied_at"] = time.time()  # every move at its target (elections and throttle changes follow)
             return finished
@@ -463,16 +543,18 @@ class _Watch:
                 elif b in self.dead_since:
                     since = self.dead_since.pop(b)
                     _say(opts, f"{self.label}: {role} {b} is back after {now - since:.0f} s")
-        if now - self.last_sizes >= opts.report_every:
+        if due if due is not None else now - self.last_sizes >= opts.report_every:
             self.last_sizes = now
-            self._check_copying(backend, [s for s in todo if s not in finished], current, live, now, len(finished))
+            moving = [s for s in todo if s not in finished]
+            read = ({s.tp: sizes[s.tp] for s in moving if s.tp in sizes} if sizes is not None
+                    else _sizes(backend, moving, current))
+            self._check_copying(moving, read, live, now, len(finished))
         return finished
 
-    def _check_copying(self, backend: Backend, moving: list[Step], current: Mapping[tuple[str, int], Any],
+    def _check_copying(self, moving: list[Step], sizes: Mapping[tuple[str, int], tuple[int, int, int]] | None,
                        live: set[int], now: float, done: int) -> None:
         """Producers outpacing the throttle (said once), and the time limit for a batch that copies nothing."""
         opts, batch, watch, rate = self.opts, self.batch, self.progress, self.rate
-        sizes = _sizes(backend, moving, current)
         outpaced = []
         if sizes is not None:
             watch.add(now, sizes)
@@ -545,8 +627,10 @@ def _wait(backend: Backend, state: ExecutionState, batch: BatchState, todo: list
 
 
 def _state_steps(state: Mapping[str, Any]) -> list[Step]:
-    """Every step a state names (what it would submit: a batch's steps and its todo list)."""
-    return [Step.from_dict(d) for b in state["batches"] for key in ("steps", "todo") for d in b.get(key, [])]
+    """Every step a state names (what it would submit: a batch's steps and its todo list, the rolling schedule's
+    steps)."""
+    return [*(Step.from_dict(d) for b in state["batches"] for key in ("steps", "todo") for d in b.get(key, [])),
+            *(Step.from_dict(d) for d in state.get("steps", []))]
 
 
 class _Allowed:
@@ -639,11 +723,224 @@ def _release(run: Path, backend: Backend, ledger: thr.Ledger, opts: ExecOptions)
                    "once they finish")
 
 
+@contextmanager
+def _failing(state: ExecutionState, batch: BatchState, state_path: Path) -> Iterator[None]:
+    """A batch that fails is recorded failed, with the run's one-line reason; a refusal (``ClusterBusy``) leaves
+    it as it was: it never started."""
+    try:
+        yield
+    except ClusterBusy:
+        raise
+    except RebalancerError as exc:
+        batch["status"] = "failed"
+        batch["error"] = str(exc)
+        state["failed"] = str(exc)
+        _save(state_path, state)
+        raise
+
+
+@dataclass
+class _Wave:
+    """A batch of the rolling schedule in flight: its moves, their watcher, those already freed, and once they all
+    copied, its preferred leader elections."""
+
+    batch: BatchState
+    todo: list[Step]
+    watch: _Watch
+    freed: set[Step]
+    elections: _Elections | None = None
+
+
+def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, state_path: Path, lock: ClusterLock,
+                 ledger: thr.Ledger) -> None:
+    """The rolling schedule (``schedule.Scheduler``): a move starts as soon as its brokers have room, each start a
+    batch of its own in the state (``pending`` -> ``submitting`` -> ``submitted`` -> ``done``, resumed as batches
+    are), several in flight at once and watched in one poll; a batch whose moves all reached their targets gets its
+    preferred leaders elected and this run's throttles narrowed to the moves still copying. Nothing waits in a
+    sleep: a batch just throttled is submitted once ``throttle_settle`` has passed, and elections are asked and
+    checked a poll at a time, while the other moves are watched. The leader-only batches made up front (reorders)
+    run first, as batches. A backend that cannot add moves to those in flight (a rolling state resumed through
+    zk://) starts a batch only when none is in flight."""
+    rate = state["throttle_bytes_per_s"]
+    for batch in state["batches"]:
+        if batch.get("leaders_only") and batch["status"] != "done":
+            with _failing(state, batch, state_path):
+                _run_batch(backend, state, batch, opts, state_path, len(state["batches"]), lock, ledger)
+    steps = [Step.from_dict(d) for d in state["steps"]]
+    waves = [b for b in state["batches"] if not b.get("leaders_only")]
+    done = {_key(Step.from_dict(d)) for b in waves if b["status"] == "done" for d in b["steps"]}
+    params = state["params"]
+    sched = Scheduler([s for s in steps if _key(s) not in done], per_broker=int(params["per_broker"]),
+                      total=int(params["total"]))
+    active: dict[int, _Wave] = {}
+    staged: _Wave | None = None  # throttled, waiting for the brokers to see the throttles
+    moves, total_bytes = len(steps), sum(s.bytes for s in steps)
+    moved = [s for s in steps if _key(s) in done]
+    began = time.time()
+    last_report = sizes_at = 0.0
+    # Each start writes the state (write-ahead): on a plan of tens of thousands of moves that is megabytes, so starts
+    # are spaced to keep the writing under a tenth of the time (a small state: no wait).
+    save_cost, last_start = 0.0, -math.inf
+    ahead: list[Step] = []  # throttled ahead of their start (``Scheduler.upcoming``)
+    throttled: set[tuple[Any, ...]] = set()  # steps whose throttles this run has in force
+    # Narrowing the throttles to the moves still copying reads and writes configs on every broker and topic
+    # involved: at most a tenth of the time (a finished move's throttle costs nothing but the in-sync followers'
+    # fetches KIP-73 counts against the rate; the end of the run removes them all).
+    narrow_cost, narrowed_at = 0.0, -math.inf
+
+    def throttle_ahead() -> None:
+        """Throttle what starts next while the rest copies, as the batches do for the next batch: a move whose
+        throttles are in force already starts without the settle wait."""
+        nonlocal ahead
+        ahead = sched.upcoming()
+        new = [s for s in ahead if _key(s) not in throttled]
+        if not new:
+            return
+        try:
+            thr.apply(backend, ledger, rate, thr.batch_throttles(new, _retrying(backend.live_brokers,
+                                                                                "reading brokers")))
+            throttled.update(_key(s) for s in new)
+        except TransientError as exc:  # best effort: each batch sets its own throttles before it starts
+            log.warning("could not throttle the next moves ahead (%s); each will be throttled when it starts", exc)
+
+    def flying() -> frozenset[tuple[str, int]]:
+        return frozenset(s.tp for w in active.values() for s in w.todo if s not in w.freed)
+
+    def admit(batch: BatchState, started: list[Step], resumed: bool, reached: frozenset[Any] | set[Any] = frozenset()
+              ) -> None:
+        nonlocal staged
+        label = f"batch {batch['index'] + 1}"
+        others = flying() | frozenset(Step.from_dict(d).tp for b in waves if b is not batch
+                                      and b["status"] != "done" for d in b.get("todo", b["steps"]))
+        with _failing(state, batch, state_path):
+            todo = _start_batch(backend, state, batch, opts, state_path, label, lock, ledger, others,
+                                submit=resumed, throttled=throttled) or []
+        waiting = {_key(s) for s in todo} - reached
+        for s in started:
+            if resumed:
+                sched.start(s)
+            if _key(s) not in waiting:  # at its target already, or drifted (skipped, reported)
+                sched.finish(s)
+                moved.append(s)
+        if todo:
+            wave = _Wave(batch, todo, _Watch(state, batch, todo, opts, state_path, label), set())
+            for s in todo:
+                if _key(s) in reached:
+                    wave.watch.finished.add(s)
+                    wave.freed.add(s)
+            if batch["status"] == "pending":
+                staged = wave
+            else:
+                active[batch["index"]] = wave
+                if not resumed:
+                    throttle_ahead()
+
+    def start_ready() -> None:
+        nonlocal last_start, staged
+        while True:
+            if staged is not None:
+                if time.time() < staged.batch.get("settle_until", 0.0):
+                    return
+                wave, staged = staged, None
+                with _failing(state, wave.batch, state_path):
+                    _submit_batch(backend, state, wave.batch, wave.todo, opts, state_path, wave.watch.label, lock)
+                wave.watch.started = wave.batch["submitted_at"]
+                active[wave.batch["index"]] = wave
+                throttle_ahead()
+            if active and (not backend.can_add_moves or time.monotonic() - last_start < 10 * save_cost):
+                return
+            started = sched.ready()
+            if not started:
+                return
+            last_start = time.monotonic()
+            batch: BatchState = {"index": len(state["batches"]), "status": "pending",
+                                 "steps": [s.to_dict() for s in started], "skipped": [], "events": []}
+            state["batches"].append(batch)
+            waves.append(batch)
+            admit(batch, started, resumed=False)
+
+    # Resumed: each batch not done is found in flight, at its target or to submit again. A step whose partition's
+    # next step started later had reached its target (one step of a partition in flight at a time).
+    latest: dict[tuple[str, int], int] = {}
+    for b in waves:
+        if b["status"] != "done":
+            for d in b["steps"]:
+                st = Step.from_dict(d)
+                latest[st.tp] = max(latest.get(st.tp, -1), st.seq)
+    for batch in list(waves):
+        if batch["status"] != "done":
+            admit(batch, [Step.from_dict(d) for d in batch["steps"]], resumed=True,
+                  reached={_key(st) for d in batch["steps"] if (st := Step.from_dict(d)).seq < latest[st.tp]})
+    while True:
+        start_ready()
+        if not active and staged is None:
+            if not sched.done:  # pragma: no cover - ready() starts something whenever nothing is in flight
+                raise ExecutionFailed("internal check: the rolling schedule stopped with moves left")
+            return
+        copying = [w for w in active.values() if w.elections is None]
+        flight, current, live = _poll(backend, set(flying()))
+        now = time.time()
+        due = now - sizes_at >= opts.report_every
+        if due:  # replica sizes read once for every move copying, not once per batch
+            sizes_at = now
+            every = [s for w in copying for s in w.todo if s not in w.freed]
+            seen = _sizes(backend, every, current)
+        for wave in copying:
+            with _failing(state, wave.batch, state_path):
+                finished = wave.watch.check(backend, flight, current, live, now, due=due,
+                                            sizes=None if not due or seen is None else seen)
+            for s in finished:
+                if s not in wave.freed:
+                    wave.freed.add(s)
+                    sched.finish(s)
+                    moved.append(s)
+            if len(finished) == len(wave.todo):
+                wave.elections = _Elections({s.tp: s.after[0] for s in wave.todo}, opts, max(opts.min_timeout, 30.0))
+        start_ready()  # refill the freed room before the elections
+        completed = []
+        for index, wave in active.items():
+            if wave.elections is not None:
+                with _failing(state, wave.batch, state_path):
+                    if wave.elections.step(backend):
+                        completed.append(index)
+        if completed:
+            for index in completed:
+                wave = active.pop(index)
+                _leaders_left(wave.batch, wave.elections.pending if wave.elections else {}, opts, wave.watch.label)
+                wave.batch["status"] = "done"
+                wave.batch["finished_at"] = time.time()
+            if time.monotonic() - narrowed_at >= 10 * narrow_cost:
+                narrowed_at = time.monotonic()
+                still = [s for w in active.values() for s in w.todo if s not in w.freed]
+                if staged is not None:
+                    still += staged.todo
+                thr.release(backend, ledger, keep=thr.batch_throttles(still + ahead, live))
+                throttled.intersection_update(_key(s) for s in still + ahead)
+                narrow_cost = time.monotonic() - narrowed_at
+            saving = time.monotonic()
+            _save(state_path, state)
+            save_cost = time.monotonic() - saving
+        elapsed = now - began
+        done_bytes = sum(s.bytes for s in moved)
+        # The bytes left on the busiest throttle at the throttle's rate, or the rate seen so far if slower.
+        left = max(sched.left.values(), default=0) / rate
+        eta = max(left, elapsed * (total_bytes - done_bytes) / done_bytes if done_bytes else 0.0)
+        if opts.on_progress is not None:
+            opts.on_progress(len(waves), 0, len(moved), moves, done_bytes, total_bytes, elapsed, eta)
+        elif now - last_report >= opts.report_every or last_report == 0:
+            _say(opts, f"rolling: {len(waves)} batch(es) started, {len(flying())} move(s) in flight; "
+                       f"{len(moved)}/{moves} moves, {done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, "
+                       f"ETA ~{eta:.0f} s")
+            last_report = now
+        time.sleep(opts.poll)
+
+
 def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
          make_steps: Callable[[], list[Step]]) -> ExecutionState:
     state_path = _state_path(run, kind)
     allowed = _allowed(plan, kind)
     state = _resumable_state(run, plan, kind)
+    schedule = _schedule(opts, backend)
     if state is not None:
         state["throttle_bytes_per_s"] = opts.throttle
     # Refusals first, read-only: another execution's lock, then someone else's reassignment in flight.
@@ -659,25 +956,19 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
             unknown = [st for st in steps if (st.topic, st.partition, st.before, st.after) not in allowed]
             if unknown:  # a bug, not an input: the steps come from the checked plan
                 raise ExecutionFailed(f"internal check: step {unknown[0]} is not one of the plan's")
-            state = _new_state(plan, opts, kind, steps)
+            state = _new_state(plan, opts, kind, steps, schedule)
         _save(state_path, state)
         theirs = thr.foreign(backend, ledger)
         if theirs:
             _say(opts, f"throttles set by someone else are left alone: {', '.join(sorted(theirs))}")
-        n = len(state["batches"])
-        for batch in state["batches"]:
-            if batch["status"] == "done":
-                continue
-            try:
-                _run_batch(run, backend, state, batch, opts, state_path, n, lock, ledger)
-            except ClusterBusy:
-                raise  # a refusal: the batch was never started
-            except RebalancerError as exc:
-                batch["status"] = "failed"
-                batch["error"] = str(exc)
-                state["failed"] = str(exc)
-                _save(state_path, state)
-                raise
+        if state.get("schedule") == "rolling":
+            _run_rolling(backend, state, opts, state_path, lock, ledger)
+        else:
+            n = len(state["batches"])
+            for batch in state["batches"]:
+                if batch["status"] != "done":
+                    with _failing(state, batch, state_path):
+                        _run_batch(backend, state, batch, opts, state_path, n, lock, ledger)
         state["finished"] = True
         state["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         state.pop("failed", None)

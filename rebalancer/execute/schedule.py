@@ -59,6 +59,14 @@ class Scheduler:
                 self.left[t] = self.left.get(t, 0) + x
         self.flying: dict[int, int] = {}   # broker -> moves in flight through it
         self.in_flight: set[tuple[str, int]] = set()
+        # Steps by broker, and the brokers whose room grew since ``ready`` last ran (None: look at every step).
+        # Whatever ``ready`` left waiting did not fit; it can fit later only through a broker that gained room
+        # (or the total cap, which ``ready`` then reports by leaving ``_dirty`` None).
+        self._by_broker: dict[int, list[int]] = {}
+        for i, bs in enumerate(self._brokers):
+            for b in bs:
+                self._by_broker.setdefault(b, []).append(i)
+        self._dirty: set[int] | None = None
 
     @property
     def done(self) -> bool:
@@ -66,6 +74,18 @@ class Scheduler:
 
     def _waiting(self) -> list[int]:
         return [self._queues[tp][i] for tp, i in self._next.items() if tp not in self.in_flight]
+
+    def _candidates(self) -> list[int]:
+        """The waiting steps that may fit now (``_dirty``): all of them, or those through a broker with new room."""
+        if self._dirty is None:
+            return self._waiting()
+        out: set[int] = set()
+        for b in self._dirty:
+            for i in self._by_broker.get(b, ()):
+                s = self._steps[i]
+                if s.tp not in self.in_flight and (k := self._next.get(s.tp)) is not None and self._queues[s.tp][k] == i:
+                    out.add(i)
+        return list(out)
 
     def _fits(self, i: int) -> bool:
         return len(self.in_flight) < self.total and all(self.flying.get(b, 0) < self.per_broker
@@ -75,13 +95,16 @@ class Scheduler:
         """The steps to start now (in the order to submit them), marked in flight."""
         started: list[Step] = []
         if len(self.in_flight) >= self.total:
+            self._dirty = None  # what waits may fit once the total frees, through any broker
             return started
         left = self.left
         full = {b for b, n in self.flying.items() if n >= self.per_broker}
-        waiting = [i for i in self._waiting() if full.isdisjoint(self._brokers[i])]
+        waiting = [i for i in self._candidates() if full.isdisjoint(self._brokers[i])]
         waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
+        self._dirty = set()
         for i in waiting:
             if len(self.in_flight) >= self.total:
+                self._dirty = None
                 break
             if self._fits(i):
                 s = self._steps[i]
@@ -91,6 +114,30 @@ class Scheduler:
                     self.flying[b] = self.flying.get(b, 0) + 1
         return started
 
+    def upcoming(self) -> list[Step]:
+        """What starts next as room frees: per broker, the first ``per_broker`` waiting steps through it in the
+        order ``ready`` tries them (the executor throttles them ahead, so they start without a settle wait)."""
+        left = self.left
+        waiting = sorted(self._waiting(), key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
+        taken: dict[int, int] = {}
+        out: list[Step] = []
+        for i in waiting:
+            if any(taken.get(b, 0) < self.per_broker for b in self._brokers[i]):
+                out.append(self._steps[i])
+                for b in self._brokers[i]:
+                    taken[b] = taken.get(b, 0) + 1
+        return out
+
+    def start(self, s: Step) -> None:
+        """Mark ``s`` in flight without ``ready`` choosing it: a resumed execution's moves already submitted."""
+        i = self._index.get(s)
+        if (i is None or s.tp in self.in_flight or s.tp not in self._next
+                or self._queues[s.tp][self._next[s.tp]] != i):
+            raise ValueError(f"{s.topic}-{s.partition} step {s.seq} is not its partition's next step")
+        self.in_flight.add(s.tp)
+        for b in self._brokers[i]:
+            self.flying[b] = self.flying.get(b, 0) + 1
+
     def finish(self, s: Step) -> None:
         """``s`` is done (its new replicas in sync): its brokers' room and its partition's next step free up."""
         if s.tp not in self.in_flight:
@@ -99,6 +146,10 @@ class Scheduler:
         self.in_flight.discard(s.tp)
         for b in self._brokers[i]:
             self.flying[b] -= 1
+        if self._dirty is not None:
+            # Room on its brokers. Its partition's next step reads from one of them (the leader it leaves, or the
+            # replica that replaced it: ``steps_of``), so that step is looked at too.
+            self._dirty.update(self._brokers[i])
         for t, x in self._loads[i].items():
             self.left[t] -= x
         self._next[s.tp] += 1

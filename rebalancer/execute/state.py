@@ -34,6 +34,8 @@ class BatchState(_Batch, total=False):
     error: str
     leaders_not_preferred: list[str]     # "topic-partition" whose preferred leader did not take over
     ingest_outpaces_throttle: list[str]  # "topic-partition" whose producers outpace the throttle
+    settle_until: float          # rolling: throttled, submitted once the brokers have seen the throttles
+    leaders_only: bool           # the rolling schedule's batches made up front: reorders, nothing to copy
 
 
 class _Execution(TypedDict):
@@ -49,4 +51,6 @@ class _Execution(TypedDict):
 class ExecutionState(_Execution, total=False):
     finished_at: str
     failed: str                  # the one-line reason a batch failed
+    schedule: str                # "rolling" (absent: batches, all made when the execution started)
+    steps: list[StepDoc]         # rolling: every step that copies; its batches are made as moves start
     verified: bool               # set by verify after the execution

@@ -115,6 +115,7 @@ def cluster_acl(zk: Any) -> list[Any] | None:
 class ZkBackend:
     name = "zookeeper"
     can_cancel = False  # a reassignment znode cannot be edited or cancelled while in flight
+    can_add_moves = False  # nor added to
 
     def __init__(self, zk: Any, display: str, target: ZkTarget | None = None, timeout: float = 10.0) -> None:
         self.zk = zk

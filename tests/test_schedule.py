@@ -135,3 +135,20 @@ def test_fair_rates_share_each_throttle() -> None:
     rates = fair_rates([((1, "in"), (0, "out")), ((1, "in"), (2, "out")), ((3, "in"), (2, "out"))], 10.0)
     assert rates == pytest.approx([5.0, 5.0, 5.0])
     assert fair_rates([((1, "in"), (0, "out"))], 10.0) == pytest.approx([10.0])
+
+
+def test_a_broker_short_of_min_bytes_in_flight_takes_more_than_the_count() -> None:
+    # Broker 9 receives six moves of 10 bytes from broker 0. Two at once by the count; with a floor of 35 bytes in
+    # flight it takes moves until it holds 40 (short moves would drain before the executor reacts to a finish).
+    small = [Step("s", i, (0, 1), (9, 1), 10) for i in range(6)]
+    assert len(Scheduler(small, per_broker=2).ready()) == 2
+    deep = Scheduler(small, per_broker=2, min_bytes=35)
+    assert len(deep.ready()) == 4 and deep.flying_bytes[9] == 40
+    # Raised while moves are in flight: the waiting steps are looked at again.
+    later = Scheduler(small, per_broker=2)
+    first = later.ready()
+    later.set_min_bytes(55)
+    assert len(first) == 2 and len(later.ready()) == 4 and later.done is False
+    for s in small:
+        later.finish(s)
+    assert later.done and later.flying_bytes[9] == 0 and later.flying[9] == 0

@@ -770,8 +770,12 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
     waves = [b for b in state["batches"] if not b.get("leaders_only")]
     done = {_key(Step.from_dict(d)) for b in waves if b["status"] == "done" for d in b["steps"]}
     params = state["params"]
+    # A broker's moves in flight must outlast the loop's reaction to a finish (a poll, then a start's round of
+    # calls), or it idles between moves: at least twice the bytes the throttle moves in that time
+    # (``Scheduler.min_bytes``), the reaction measured as the loop runs (first guess: a poll and a settle).
+    reaction = opts.poll + opts.throttle_settle
     sched = Scheduler([s for s in steps if _key(s) not in done], per_broker=int(params["per_broker"]),
-                      total=int(params["total"]))
+                      total=int(params["total"]), min_bytes=int(2 * rate * reaction))
     active: dict[int, _Wave] = {}
     staged: _Wave | None = None  # throttled, waiting for the brokers to see the throttles
     moves, total_bytes = len(steps), sum(s.bytes for s in steps)
@@ -872,6 +876,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
             admit(batch, [Step.from_dict(d) for d in batch["steps"]], resumed=True,
                   reached={_key(st) for d in batch["steps"] if (st := Step.from_dict(d)).seq < latest[st.tp]})
     while True:
+        top = time.monotonic()
         start_ready()
         if not active and staged is None:
             if not sched.done:  # pragma: no cover - ready() starts something whenever nothing is in flight
@@ -932,6 +937,10 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                        f"{len(moved)}/{moves} moves, {done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, "
                        f"ETA ~{eta:.0f} s")
             last_report = now
+        reaction = 0.8 * reaction + 0.2 * (opts.poll + time.monotonic() - top)
+        want = int(2 * rate * reaction)
+        if not 0.8 * sched.min_bytes <= want <= 1.25 * sched.min_bytes:
+            sched.set_min_bytes(want)
         time.sleep(opts.poll)
 
 

@@ -39,10 +39,16 @@ class Scheduler:
     """What to start next, given what is in flight (module doc). ``ready()`` lists the steps to start now and marks
     them in flight; ``finish(step)`` marks one done. Deterministic: ties broken by topic, partition and step."""
 
-    def __init__(self, steps: Iterable[Step], *, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL) -> None:
+    def __init__(self, steps: Iterable[Step], *, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
+                 min_bytes: int = 0) -> None:
         if per_broker < 1 or total < 1:
             raise ValueError("per_broker and total must be at least 1")
         self.per_broker, self.total = per_broker, total
+        # A broker with fewer than min_bytes in flight (its steps' bytes through it, as ``step_loads`` counts them)
+        # takes more than per_broker moves: what it has must outlast the executor's reaction to a finish
+        # (``set_min_bytes``). 0: the count alone, as the fluid model runs it.
+        self.min_bytes = min_bytes
+        self.flying_bytes: dict[int, int] = {}
         # steps by index (hashing a Step hashes its tuples: the simulation asks millions of times)
         self._steps = sorted((s for s in steps if not s.leader_only), key=lambda s: (s.topic, s.partition, s.seq))
         self._index = {s: i for i, s in enumerate(self._steps)}
@@ -50,8 +56,13 @@ class Scheduler:
         self._brokers = [tuple(s.brokers()) for s in self._steps]
         self._tie = [(-s.bytes, s.topic, s.partition) for s in self._steps]
         self._queues: dict[tuple[str, int], list[int]] = {}
+        self._through: list[dict[int, int]] = []  # per step: bytes through each of its brokers
         for i, s in enumerate(self._steps):
             self._queues.setdefault(s.tp, []).append(i)
+            through: dict[int, int] = {}
+            for (b, _), x in self._loads[i].items():
+                through[b] = through.get(b, 0) + x
+            self._through.append(through)
         self._next = dict.fromkeys(self._queues, 0)
         self.left: dict[Throttled, int] = {}
         for loads in self._loads:
@@ -87,9 +98,17 @@ class Scheduler:
                     out.add(i)
         return list(out)
 
+    def _full(self, b: int) -> bool:
+        return self.flying.get(b, 0) >= self.per_broker and self.flying_bytes.get(b, 0) >= self.min_bytes
+
     def _fits(self, i: int) -> bool:
-        return len(self.in_flight) < self.total and all(self.flying.get(b, 0) < self.per_broker
-                                                        for b in self._brokers[i])
+        return len(self.in_flight) < self.total and not any(self._full(b) for b in self._brokers[i])
+
+    def set_min_bytes(self, min_bytes: int) -> None:
+        """A new floor on the bytes in flight per broker (``__init__``); raised, every waiting step is looked at."""
+        if min_bytes > self.min_bytes:
+            self._dirty = None
+        self.min_bytes = min_bytes
 
     def ready(self) -> list[Step]:
         """The steps to start now (in the order to submit them), marked in flight."""
@@ -98,7 +117,7 @@ class Scheduler:
             self._dirty = None  # what waits may fit once the total frees, through any broker
             return started
         left = self.left
-        full = {b for b, n in self.flying.items() if n >= self.per_broker}
+        full = {b for b in self.flying if self._full(b)}
         waiting = [i for i in self._candidates() if full.isdisjoint(self._brokers[i])]
         waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         self._dirty = set()
@@ -110,9 +129,13 @@ class Scheduler:
                 s = self._steps[i]
                 started.append(s)
                 self.in_flight.add(s.tp)
-                for b in self._brokers[i]:
-                    self.flying[b] = self.flying.get(b, 0) + 1
+                self._fly(i, 1)
         return started
+
+    def _fly(self, i: int, sign: int) -> None:
+        for b, x in self._through[i].items():
+            self.flying[b] = self.flying.get(b, 0) + sign
+            self.flying_bytes[b] = self.flying_bytes.get(b, 0) + sign * x
 
     def upcoming(self) -> list[Step]:
         """What starts next as room frees: per broker, the first ``per_broker`` waiting steps through it in the
@@ -120,12 +143,15 @@ class Scheduler:
         left = self.left
         waiting = sorted(self._waiting(), key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         taken: dict[int, int] = {}
+        taken_bytes: dict[int, int] = {}
         out: list[Step] = []
         for i in waiting:
-            if any(taken.get(b, 0) < self.per_broker for b in self._brokers[i]):
+            if any(taken.get(b, 0) < self.per_broker or taken_bytes.get(b, 0) < self.min_bytes
+                   for b in self._brokers[i]):
                 out.append(self._steps[i])
-                for b in self._brokers[i]:
+                for b, x in self._through[i].items():
                     taken[b] = taken.get(b, 0) + 1
+                    taken_bytes[b] = taken_bytes.get(b, 0) + x
         return out
 
     def start(self, s: Step) -> None:
@@ -135,8 +161,7 @@ class Scheduler:
                 or self._queues[s.tp][self._next[s.tp]] != i):
             raise ValueError(f"{s.topic}-{s.partition} step {s.seq} is not its partition's next step")
         self.in_flight.add(s.tp)
-        for b in self._brokers[i]:
-            self.flying[b] = self.flying.get(b, 0) + 1
+        self._fly(i, 1)
 
     def finish(self, s: Step) -> None:
         """``s`` is done (its new replicas in sync): its brokers' room and its partition's next step free up."""
@@ -144,8 +169,7 @@ class Scheduler:
             raise ValueError(f"{s.topic}-{s.partition} has no step in flight")
         i = self._index[s]
         self.in_flight.discard(s.tp)
-        for b in self._brokers[i]:
-            self.flying[b] -= 1
+        self._fly(i, -1)
         if self._dirty is not None:
             # Room on its brokers. Its partition's next step reads from one of them (the leader it leaves, or the
             # replica that replaced it: ``steps_of``), so that step is looked at too.

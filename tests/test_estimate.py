@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from conftest import examples, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,3 +163,14 @@ def test_peak_disk_counts_a_batchs_new_replicas_before_the_old_ones_free_theirs(
     assert peak_disk([first, second], held) == {0: (120, 0), 1: (50, -1), 2: (30, 0)}
     # one move a batch, the giving first: broker 0 never holds more than it started with
     assert peak_disk([[first[0]], [first[1]], second], held)[0] == (100, -1)
+
+
+def test_expected_time_runs_the_batches_in_the_fluid_model_not_only_their_floor() -> None:
+    # One batch whose moves share throttles unevenly: broker 3 sends 400 bytes (the floor, at 1 B/s) but its copies
+    # also share broker 2's and 4's, so it cannot send at the full rate all the time (433.3 s in the fluid model).
+    changes = [change("t", 0, (3,), (2,), 100), change("t", 1, (3,), (2,), 100), change("t", 2, (1,), (3,), 100),
+               change("t", 3, (2,), (3,), 100), change("t", 4, (3,), (4,), 200), change("t", 5, (2,), (4,), 200)]
+    e = estimate(changes, 1, per_broker=10)
+    assert e.batches == 1 and e.batch_floor_seconds == 400.0
+    assert e.modelled_seconds == pytest.approx(433.333, abs=1e-3)
+    assert e.expected_seconds == pytest.approx(433.333 * RATE_FACTOR + BATCH_OVERHEAD_S, abs=1e-2)

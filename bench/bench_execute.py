@@ -148,12 +148,11 @@ def _modelled(plan: Any, args: argparse.Namespace) -> tuple[float, float]:
     """(the batches' floor / bound with the run's caps, the rolling schedule's makespan / bound in the fluid model
     with its own, ``schedule.ROLLING_PER_BROKER``) of the plan."""
     from rebalancer.execute.batches import batch_floor, make_batches, steps_of
-    from rebalancer.execute.estimate import transfer
     from rebalancer.execute.schedule import simulate
 
     steps = [s for c in plan.changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
-    bound = max((max(v) for v in transfer(steps).values()), default=0)
+    bound = _plan_bound(plan, 1)
     if not bound:
         return 1.0, 1.0
     caps = {"per_broker": args.max_moves_per_broker, "total": args.max_moves}

@@ -333,13 +333,18 @@ def _moves_data(cluster: Cluster, plan: Plan) -> bool:
     return plan.mode != "leaders" and any(p.size_bytes for p in cluster.partitions)
 
 
-def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0) -> float:
+def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0,
+                 held: bool = False) -> float:
     """Percent of the target by which ``after`` lies outside target +- pct % (widened to whole units, as the
     planners' bands are, and by ``slack``); 0 inside, or, with ``not_worse``, when no further from the target than
-    before."""
+    before; with ``held`` (a broker the mode moves one way only, past its target on the side it cannot correct),
+    when no further past it than before or than the band and ``slack``: a new broker filled from below to far above
+    its target is not excused."""
     if not target:
         return 0.0
     low, high = accepted_range(target, pct / 100, before, slack, not_worse)
+    if held:
+        low, high = min(low, before), max(high, before)
     return round(max(0.0, low - after, after - high) / target * 100, 3)
 
 
@@ -360,8 +365,8 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
         for name, dims, pct, not_worse, what in (
                 ("disk-balance", ("disk",), th.max_disk_deviation_pct, False,
                  "every eligible broker's disk bytes within the % of its target (its capacity's share of the total); "
-                 "in add-brokers, an old broker below it (it may only give) or a new one above it, no worse than "
-                 "before"),
+                 "in add-brokers, an old broker below it (it may only give) or a new one above it, no further past it than "
+                 "before, or than one partition past the %"),
                 ("network-balance", NETWORK, th.max_network_deviation_pct, True,
                  "every eligible broker's network in and out within the % of its target (one partition of "
                  "slack), or no further from it than before the plan")):
@@ -371,12 +376,14 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
             pcts = frame["band_pct"] if pct is None else [float(pct)] * len(frame)
             # Network: one partition of slack (the count gates' one replica, in bytes/s): a broker that serves a
             # few busy partitions cannot be balanced finer than the busiest of them.
-            slack = frame["largest"] if not_worse else [0] * len(frame)
-            # A broker the mode lets move one way only is held to "no worse" on the side it cannot correct.
-            exempt = [not_worse or (a < t and not take) or (a > t and not give) for a, t, give, take in
-                      zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"], strict=True)]
-            frame["dev_excess_pct"] = [_band_excess(a, b, t, p, x, sl) for a, b, t, p, x, sl in
-                                       zip(frame["after"], frame["before"], frame["target"], pcts, exempt, slack, strict=True)]
+            # A broker the mode lets move one way only, past its target on the side it cannot correct, is held to
+            # where it started there, or, if the plan took it across its target, to one partition past its band: it
+            # moves in whole partitions, one way (a new broker filled from -100 % to +99 % is not "no worse").
+            held = [(a < t and not take) or (a > t and not give) for a, t, give, take in
+                    zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"], strict=True)]
+            slack = [lg if not_worse or h else 0 for lg, h in zip(frame["largest"], held, strict=True)]
+            frame["dev_excess_pct"] = [_band_excess(a, b, t, p, not_worse, sl, h) for a, b, t, p, h, sl in
+                                       zip(frame["after"], frame["before"], frame["target"], pcts, held, slack, strict=True)]
             key = name.split("-")[0]
             frames[key] = frame
             shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(

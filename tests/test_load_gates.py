@@ -125,6 +125,31 @@ def test_the_bytes_gate_fails_a_plan_that_copies_more_than_it_needs(load_run: Pa
     assert _gates(tmp_path, max_bytes_to_bound=row["ratio"] + 0.01)["bytes-vs-bound"]["passed"]
 
 
+def test_the_disk_gate_fails_a_new_broker_filled_far_past_its_target(load_run: Path, tmp_path: Path) -> None:
+    """In add-brokers a new broker may only take: one above its target is held to where it started on that side, not
+    excused as "no further from the target than before" (empty at -100 %, it could end at +99 % and pass). The load
+    plan with 6.5 GB of moves to new broker A redirected to new broker B fails the disk gate on both."""
+    from rebalancer.plan import load_plan
+    from rebalancer.snapshot import load_snapshot
+
+    assert _gates(load_run)["disk-balance"]["passed"]
+    cluster, plan = load_snapshot(load_run), load_plan(load_run)
+    a, b = sorted(plan.params["brokers"])[:2]
+    moved, shifted = {(c.topic, c.partition): c.replicas_after for c in plan.changes}, 0
+    for c in plan.changes:
+        if shifted < 6.5e9 and c.added == (a,) and b not in c.replicas_after:
+            moved[(c.topic, c.partition)] = tuple(b if r == a else r for r in c.replicas_after)
+            shifted += c.size_bytes
+    edited = build_plan(cluster, moved, mode="add-brokers", strategy="crafted", eligible=make_targets(
+        cluster, "add-brokers", sorted(plan.params["brokers"])).eligible, params={**plan.params}, solver={}, bounds={})
+    write_cluster_json(cluster, tmp_path / "snapshot.json")
+    write_plan(edited, tmp_path)
+    gate = _gates(tmp_path, sample_rows=100)["disk-balance"]
+    rows = {r["broker"]: r for r in gate["failing_rows_sample"]}
+    assert not gate["passed"] and {a, b} <= set(rows), gate
+    assert rows[b]["dev_before_pct"] == -100.0 and rows[b]["dev_after_pct"] > 20, rows[b]
+
+
 def test_a_counts_plan_over_known_sizes_is_held_to_the_load_gates(tmp_path: Path) -> None:
     """The old green-over-red case: a counts plan on a cluster with sizes ran no disk gate, so a report over bytes far
     off their target opened with every gate passed. The snapshot's sizes decide now: the counts plan meets the disk

@@ -1221,6 +1221,45 @@ def _other_brokers(change: dict[str, Any], n: int) -> list[int]:
     return [b for b in range(16) if b not in used][:n]
 
 
+def _pile_on_one_broker(run: Path, share: float = 0.15) -> None:
+    """Issue 42's row 5: a load plan edited by hand so that one new broker ends ``share`` of its disk target above it
+    and another below, by swapping which of the two receives a big and a small partition (replica and leader counts,
+    racks and leaders kept: only the disk gate can see it); the content hash, reassignment.json and
+    ``params.balance`` ("counts": outside the hash) rewritten as someone with write access would."""
+    doc = json.loads((run / "plan.json").read_text())
+    snap = json.loads((run / "snapshot.json").read_text())
+    rack = {b["id"]: b.get("rack") for b in snap["brokers"]}
+    target = sum(p["size_bytes"] * len(p["replicas"]) for p in snap["partitions"]) / len(snap["brokers"])
+    a, b = sorted(doc["params"]["brokers"])[:2]
+
+    def movable(c: dict[str, Any], src: int, dst: int, leads: bool) -> bool:
+        after = c["replicas_after"]
+        return (list(c["added"]) == [src] and dst not in after and (after.index(src) == 0) == leads
+                and rack[dst] not in {rack[r] for r in after if r != src})
+
+    gained = 0
+    # a leader swapped for a leader of the same topic: leader counts, per broker and per topic, kept too
+    groups = [(False, None)] + [(True, t) for t in sorted({c["topic"] for c in doc["changes"]})]
+    for leads, topic in groups:
+        same = [c for c in doc["changes"] if topic is None or c["topic"] == topic]
+        big = sorted((c for c in same if movable(c, a, b, leads)), key=lambda c: -c["size_bytes"])
+        small = sorted((c for c in same if movable(c, b, a, leads)), key=lambda c: c["size_bytes"])
+        for x, y in zip(big, small, strict=False):
+            if gained >= share * target or x["size_bytes"] <= y["size_bytes"]:
+                break
+            for c, src, dst in ((x, a, b), (y, b, a)):
+                c["replicas_after"] = [dst if r == src else r for r in c["replicas_after"]]
+                c["added"] = [dst]
+            gained += x["size_bytes"] - y["size_bytes"]
+    assert gained >= share * target, f"the plan has too few moves to pile {share:.0%} of a target on broker {b}: {gained / target:.1%}"
+    doc["params"]["balance"] = "counts"
+    doc["content_hash"] = plan_hash_of(doc)
+    (run / "plan.json").write_text(json.dumps(doc))
+    after = {(c["topic"], c["partition"]): c["replicas_after"] for c in doc["changes"]}
+    _edit_json(run / "reassignment.json", lambda d: [p.__setitem__("replicas", after[(p["topic"], p["partition"])])
+                                                     for p in d["partitions"]] and None)
+
+
 def run_edit_cases() -> list[Case]:
     """Family 4: hand-edited run files (plan.json, approval.json, execution/state.json, execution/throttles.json),
     then execute / rollback / throttle --clear / validate / report / approve."""
@@ -1313,6 +1352,15 @@ def run_edit_cases() -> list[Case]:
             cases.append(Case(F, f"{cmd}: plan.json {title}", build, cluster=cmd in ("execute", "rollback", "throttle"),
                               ok=ok, code=None if ok else (2 if cmd != "validate" else None), quick=quick and j == 0,
                               allow=allow, timeout=600 if cmd == "validate" else 150))
+
+    def piled(ctx: Ctx, ws: Path, s: str) -> list[str]:
+        run = copy_run(ctx.base_report, ws)
+        _pile_on_one_broker(run)
+        return ["validate", str(run)]
+    # The disk gate follows the snapshot's sizes, not params.balance (outside the hash): exit 6, disk-balance failed.
+    cases.append(Case(F, "validate: plan.json with 15 % of a disk target piled on one new broker (counts kept), hash "
+                      "and reassignment.json recomputed, params.balance counts", piled, code=6, quick=True,
+                      allow=allow_for("validate"), timeout=600))
 
     raw_plans: list[tuple[str, Callable[[Path], None], list[str], bool]] = [
         ("truncated", lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), ["execute", "throttle", "report"], True),

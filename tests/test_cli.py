@@ -191,6 +191,23 @@ def test_report_without_analysis_is_one_line(tmp_path: Path):
     assert_one_line_error(run_cli("report", str(tmp_path)), 2, "analysis/summary.json: no such file")
 
 
+def test_sim_up_against_a_zookeeper_that_refuses_leaves_nothing(tmp_path: Path):
+    """One line, a non-zero exit and no directory or log left behind (the hostile probe's half-written check)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        up = run_cli("sim", "up", "--dir", str(tmp_path / "sim"), "--scenario", "new-brokers",
+                     "--zookeeper", f"127.0.0.1:{port}")
+    assert up.returncode != 0 and "cannot connect to ZooKeeper" in up.stderr, up
+    assert len(up.stderr.strip().splitlines()) == 1 and "Traceback" not in up.stderr
+    assert not (tmp_path / "sim").exists()
+    kept = tmp_path / "kept"
+    (kept / "notes.txt").parent.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    run_cli("sim", "up", "--dir", str(kept), "--scenario", "new-brokers", "--zookeeper", f"127.0.0.1:{port}")
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]
+
+
 def test_sim_up_twice_in_one_dir_starts_clean(tmp_path: Path):
     sim_dir = tmp_path / "sim"
     for scenario, brokers in (("sqooba", 20), ("new-brokers", 16)):

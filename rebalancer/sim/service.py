@@ -162,6 +162,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
     from ..zkserver import ZooKeeperServer
 
     d = Path(directory).resolve()
+    created = not d.exists()
     d.mkdir(parents=True, exist_ok=True)
     if (d / STATE_FILE).exists():
         old = read_json(d / STATE_FILE)
@@ -181,6 +182,7 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         zk_record = _started(server.process.pid if server.process else None, port=server.port)
     zk_url = f"zk://{zk_hosts}{chroot}"
     log_path = d / "sim.log"
+    log_existed = log_path.exists()
     cmd = [sys.executable, "-m", "rebalancer", "sim", "run", "--zk", zk_url, "--scenario", scenario,
            "--acceleration", str(acceleration), "--state-dir", str(d), "--seed", str(params.seed)]
     for flag, value in (("--brokers", params.brokers), ("--racks", params.racks), ("--partitions", params.partitions),
@@ -210,6 +212,16 @@ def up(directory: str | Path, *, scenario: str, params: ScenarioParams, accelera
         if server is not None:
             server.stop()
         (d / STATE_FILE).unlink(missing_ok=True)
+        # A failed start leaves nothing behind (the error quotes the log's last line): the directory if this call
+        # made it, else the log if this call began it.
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if created:
+            shutil.rmtree(d, ignore_errors=True)
+        elif not log_existed:
+            log_path.unlink(missing_ok=True)
         raise
     state["kafka_bootstrap"] = f"kafka://{status['bootstrap']}"
     atomic_write_json(d / STATE_FILE, state)

@@ -227,12 +227,6 @@ def _per_broker(load: Mapping[Throttled, int]) -> dict[int, int]:
     return out
 
 
-def _from(lst: list[tuple[tuple[int, str, int], int, Step]], most: int) -> Iterable[tuple[tuple[int, str, int], int, Step]]:
-    """The entries of ``lst`` (by bytes, largest first) from the first of at most ``most`` bytes on."""
-    start = bisect.bisect_left(lst, ((-most,),))
-    return (lst[k] for k in range(start, len(lst)))
-
-
 def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int | None) -> list[list[Step]]:
     """Batches that keep the critical broker busy. Each batch waits for its busiest broker, so the run takes the sum
     over batches of each batch's busiest broker's bytes; it cannot beat the busiest broker's bytes over the whole
@@ -259,9 +253,7 @@ def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int
     for s in data:
         queues.setdefault(s.tp, []).append(s)
     heads = dict.fromkeys(queues, 0)
-
     keys = {id(s): (-s.bytes, s.topic, s.partition) for s in data}  # the order of a broker's list: largest first
-
     ready: dict[int, list[tuple[tuple[int, str, int], int, Step]]] = {}  # broker -> (order, id, step), sorted
 
     def add(s: Step) -> None:
@@ -277,7 +269,6 @@ def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int
 
     for tp in queues:
         add(queues[tp][0])
-    widest = max((len(s.added) for s in data), default=1)  # the most replicas one step adds
     batches: list[list[Step]] = []
     while ready:
         critical = max(ready, key=lambda b: (left[b], -b))
@@ -297,10 +288,8 @@ def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int
         for value in sorted(by_left, reverse=True):
             if len(batch.steps) >= total:
                 break
-            # Each list from its first step that may fit under the length: a step loads each broker it adds by at
-            # least its bytes over the replicas it adds (the lists are by bytes, largest first).
             group = [b for b in by_left[value] if batch.count.get(b, 0) < per_broker]
-            lists = [_from(ready[b], widest * (length - batch.held.get(b, 0))) for b in group]
+            lists = [ready[b] for b in group]
             merged = lists[0] if len(lists) == 1 else heapq.merge(*lists)
             for _, key, s in merged:
                 if len(batch.steps) >= total or all(batch.count.get(b, 0) >= per_broker for b in group):

@@ -15,13 +15,16 @@ and then ``validate_run_dir`` (every gate, the disk / network / capacity ones in
     .venv/bin/python bench/bench_load.py --quick   # skip the two largest cases
     .venv/bin/python bench/bench_load.py --case wix-263k-heavy
     .venv/bin/python bench/bench_load.py --case 2600b-3m-defaults   # 2,600 brokers / 3M replicas (issue 26)
+    .venv/bin/python bench/bench_load.py --case 300b-600k-production  # production-shaped (issue 41)
 
 Targets (issue 13): main job add-brokers: disk within 5 %, counts within the 15 % gates, bytes <= 1.10 x bound;
 Wix 263k heavy-tailed: disk within 5 %, counts within 15 %, <= 1 change per partition, bytes <= 1.15 x bound, plan
 < 120 s; 300 brokers / 600k replicas / 6 racks, unequal: every gate, disk within 5 %, rack-safe, < 300 s and
 < 4096 MiB; 13k replicas under auto: < 15 s and the quality of lp; mixed hardware: utilisation within the band;
 network-hot: no broker beyond its network band; impossible capacity: a one-line error before any file; an
-unreachable band: a plan that names the brokers outside and why.
+unreachable band: a plan that names the brokers outside and why. Production-shaped (issue 41): 300 brokers / 600k
+replicas every gate, disk within 5 %, <= 1.10 x bound, < 300 s and < 4096 MiB; 2,600 brokers / 3M replicas (with
+--huge) < 600 s and < 8192 MiB.
 """
 
 from __future__ import annotations
@@ -57,10 +60,14 @@ CASES: dict[str, tuple[str, str, dict]] = {
     "300b-600k-lifted": ("rebalance", "auto", {"time_limit": 7200}),
     # LinkedIn scale (issue 26): defaults split the placement in groups planned as Spark tasks (local[*]).
     "2600b-3m-defaults": ("rebalance", "auto", {}),
+    # Shaped like production (issue 41, load_cases.production): topic-correlated heavy-tailed sizes, unequal
+    # partition counts, lognormal starting weights with a tenth of the brokers recently added; defaults.
+    "300b-600k-production": ("rebalance", "auto", {}),
+    "2600b-3m-production": ("rebalance", "auto", {}),
 }
-HUGE = {"2600b-3m-defaults"}  # only with --huge or --case: minutes and gigabytes
+HUGE = {"2600b-3m-defaults", "2600b-3m-production"}  # only with --huge or --case: minutes and gigabytes
 LARGE = {"wix-263k-heavy", "300b-600k-unequal", "wix-263k-defaults", "wix-263k-counts-dflt", "300b-600k-defaults",
-         "300b-600k-lifted"}
+         "300b-600k-lifted", "300b-600k-production"}
 
 
 def build(case: str):
@@ -77,6 +84,10 @@ def build(case: str):
     if case.startswith("wix-263k"):
         return load_cases.heavy_tailed(build_scenario("wix", ScenarioParams(partitions=sum(WIX_BEFORE) // 3,
                                                                             topics=400))), None
+    if case == "300b-600k-production":
+        return load_cases.production(300, 6, 600_000, seed=1), None
+    if case == "2600b-3m-production":
+        return load_cases.production(2600, 13, 3_000_000, seed=1), None
     if case.startswith("2600b-3m"):
         return load_cases.unequal(2600, 13, 1_000_000, light=0, topics=5000), None
     if case.startswith("300b-600k"):

@@ -281,6 +281,27 @@ def test_a_plan_above_the_exact_programs_size_is_the_same_on_a_busy_machine() ->
     assert busy.hash == quiet.hash
 
 
+def test_a_broker_short_of_network_out_and_over_its_leader_count_hands_over() -> None:
+    """Broker 0 leads six quiet partitions: below its network-out band, one leader above its count band (at the
+    ceiling no hand-over may take it past). Taking a busy partition is refused; handing over a quiet one brings its
+    count into the band, and the pass does that (the 600k production-shaped plan failed the leader gate on one such
+    broker: 765 leaders for a median of 662)."""
+    from rebalancer.load import Band
+    from rebalancer.plan.leader_load import LeaderLoadInput, leader_load
+
+    leader = [0] * 6 + [1, 1, 2, 2]
+    units = [1.0] * 6 + [10.0] * 4
+    cands = [(0, 1, 2)] * 10
+    nw_out = {b: Band(13, 18, 46 / 3) for b in (0, 1, 2)}
+    counts = {b: Band(2, 5, 10 / 3) for b in (0, 1, 2)}
+    inp = LeaderLoadInput(leader, cands, {"nw_out": units, "leaders": [1.0] * 10}, {"nw_out": nw_out, "leaders": counts},
+                          {"nw_out": 1.0, "leaders": 1.0}, count_band=counts)
+    changed, stats = leader_load(inp)
+    after = [changed.get(i, b) for i, b in enumerate(leader)]
+    assert after.count(0) == 5, (after, stats)
+    assert all(2 <= after.count(b) <= 5 for b in (0, 1, 2))
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObject) -> None:

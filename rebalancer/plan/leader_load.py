@@ -189,18 +189,23 @@ class _Leadership:
 
     def step(self, x: int) -> tuple[int, int, int, int | None] | None:
         """The best single hand-over, else the best swap of two partitions of one topic between x and a partner
-        (which keeps every per-topic and per-broker leader count as it is)."""
+        (which keeps every per-topic and per-broker leader count as it is); first in the direction x is further out
+        by (giving when above), then in the other: a broker below its network-out band and above its leader-count
+        band may take no leadership (its count is at its ceiling), yet handing over a quiet partition helps it."""
         main = self.main
-        giving = self.above(x)
-        gap = (self.load[main][x] - self.high[main][x]) if giving else (self.low[main][x] - self.load[main][x])
-        desired = max(gap, 0.0)
-        pull = SIZE_PULL / self.scale[main][x]
+        first = self.above(x)
         led, could = self.lists(x)
-        pool = led if giving else could
-        best = self._hand_over(x, giving, pool, desired, pull)
-        if best is not None or not self.inp.topics:
-            return best
-        return self._swap(x, giving, pool, desired, pull)
+        pull = SIZE_PULL / self.scale[main][x]
+        for giving in (first, not first):
+            gap = (self.load[main][x] - self.high[main][x]) if giving else (self.low[main][x] - self.load[main][x])
+            desired = max(gap, 0.0)
+            pool = led if giving else could
+            best = self._hand_over(x, giving, pool, desired, pull)
+            if best is None and self.inp.topics:
+                best = self._swap(x, giving, pool, desired, pull)
+            if best is not None:
+                return best
+        return None
 
     def _hand_over(self, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
                    pull: float) -> tuple[int, int, int, int | None] | None:

@@ -701,6 +701,86 @@ def test_neighbourhoods_judge_counts_from_the_median_as_the_gate_does() -> None:
     assert stats["kept"] > 0 and stats["outside_bands"] == []
 
 
+def _shortcut_input(replicas: list[tuple[int, ...]], sizes: list[float], brokers: int, racks: int,
+                    width: float) -> Any:
+    from rebalancer.load import Band
+    from rebalancer.plan.load_greedy import LoadInput
+
+    ids = frozenset(range(brokers))
+    disk = [0.0] * brokers
+    for reps, s in zip(replicas, sizes, strict=True):
+        for b in reps:
+            disk[b] += s
+    mean = sum(disk) / brokers
+    band = {b: Band(int(mean * (1 - width)), int(mean * (1 + width)) + 1, mean) for b in ids}
+    return LoadInput(replicas=replicas, topics=["t"] * len(replicas), units={"disk": sizes}, bands={"disk": band},
+                     rack={b: f"r{b % racks}" for b in ids}, receivers=ids, givers=ids, removed=frozenset())
+
+
+def test_a_move_through_a_broker_is_cut_short() -> None:
+    """Replica i went 0 -> 1 and j, of the same size, 1 -> 2: i goes 0 -> 2 and j stays, every load as it was,
+    half the bytes. Where j went back to 0 instead, both stay where they were."""
+    from rebalancer.plan.neighbourhoods import _shortcuts, _State
+
+    replicas = [(0,), (1,), (0,), (1,), (2,)]
+    sizes = [10.0, 10.0, 50.0, 50.0, 50.0]
+    inp = _shortcut_input(replicas, sizes, 3, 3, 0.5)
+    state = _State(inp, {0: (1,), 1: (2,)})
+    load = {b: state.load["disk"][b] for b in range(3)}
+    assert _shortcuts(state) == (1, 10.0)
+    assert state.assign[:2] == [(2,), (1,)] and {b: state.load["disk"][b] for b in range(3)} == load
+    state = _State(inp, {0: (1,), 1: (0,)})
+    assert _shortcuts(state) == (1, 20.0)
+    assert state.assign[:2] == [(0,), (1,)]
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.data())
+def test_shortcuts_keep_counts_racks_and_bands_and_save_what_they_say(data: st.DataObject) -> None:
+    """Over random placements (partitions of a few alike sizes, RF 1-3 on distinct racks, moves drawn at random):
+    cutting moves short keeps every broker's replica count and each partition's replica count, spans no fewer racks,
+    leaves the brokers as near their bands (``_State.key`` over all), and copies exactly the bytes it says less."""
+    from rebalancer.plan.neighbourhoods import _copied, _shortcuts, _State
+
+    brokers = data.draw(st.integers(3, 7))
+    racks = data.draw(st.integers(3, brokers))
+    rf = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 25))
+    sizes = [float(data.draw(st.sampled_from([1, 2, 3, 10, 11]))) for _ in range(n)]
+    by_rack: dict[int, list[int]] = {}
+    for b in range(brokers):
+        by_rack.setdefault(b % racks, []).append(b)
+    replicas = []
+    for _ in range(n):
+        rs = data.draw(st.lists(st.sampled_from(sorted(by_rack)), min_size=rf, max_size=rf, unique=True))
+        replicas.append(tuple(data.draw(st.sampled_from(by_rack[r])) for r in rs))
+    placed = {}
+    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n, unique=True)):
+        reps = list(replicas[i])
+        k = data.draw(st.integers(0, rf - 1))
+        free = [b for b in range(brokers) if b not in reps]
+        if not free:
+            continue
+        reps[k] = data.draw(st.sampled_from(free))
+        placed[i] = tuple(reps)
+    inp = _shortcut_input(replicas, sizes, brokers, racks, data.draw(st.sampled_from([0.05, 0.2, 1.0])))
+    state = _State(inp, placed)
+    before = list(state.assign)
+    key_before = state.key(range(brokers), state.load)
+    copied = sum(_copied(inp, i, reps) for i, reps in enumerate(before))
+    _, saved = _shortcuts(state)
+    rack = inp.rack
+    for old, new in zip(before, state.assign, strict=True):
+        assert len(new) == len(set(new)) == len(old)
+        assert len({rack[b] for b in new}) >= len({rack[b] for b in old})
+    assert [sum(b in r for r in before) for b in range(brokers)] == \
+        [sum(b in r for r in state.assign) for b in range(brokers)]
+    assert state.key(range(brokers), state.load) <= key_before
+    assert state.load["disk"] == pytest.approx(
+        {b: sum(s for reps, s in zip(state.assign, sizes, strict=True) if b in reps) for b in range(brokers)})
+    assert copied - sum(_copied(inp, i, reps) for i, reps in enumerate(state.assign)) == pytest.approx(saved)
+
+
 def test_the_relaxation_proves_load_bands_out_of_reach_above_the_exact_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fuzz small seed 5 (2,139 replicas, too many for the whole 0/1 program): no placement meets every network-in
     band, and no sum shows it; the program's linear relaxation proves it in seconds, and the reason the approval

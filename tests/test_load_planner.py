@@ -781,6 +781,54 @@ def test_shortcuts_keep_counts_racks_and_bands_and_save_what_they_say(data: st.D
     assert copied - sum(_copied(inp, i, reps) for i, reps in enumerate(state.assign)) == pytest.approx(saved)
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(st.data())
+def test_a_step_widens_to_every_broker_before_it_gives_up(data: st.DataObject) -> None:
+    """Greedy's step reads its neediest partners a few at a time, widening while none has a move (``widening_move``):
+    it finds a move exactly when the search over every broker does, and its partner order (kept sorted as loads
+    change) is the ranking of every broker."""
+    import heapq
+
+    from rebalancer.load import load_bands
+    from rebalancer.plan.load_greedy import LoadInput, _Placement
+
+    brokers = data.draw(st.integers(3, 14))
+    racks = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(1, 40))
+    holders = st.lists(st.integers(0, brokers - 1), min_size=1, max_size=2, unique=True).map(tuple)
+    replicas = [data.draw(holders) for _ in range(n)]
+    sizes = [float(data.draw(st.sampled_from([1, 2, 5, 20]))) for _ in range(n)]
+    ids = frozenset(range(brokers))
+    total = sum(s * len(r) for r, s in zip(replicas, sizes, strict=True))
+    inp = LoadInput(replicas=replicas, topics=[f"t{i % 3}" for i in range(n)], units={"disk": sizes},
+                    bands={"disk": load_bands("disk", int(total), ids, band=0.05)},
+                    rack={b: f"r{b % racks}" for b in ids}, receivers=ids, givers=ids, removed=frozenset())
+    state = _Placement(inp)
+    for _ in range(data.draw(st.integers(0, 3))):  # a few moves first: the order must follow them
+        x = data.draw(st.sampled_from(sorted(ids)))
+        move = state.best_move(x, data.draw(st.booleans()), brokers)
+        if move is not None:
+            i, g, r = move
+            state.apply(i, g, r)
+            state.refresh(g)
+            state.refresh(r)
+    for x in sorted(ids):
+        for giving in (True, False):
+            d = state.need(x, giving)[0]
+            load, scale, low = state.load[d], state.scale[d], state.low[d]
+            if giving:
+                ranked = heapq.nsmallest(brokers, (r for r in state.receivers if r != x),
+                                         key=lambda r: (-state.below[r], load[r] / scale[r]))
+                assert [r for _, r in state.partners(x, d, True, brokers)] == ranked
+            else:
+                ranked = heapq.nsmallest(brokers, (g for g in state.givers if g != x and state.holding[g]),
+                                         key=lambda g: (-state.above[g], -(load[g] - low[g]) / scale[g]))
+                assert [g for g, _ in state.partners(x, d, False, brokers)] == ranked
+            every = state.best_move(x, giving, brokers)
+            widened = state.widening_move(x, giving)
+            assert (every is None) == (widened is None)
+
+
 def test_the_relaxation_proves_load_bands_out_of_reach_above_the_exact_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fuzz small seed 5 (2,139 replicas, too many for the whole 0/1 program): no placement meets every network-in
     band, and no sum shows it; the program's linear relaxation proves it in seconds, and the reason the approval

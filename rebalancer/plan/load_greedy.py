@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,6 +64,7 @@ REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: i
 SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x its size; the pull must outweigh that
 WINDOW = 12              # usable candidate partitions read on each side of the desired size
 FAN = 4                  # partners tried per step
+WIDEN = 4                # ... and so many times as many more, in turn, while none of them has a move
 CHECK_EVERY = 32
 
 
@@ -153,6 +155,28 @@ class _Placement:
         self.swaps = 0
         self.receivers = sorted(r for r in inp.receivers if r not in inp.removed)
         self.givers = sorted(inp.givers | inp.removed)
+        self._order_partners()
+
+    def _order_partners(self) -> None:
+        """Per dimension, the receivers and the givers in the order ``partners`` reads them (neediest first, ties in
+        broker order), kept sorted as ``refresh`` changes a broker: a step reads the first few instead of ranking
+        every broker (``heapq.nsmallest`` over 1,000-2,600 brokers was a third of a step)."""
+        from sortedcontainers import SortedList
+
+        self._taker_pos = {r: k for k, r in enumerate(self.receivers)}
+        self._giver_pos = {g: k for k, g in enumerate(self.givers)}
+        # each broker's key as it stands in the lists (its loads change before ``refresh`` moves it)
+        self._keys = {(d, side, b): key(d, b) for d in self.dims
+                      for side, key, ids in ((0, self._taker_key, self.receivers), (1, self._giver_key, self.givers))
+                      for b in ids}
+        self._takers = {d: SortedList(self._keys[(d, 0, r)] for r in self.receivers) for d in self.dims}
+        self._givers = {d: SortedList(self._keys[(d, 1, g)] for g in self.givers) for d in self.dims}
+
+    def _taker_key(self, d: str, r: int) -> tuple[float, float, int, int]:
+        return -self.below[r], self.load[d][r] / self.scale[d][r], self._taker_pos[r], r
+
+    def _giver_key(self, d: str, g: int) -> tuple[float, float, int, int]:
+        return -self.above[g], -(self.load[d][g] - self.low[d][g]) / self.scale[d][g], self._giver_pos[g], g
 
     def _count_loads(self) -> None:
         """Every broker's load per dimension, the partitions it holds (ascending) and its replicas per topic, in
@@ -213,6 +237,14 @@ class _Placement:
         return 0.0
 
     def refresh(self, b: int) -> float:
+        """Broker b's violation above and below its bands, after its load changed (its partner order kept)."""
+        ordered = hasattr(self, "_takers")
+        if ordered:  # out of the partner order under its old key, back in under its new one
+            for d in self.dims:
+                if b in self._taker_pos:
+                    self._takers[d].remove(self._keys[(d, 0, b)])
+                if b in self._giver_pos:
+                    self._givers[d].remove(self._keys[(d, 1, b)])
         up = down = 0.0
         for d in self.dims:
             v, high, low = self.load[d][b], self.high[d][b], self.low[d][b]
@@ -221,6 +253,14 @@ class _Placement:
             elif v < low:
                 down += (low - v) / self.scale[d][b]
         self.above[b], self.below[b] = up, down
+        if ordered:
+            for d in self.dims:
+                if b in self._taker_pos:
+                    self._keys[(d, 0, b)] = key = self._taker_key(d, b)
+                    self._takers[d].add(key)
+                if b in self._giver_pos:
+                    self._keys[(d, 1, b)] = key = self._giver_key(d, b)
+                    self._givers[d].add(key)
         return up + down
 
     def violation(self, b: int) -> float:
@@ -330,24 +370,22 @@ class _Placement:
 
     def partners(self, x: int, d: str, giving: bool, fan: int) -> list[tuple[int, int]]:
         """(giver, receiver) pairs for broker x's step: the ``fan`` most needy brokers on the other side."""
-        load, scale, low, above, below = self.load[d], self.scale[d], self.low[d], self.above, self.below
         if giving:
-            takers = heapq.nsmallest(fan, (r for r in self.receivers if r != x),
-                                     key=lambda r: (-below[r], load[r] / scale[r]))
+            takers = itertools.islice((key[-1] for key in self._takers[d] if key[-1] != x), fan)
             return [(x, r) for r in takers]
         holding = self.holding
-        givers = heapq.nsmallest(fan, (g for g in self.givers if g != x and holding[g]),
-                                 key=lambda g: (-above[g], -(load[g] - low[g]) / scale[g]))
+        givers = itertools.islice((key[-1] for key in self._givers[d] if key[-1] != x and holding[key[-1]]), fan)
         return [(g, x) for g in givers]
 
-    def best_move(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+    def best_move(self, x: int, giving: bool, fan: int, skip: int = 0) -> tuple[int, int, int] | None:
+        """Broker x's best move with its ``fan`` neediest partners, the first ``skip`` of them aside."""
         d, desired = self.need(x, giving)
         s = self.scale[d][x]
         units, topic_count, n_topics = self.units[d], self.topic_count, self.topics_n
         topic_of = self.topic_of
         best: tuple[float, int, int, int, int] | None = None
         found: dict[int, list[int]] = {}
-        for g, r in self.partners(x, d, giving, fan):
+        for g, r in self.partners(x, d, giving, fan)[skip:]:
             cands = found.get(g)
             if cands is None:
                 cands = found[g] = self.candidates(d, g, desired)
@@ -364,6 +402,18 @@ class _Placement:
                 if best is None or (score, spread) < (best[0], best[1]):
                     best = (score, spread, i, g, r)
         return None if best is None else best[2:]
+
+    def widening_move(self, x: int, giving: bool) -> tuple[int, int, int] | None:
+        """Broker x's best move among its neediest partners: the first ``FAN``, else the next ones, ``WIDEN`` times
+        as many each time, up to every broker. A step that ranked every broker as soon as its first ``FAN`` had no
+        move spent 90 ms on each at 1,000 brokers, 99 % of the placement's time (fuzz-shaped, 60k replicas); almost
+        all of them found one, near the front."""
+        fan, skip = FAN, 0
+        while True:
+            move = self.best_move(x, giving, fan, skip)
+            if move is not None or fan >= len(self.brokers):
+                return move
+            fan, skip = fan * WIDEN, fan
 
     def swap_delta(self, out: int, into: int, x: int, y: int) -> float | None:
         """The change of the total violation when partition ``out`` moves its replica from x to y and ``into`` its
@@ -482,7 +532,7 @@ class _Placement:
                 what = self.role(x)
                 move = None
                 if what:
-                    move = self.best_move(x, what == "give", FAN) or self.best_move(x, what == "give", len(self.brokers))
+                    move = self.widening_move(x, what == "give")
                 if move is None and what:
                     # among the 2 x FAN neediest partners only: a search over every broker, per stuck broker and
                     # retry, would cost seconds on hundreds of brokers

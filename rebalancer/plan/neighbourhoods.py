@@ -277,12 +277,8 @@ def _round(state: _State, hood: Sequence[int], deadline: Deadline, node_limit: i
             for b in reps:
                 if b in load[d]:
                     load[d][b] += u
-    size = inp.units.get("disk")
-    moved_now = moved_new = 0.0
-    if size is not None:
-        for i, reps in new.items():
-            moved_now += size[i] * sum(1 for b in state.assign[i] if b not in inp.replicas[i])
-            moved_new += size[i] * sum(1 for b in reps if b not in inp.replicas[i])
+    moved_now = sum(_copied(inp, i, state.assign[i]) for i in new)
+    moved_new = sum(_copied(inp, i, reps) for i, reps in new.items())
     old_key = (*state.key(hood, state.load), round(moved_now, 3))
     new_key = (*state.key(hood, load), round(moved_new, 3))
     if new_key >= old_key:

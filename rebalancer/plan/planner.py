@@ -384,10 +384,40 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                                               int(lstats.get("bytes_lower_bound") or 0)),
                                           solver, "the load program on the brokers receiving most, for fewer bytes "
                                                   "(the exact program stopped short of its bound)")
+    if budget.remaining() > 0 and _counts_outside_gate_of(problem, by_index, req.model.band["replicas"]) > 0:
+        with budget.phase("count_repair", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
+            by_index = _count_repair(problem, by_index, req.model.band["replicas"], deadline, solver)
     if stats["outside_bands"]:
         _prove_by_sums(problem, solver, by_sum)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _count_repair(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_band: float, deadline: Deadline,
+                  solver: dict[str, Any]) -> dict[int, tuple[int, ...]]:
+    """Replica counts the gate fails, repaired: the gate measures from the median, and counts the planner held to its
+    band around the average can split at the band's edges (fuzz small seed 37: 9 brokers at 45 and 9 at 57 around
+    51, median 49, and 57 is 16.3 % above it). Only then, ``load_greedy`` goes on from the placement with the counts
+    held to the band any counts inside of pass the gate (``median_safe_band``), the load bands as they were; kept
+    when it stands better against the gates (``_gate_key``). Recorded as ``solver["count_repair"]``."""
+    safe = (problem.safe_bands or {}).get("replicas")
+    before = _gate_key(problem, placed, count_band)
+    if not safe or "replicas" not in problem.bands or before[0] <= 0:
+        return placed
+    narrow = {b: Band(max(m.floor, safe[b].floor), min(m.ceil, safe[b].ceil), m.average)
+              if b in safe and max(m.floor, safe[b].floor) <= min(m.ceil, safe[b].ceil) else m
+              for b, m in problem.bands["replicas"].items()}
+    start = [placed.get(i, reps) for i, reps in enumerate(problem.replicas)]
+    changed, stats = load_greedy(dataclasses.replace(problem, replicas=start, origin=problem.replicas,
+                                                     bands={**problem.bands, "replicas": narrow}), deadline)
+    repaired = {i: reps for i, reps in ((i, changed.get(i, r)) for i, r in enumerate(start))
+                if reps != tuple(problem.replicas[i])}
+    after = _gate_key(problem, repaired, count_band)
+    kept = after < before
+    solver["count_repair"] = {"algorithm": "load greedy from the placement, counts held to the band that passes "
+                                           "their gate from any median", "moves": stats["moves"],
+                              "kept": kept, "counts_outside_before": before[0], "counts_outside_after": after[0]}
+    return repaired if kept else placed
 
 
 def _neighbourhoods(problem: LoadInput, placed: dict[int, tuple[int, ...]], budget: Budget, reserve: float,
@@ -444,18 +474,32 @@ def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
     """How a placement stands against the gates, to compare two: (replica counts outside their gate, the load
     outside the gates' bands weighted by priority, bytes moved). The counts come first as in the program
     (``lp_load.GATE_WEIGHT``): the Wix gate is the one a plan may not trade away for disk."""
-    outside_counts = 0.0
-    band = (problem.gate_bands or {}).get("replicas")
-    if band and "replicas" in problem.units:
-        # as the replica gate measures it (rebalancer.validate): from the median, max(band x median, 1) allowed
-        count = dict.fromkeys(band, 0.0)
-        for i, reps in enumerate(problem.replicas):
-            for b in placement.get(i, reps):
-                if b in count:
-                    count[b] += problem.units["replicas"][i]
-        outside_counts = sum(_count_gate_excess(count, count_band).values())
     load, moved = evaluate(problem, placement, gates=True)
-    return round(outside_counts, 9), round(load, 9), moved
+    return round(_counts_outside_gate_of(problem, placement, count_band), 9), round(load, 9), moved
+
+
+def _counts_outside_gate_of(problem: LoadInput, placement: Mapping[int, tuple[int, ...]], count_band: float) -> float:
+    """How far the placement's replica counts lie outside their gate, summed, as the gate measures them
+    (``rebalancer.validate``: from the median, max(band x median, 1) allowed); 0 without a count dimension. The
+    counts before planning in columns (numpy), then the changed partitions: cheap at millions of replicas."""
+    import numpy as np
+
+    from ..load import replica_columns
+
+    band = (problem.gate_bands or {}).get("replicas")
+    if not band or "replicas" not in problem.units:
+        return 0.0
+    units = problem.units["replicas"]
+    part, flat, _ = replica_columns(problem.replicas)
+    ids = np.asarray(sorted(set(flat.tolist()) | set(band)), dtype=np.int64)
+    held = np.bincount(np.searchsorted(ids, flat), weights=np.asarray(units, dtype=float)[part], minlength=len(ids))
+    count = dict(zip(ids.tolist(), held.tolist(), strict=True))
+    for i, reps in placement.items():
+        for b in problem.replicas[i]:
+            count[b] -= units[i]
+        for b in reps:
+            count[b] = count.get(b, 0.0) + units[i]
+    return sum(_count_gate_excess({b: count[b] for b in band}, count_band).values())
 
 
 def _bands_proof(steps: Sequence[Mapping[str, Any]], found: bool, by_sum: bool = False) -> dict[str, Any]:

@@ -673,6 +673,25 @@ def test_a_program_stopped_far_from_its_bound_has_its_bytes_trimmed() -> None:
     assert all(_within(plan, d) for d in ("disk", "nw_in", "replicas"))
 
 
+def _split_counts(band: float):
+    """Eight brokers holding 24, 24, 24, 24, 24, 30, 30, 30 single-replica partitions (average 26.25, median 24: the
+    three at 30 fail the replica gate), counts only; the planner's band ``band`` x the average, the gate's 15 %.
+    Returns (counts, replicas, LoadInput)."""
+    from rebalancer.load import load_bands
+    from rebalancer.plan.load_greedy import LoadInput, count_gate_band, median_safe_band
+
+    counts = [24] * 5 + [30] * 3
+    replicas = [(b,) for b, n in enumerate(counts) for _ in range(n)]
+    total, brokers = len(replicas), frozenset(range(8))
+    inp = LoadInput(replicas=replicas, topics=[f"t{i % 7}" for i in range(total)],
+                    units={"replicas": [1.0] * total},
+                    bands={"replicas": load_bands("replicas", total, brokers, band=band)},
+                    rack={b: f"r{b}" for b in brokers}, receivers=brokers, givers=brokers, removed=frozenset(),
+                    gate_bands={"replicas": count_gate_band(total, brokers, 0.15)},
+                    safe_bands={"replicas": median_safe_band(total, brokers, 0.15)}, count_gate={"replicas": 0.15})
+    return counts, replicas, inp
+
+
 def test_counts_the_gate_fails_are_repaired_within_the_band_that_passes_it() -> None:
     """Eight brokers at 24, 24, 24, 24, 24, 30, 30, 30 replicas: each inside the planner's band around the average
     (26.25), but three fail the gate, which measures from the median (24: 3.6 allowed). The count repair goes on from
@@ -680,20 +699,10 @@ def test_counts_the_gate_fails_are_repaired_within_the_band_that_passes_it() -> 
     the gate passes is left alone."""
     import statistics
 
-    from rebalancer.load import load_bands
     from rebalancer.plan.budget import Deadline
-    from rebalancer.plan.load_greedy import LoadInput, count_gate_band, median_safe_band
     from rebalancer.plan.planner import _count_repair
 
-    counts = [24] * 5 + [30] * 3
-    replicas = [(b,) for b, n in enumerate(counts) for _ in range(n)]
-    total, brokers = len(replicas), frozenset(range(8))
-    inp = LoadInput(replicas=replicas, topics=[f"t{i % 7}" for i in range(total)],
-                    units={"replicas": [1.0] * total},
-                    bands={"replicas": load_bands("replicas", total, brokers, band=0.15)},
-                    rack={b: f"r{b}" for b in brokers}, receivers=brokers, givers=brokers, removed=frozenset(),
-                    gate_bands={"replicas": count_gate_band(total, brokers, 0.15)},
-                    safe_bands={"replicas": median_safe_band(total, brokers, 0.15)}, count_gate={"replicas": 0.15})
+    counts, replicas, inp = _split_counts(0.15)
     assert all(inp.bands["replicas"][b].contains(n) for b, n in enumerate(counts))
     solver: dict[str, object] = {}
     placed = _count_repair(inp, {}, 0.15, Deadline.never(), solver)
@@ -732,19 +741,9 @@ def test_neighbourhoods_judge_counts_from_the_median_as_the_gate_does() -> None:
     bring every broker within it."""
     import statistics
 
-    from rebalancer.load import load_bands
-    from rebalancer.plan.load_greedy import LoadInput, count_gate_band, median_safe_band
     from rebalancer.plan.neighbourhoods import repair_neighbourhoods
 
-    counts = [24] * 5 + [30] * 3
-    replicas = [(b,) for b, n in enumerate(counts) for _ in range(n)]
-    total, brokers = len(replicas), frozenset(range(8))
-    inp = LoadInput(replicas=replicas, topics=[f"t{i % 7}" for i in range(total)],
-                    units={"replicas": [1.0] * total},
-                    bands={"replicas": load_bands("replicas", total, brokers, band=0.10)},
-                    rack={b: f"r{b}" for b in brokers}, receivers=brokers, givers=brokers, removed=frozenset(),
-                    gate_bands={"replicas": count_gate_band(total, brokers, 0.15)},
-                    safe_bands={"replicas": median_safe_band(total, brokers, 0.15)}, count_gate={"replicas": 0.15})
+    counts, replicas, inp = _split_counts(0.10)
     assert all(inp.gate_bands["replicas"][b].contains(n) for b, n in enumerate(counts))  # the average's band holds them
     changed, stats = repair_neighbourhoods(inp, {}, node_limit=500)
     after = [sum(1 for i, reps in enumerate(replicas) for x in changed.get(i, reps) if x == b) for b in range(8)]

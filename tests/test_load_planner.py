@@ -281,6 +281,44 @@ def test_a_plan_above_the_exact_programs_size_is_the_same_on_a_busy_machine() ->
     assert busy.hash == quiet.hash
 
 
+def test_each_program_of_the_ladder_has_its_own_safety_net(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact program's steps and the weighted program stop at their node limits; the wall clock is each one's
+    own safety net. It was one net shared along the ladder: a step that took 48 s left the next 12 s, which cut it
+    at whatever a busy machine had reached, and the plan depended on the load (fuzz small seeds 111, 167). Here each
+    step says it took 55 s; every program still gets the whole net."""
+    from rebalancer.plan import planner
+
+    real = planner.lp_load
+    limits: list[float] = []
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        limits.append(args[1])
+        changed, stats = real(*args, **kwargs)
+        return changed, {**stats, "seconds": 55.0}
+
+    monkeypatch.setattr(planner, "lp_load", slow)
+    cluster = build_scenario("new-brokers", ScenarioParams(partitions=48))
+    plan = make_plan(cluster, "add-brokers", brokers=sorted(cluster.meta["new_brokers"]))
+    steps = plan.solver["bands_proof"]["steps"]
+    assert len(steps) >= 3 and len(limits) >= len(steps), steps  # both steps at the gates' bands, then widened
+    assert all(limit == pytest.approx(planner.LP_SAFETY_SECONDS, abs=1.0) for limit in limits), limits
+    assert "cut short" not in plan.solver["status"]
+
+
+def test_a_program_its_safety_net_stopped_says_so_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a program's wall clock stops it before its node limit, the placement depends on how busy the machine
+    was: the plan says so (the phase cut short, in its status and its approval request), and stays valid."""
+    from rebalancer.plan import planner
+
+    monkeypatch.setattr(planner, "LP_SAFETY_SECONDS", 0.01)
+    cluster = build_scenario("new-brokers", ScenarioParams(partitions=48))
+    new = sorted(cluster.meta["new_brokers"])
+    plan = make_plan(cluster, "add-brokers", brokers=new)
+    assert plan.solver["status"].startswith("Time limit reached in lp (cut short: lp"), plan.solver["status"]
+    assert plan.solver["budget"]["phases"]["lp"]["cut_short"] is True
+    _assert_valid(cluster, plan, "add-brokers", new)
+
+
 def test_a_broker_short_of_network_out_and_over_its_leader_count_hands_over() -> None:
     """Broker 0 leads six quiet partitions: below its network-out band, one leader above its count band (at the
     ceiling no hand-over may take it past). Taking a busy partition is refused; handing over a quiet one brings its

@@ -328,9 +328,12 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
     if run_lp and budget.remaining() > 0:
         # The leader passes come after the program: keep them their time whatever the program takes.
         with budget.phase("lp", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-            # auto: the exact program's node limit, a wall clock only as the safety net above it
-            whole = chosen == "lp" or deadline.remaining() <= LP_SAFETY_SECONDS  # else the net stops it, not the budget
-            seconds = deadline.remaining() if whole else LP_SAFETY_SECONDS
+            def clock() -> float:
+                """One program's wall clock: under auto its node limit decides and this is only the safety net (each
+                program its own: a net shared along the ladder cut the next step at whatever a busy machine had left
+                of it, and the plan then depended on the load: fuzz small seeds 111, 167); ``lp``: the phase's time."""
+                return deadline.remaining() if chosen == "lp" else min(LP_SAFETY_SECONDS, deadline.remaining())
+
             # First the gates' bands as constraints and the fewest bytes: a solution meets every band (and says how
             # near the fewest bytes it is); "Infeasible" proves that no placement does.
             exact: dict[int, tuple[int, ...]] | None = None
@@ -344,15 +347,15 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                 # narrowest load band the ladder proves reachable.
                 if proven and widen == 1.0:
                     continue
-                left = seconds - sum(st["seconds"] for st in steps)
-                if left <= 0:
+                if deadline.expired():
                     break
-                exact, hstats = lp_load(problem, left, write_lp=write_lp if not steps else None, hard=True,
+                exact, hstats = lp_load(problem, clock(), write_lp=write_lp if not steps else None, hard=True,
                                         widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT)
                 steps.append({"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"],
                               "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3),
                               **({"bytes_lower_bound": hstats["bytes_lower_bound"]}
                                  if "bytes_lower_bound" in hstats else {})})
+                deadline.cut_short |= _timed_out(hstats)
                 if exact is not None or "infeasible" not in str(hstats["status"]).lower():
                     break
             if exact_size and steps:
@@ -360,13 +363,11 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
             if (least := max((st.get("bytes_lower_bound", 0) for st in steps), default=0)) > 0:
                 solver["bytes_proof"] = {"bytes": least, "by": BYTES_PROOF_BY}
             changed, lstats = exact, hstats
-            if exact is None:
+            if exact is None and not deadline.expired():
                 # No step settled within its nodes: the weighted program, which brings the brokers as near their
                 # bands as it can (the priorities' order), then the fewest bytes.
-                changed, lstats = lp_load(problem, max(0.1, seconds - sum(st["seconds"] for st in steps)),
-                                          warm_start=by_index, node_limit=LP_NODE_LIMIT)
-            if "time limit" in str(lstats.get("status", "")).lower() and whole:
-                deadline.cut_short = True
+                changed, lstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
+                deadline.cut_short |= _timed_out(lstats)
         solver["lp"] = lstats
         solver["gap"] = lstats.get("gap")
         if changed is not None and _gate_key(problem, changed, req.model.band["replicas"]) <= _gate_key(
@@ -391,6 +392,12 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
         _prove_by_sums(problem, solver, by_sum)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
+
+
+def _timed_out(stats: Mapping[str, Any]) -> bool:
+    """Whether a program stopped at its wall clock (the phase's, or its own safety net) rather than its node limit
+    or an answer: the plan then depends on how busy the machine was, and says so (the phase is marked cut short)."""
+    return "time limit" in str(stats.get("status", "")).lower()
 
 
 def _count_repair(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_band: float, deadline: Deadline,
@@ -431,6 +438,7 @@ def _neighbourhoods(problem: LoadInput, placed: dict[int, tuple[int, ...]], budg
     with budget.phase("neighbourhoods", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
         placed, hood = repair_neighbourhoods(problem, placed, deadline, node_limit=LP_NODE_LIMIT,
                                              bytes_enough=TRIM_ENOUGH * bound)
+        deadline.cut_short |= bool(hood["cut_short"])  # a program stopped by its safety net, not its nodes: said
     solver["neighbourhoods"] = {"algorithm": algorithm, **hood}
     return placed, dict(hood)
 
@@ -446,6 +454,7 @@ def _relaxation_proof(problem: LoadInput, solver: dict[str, Any], budget: Budget
                                             if d not in COUNTS})
     with budget.phase("relaxation", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
         _, stats = lp_load(loads, min(LP_SAFETY_SECONDS, deadline.remaining()), hard=True, lenient=True, relax=True)
+        deadline.cut_short |= _timed_out(stats)
     step = {"widen": 1.0, "one_way_no_worse": True, "relaxed": True, "status": stats["status"],
             "seconds": round(stats["seconds"] + stats.get("build_seconds", 0.0), 3)}
     solver["relaxation"] = step

@@ -607,6 +607,33 @@ def test_greedy_moves_a_replica_it_added_on_under_the_change_cap(monkeypatch: py
     assert plan.summary["load"]["dimensions"]["disk"]["outside_after"] == []
 
 
+@pytest.mark.slow
+def test_a_bytes_trimming_program_stops_at_its_own_small_node_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A neighbourhood that trims bytes starts from a placement that meets its bands and only looks for fewer bytes:
+    given the repair's 500 nodes, such programs ran 17-27 s each without beating their start (fuzz small seed 61),
+    until the phase's clock cut the plan short. They stop at ``TRIM_NODE_LIMIT`` nodes; the repair keeps its own."""
+    from load_cases import family
+
+    import rebalancer.plan.neighbourhoods as hoods
+    from rebalancer.plan.planner import LP_NODE_LIMIT
+
+    limits: list[int] = []
+    real = hoods._round
+
+    def spy(state: Any, hood: Any, deadline: Any, node_limit: int) -> Any:
+        limits.append(node_limit)
+        return real(state, hood, deadline, node_limit)
+
+    monkeypatch.setattr(hoods, "_round", spy)
+    cluster, mode, new = family("small", 15)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    hood = plan.solver["neighbourhoods"]
+    assert hood["trimmed"] > 0 and not hood["cut_short"], hood
+    assert len(limits) == hood["rounds"] and limits.count(hoods.TRIM_NODE_LIMIT) >= hood["trimmed"], limits
+    assert set(limits) <= {LP_NODE_LIMIT, hoods.TRIM_NODE_LIMIT}, limits
+    assert plan.summary["load"]["bytes_to_bound"] <= 1.10
+
+
 def test_neighbourhoods_bring_in_what_one_move_at_a_time_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fuzz family small, seed 0: 25 brokers, 1,167 replicas at RF 3, one topic of partitions of 4-6.5 GB where a
     broker's target is 7.9 GB; brokers 3 and 7 start with two of them. Greedy leaves brokers 50 % over on disk and

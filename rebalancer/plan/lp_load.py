@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from .load_greedy import LoadInput, add_fixed
 from .lp import _solver, _write_lp, solve_status
 from .targets import PlanError
 
-__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load"]
+__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load", "timed_out"]
 
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
@@ -303,6 +304,12 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
         v.varValue = values.get(v.name, 0.0)
     return {**result, "seconds": round(time.monotonic() - started, 3), "variables": len(prob.variables()),
             "constraints": prob.numConstraints()}
+
+
+def timed_out(stats: Mapping[str, Any]) -> bool:
+    """Whether the program stopped at its wall clock (its safety net, or the phase's time) rather than its node limit
+    or an answer: what it returned then depends on how busy the machine was, and the caller says so."""
+    return "time limit" in str(stats.get("status", "")).lower()
 
 
 def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:

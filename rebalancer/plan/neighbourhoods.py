@@ -42,7 +42,7 @@ from typing import TypedDict
 from ..load import Band
 from .budget import Deadline
 from .load_greedy import LoadInput, add_fixed, broker_violation, median_gate_band
-from .lp_load import COUNTS, lp_load
+from .lp_load import COUNTS, lp_load, timed_out
 from .sum_proofs import one_way
 
 __all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS",
@@ -255,7 +255,7 @@ def _solve(state: _State, hood: Sequence[int], parts: Sequence[int], seconds: fl
         max_changes=inp.max_changes, keep_racks=inp.keep_racks, weight=inp.weight, gate_bands=state.gate(),
         safe_bands=inp.safe_bands, fixed=fixed, origin=[inp.replicas[i] for i in parts])
     changed, stats = lp_load(sub, seconds, warm_start={}, node_limit=node_limit, gap=GAP)
-    cut = "time limit" in str(stats.get("status", "")).lower()
+    cut = timed_out(stats)
     if changed is None or cut:  # what a clock cut depends on the machine: not kept, so the plan does not
         return None, cut
     return {i: changed.get(k, assign[i]) for k, i in enumerate(parts)}, cut

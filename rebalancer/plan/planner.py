@@ -68,7 +68,7 @@ from .load_greedy import (
 )
 from .load_summary import bytes_bound, load_summary
 from .lp import lp_balance
-from .lp_load import COUNTS, lp_load
+from .lp_load import COUNTS, lp_load, timed_out
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan
@@ -355,7 +355,7 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                               "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3),
                               **({"bytes_lower_bound": hstats["bytes_lower_bound"]}
                                  if "bytes_lower_bound" in hstats else {})})
-                deadline.cut_short |= _timed_out(hstats)
+                deadline.cut_short |= timed_out(hstats)
                 if exact is not None or "infeasible" not in str(hstats["status"]).lower():
                     break
             if exact_size and steps:
@@ -367,7 +367,7 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                 # No step settled within its nodes: the weighted program, which brings the brokers as near their
                 # bands as it can (the priorities' order), then the fewest bytes.
                 changed, lstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
-                deadline.cut_short |= _timed_out(lstats)
+                deadline.cut_short |= timed_out(lstats)
         solver["lp"] = lstats
         solver["gap"] = lstats.get("gap")
         if changed is not None and _gate_key(problem, changed, req.model.band["replicas"]) <= _gate_key(
@@ -392,12 +392,6 @@ def _place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
         _prove_by_sums(problem, solver, by_sum)
     parts = cluster.partitions
     return {parts[i].tp: reps for i, reps in by_index.items()}, used
-
-
-def _timed_out(stats: Mapping[str, Any]) -> bool:
-    """Whether a program stopped at its wall clock (the phase's, or its own safety net) rather than its node limit
-    or an answer: the plan then depends on how busy the machine was, and says so (the phase is marked cut short)."""
-    return "time limit" in str(stats.get("status", "")).lower()
 
 
 def _count_repair(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_band: float, deadline: Deadline,
@@ -454,7 +448,7 @@ def _relaxation_proof(problem: LoadInput, solver: dict[str, Any], budget: Budget
                                             if d not in COUNTS})
     with budget.phase("relaxation", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
         _, stats = lp_load(loads, min(LP_SAFETY_SECONDS, deadline.remaining()), hard=True, lenient=True, relax=True)
-        deadline.cut_short |= _timed_out(stats)
+        deadline.cut_short |= timed_out(stats)
     step = {"widen": 1.0, "one_way_no_worse": True, "relaxed": True, "status": stats["status"],
             "seconds": round(stats["seconds"] + stats.get("build_seconds", 0.0), 3)}
     solver["relaxation"] = step

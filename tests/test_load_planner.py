@@ -340,6 +340,38 @@ def test_a_broker_short_of_network_out_and_over_its_leader_count_hands_over() ->
     assert all(2 <= after.count(b) <= 5 for b in (0, 1, 2))
 
 
+def test_a_leader_count_the_flow_left_below_the_gates_band_is_brought_inside() -> None:
+    """Six brokers, one topic of 600 partitions (RF 3, above the exact program's size): broker 0 leads 75
+    partitions of 1.4 bytes/s, the others 105 of 1.0, so every broker's network out is the same (its band 30 %
+    wide) and no hand-over helps it. A count band any counts inside of pass the leader gate is 92-105: broker 0's
+    75 is 30 below the median of 105, which fails the gate (fuzz medium 11: the flow per topic group left a broker
+    at 75 leaders, and the hand-overs, which only kept it no further out, filled the band's top to a median of
+    89). The hand-overs bring it inside."""
+    from rebalancer.plan.budget import Deadline
+    from rebalancer.plan.leader_exact import EXACT_MAX_PARTITIONS
+    from rebalancer.plan.load_greedy import median_safe_band
+    from rebalancer.plan.planner import _count_gate_excess, _leaders_on_load
+    from rebalancer.plan.targets import make_targets
+
+    leads = [0] * 75 + [b for b in range(1, 6) for _ in range(105)]
+    assert len(leads) > EXACT_MAX_PARTITIONS
+    parts = [Partition("t", i, (b, (b + 1) % 6, (b + 2) % 6), b, (b, (b + 1) % 6, (b + 2) % 6), size_bytes=100,
+                       bytes_in_per_s=1.4 if b == 0 else 1.0) for i, b in enumerate(leads)]
+    cluster = Cluster([Broker(b) for b in range(6)], parts)
+    model = load_model(cluster, band={"nw_out": 0.3})
+    safe = median_safe_band(len(parts), range(6), model.band["leaders"])[0]
+    assert (safe.floor, safe.ceil) == (92, 105)
+    before = {b: leads.count(b) for b in range(6)}
+    assert [b for b, x in _count_gate_excess(before, model.band["leaders"]).items() if x] == [0]
+    assignment: dict[tuple[str, int], tuple[int, ...]] = {}
+    _leaders_on_load(cluster, assignment, make_targets(cluster, "rebalance"), model, Deadline.never())
+    after = {b: 0 for b in range(6)}
+    for p in parts:
+        after[assignment.get(p.tp, p.replicas)[0]] += 1
+    assert all(safe.floor <= n <= safe.ceil for n in after.values()), after
+    assert not any(_count_gate_excess(after, model.band["leaders"]).values()), after
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_leader_pass_indexes_every_candidate_as_the_loop_would(data: st.DataObject) -> None:

@@ -510,18 +510,20 @@ def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float
         yield backend
 
 
-def _options(throttle: str, *, max_moves_per_broker: int | None = None, max_moves: int | None = None,
-             max_batch_bytes: str | None = None, order: str | None = None, poll: float | None = None,
-             min_timeout: float | None = None, timeout_factor: float | None = None,
+def _options(throttle: str, *, schedule: str | None = None, max_moves_per_broker: int | None = None,
+             max_moves: int | None = None, max_batch_bytes: str | None = None, order: str | None = None,
+             poll: float | None = None, min_timeout: float | None = None, timeout_factor: float | None = None,
              throttle_settle: float | None = None, destination_grace: float | None = None,
              progress: Callable[[str], None] | None = None) -> ExecOptions:
-    """ExecOptions from the runbook's arguments (None: ExecOptions' default); progress lines on stdout (task logs)."""
+    """ExecOptions from the runbook's arguments (None: ExecOptions' default); progress lines on stdout (task logs).
+    ``schedule``: "batches", "rolling" or "auto" (``ExecOptions.schedule``); a rollback always runs in batches."""
     from .execute import ExecOptions
 
-    return ExecOptions.from_input(throttle, max_batch_bytes=max_batch_bytes, per_broker=max_moves_per_broker,
-                                  total=max_moves, order=order, poll=poll, min_timeout=min_timeout,
-                                  timeout_factor=timeout_factor, throttle_settle=throttle_settle,
-                                  destination_grace=destination_grace, progress=progress or (lambda text: print(text, flush=True)))
+    return ExecOptions.from_input(throttle, schedule=schedule, max_batch_bytes=max_batch_bytes,
+                                  per_broker=max_moves_per_broker, total=max_moves, order=order, poll=poll,
+                                  min_timeout=min_timeout, timeout_factor=timeout_factor,
+                                  throttle_settle=throttle_settle, destination_grace=destination_grace,
+                                  progress=progress or (lambda text: print(text, flush=True)))
 
 
 def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
@@ -535,7 +537,8 @@ def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any]
     with _backend(source, kafka_config, timeout) as backend:
         state = run_execute(run_dir, backend, opts)
     batches = state.get("batches", [])
-    return {"run_dir": str(run_dir), "finished": bool(state.get("finished")), "batches": len(batches),
+    return {"run_dir": str(run_dir), "finished": bool(state.get("finished")),
+            "schedule": str(state.get("schedule", "batches")), "batches": len(batches),
             "moves": sum(len(b.get("todo", b.get("steps", []))) for b in batches),
             "skipped_drifted": sum(len(b.get("skipped", [])) for b in batches),
             "throttle_bytes_per_s": state.get("throttle_bytes_per_s")}

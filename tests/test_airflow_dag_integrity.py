@@ -124,7 +124,7 @@ def test_runbook_tasks_wiring_and_no_cycles(bag: dict[str, Any], dag_id: str) ->
 
 def test_trigger_params(bag: dict[str, Any]) -> None:
     add = bag["dags"]["kafka_add_brokers"]["params"]
-    for p in ("new_brokers", "throttle", "strategy", "max_moves_per_broker", "backend", "approvers",
+    for p in ("new_brokers", "throttle", "execution_schedule", "strategy", "max_moves_per_broker", "backend", "approvers",
               "approval_timeout_hours", "zookeeper_conn_id", "kafka_conn_id"):
         assert p in add
     assert "require_approval" in bag["dags"]["kafka_leader_rebalance"]["params"]

@@ -124,3 +124,31 @@ def test_bad_connections_are_one_line_input_errors(tmp_path: Path) -> None:
     for name, message in out.items():
         assert not message.startswith("RAW") and "\n" not in message, (name, message)
     assert out["task"].startswith("AirflowFailException: InputError: Airflow connection 'nowhere' is not defined")
+
+
+OPTIONS_PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from rebalancer_airflow.runbook_dag import _exec_options, common_params
+from rebalancer import runbook
+params = {k: p.value for k, p in common_params("rebalance").items()}
+out = {"defaults": _exec_options(params)}
+out["rolling"] = _exec_options({**params, "execution_schedule": "rolling"})
+opts = runbook._options(**{k: v for k, v in out["rolling"].items()})
+out["opts"] = {"schedule": opts.schedule, "per_broker": opts.per_broker, "throttle": opts.throttle}
+print(json.dumps(out))
+"""
+
+
+def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_path: Path) -> None:
+    """The DAG's execution params become the runbook's options: batches by default; ``execution_schedule`` rolling
+    passes through; the per-broker cap left empty keeps the schedule's own default (5 in batches, 2 rolling)
+    instead of the DAG restating one."""
+    env = {"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    proc = subprocess.run([sys.executable, "-c", OPTIONS_PROBE, str(REPO / "plugins")],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["defaults"]["schedule"] == "batches" and out["defaults"]["max_moves_per_broker"] is None
+    assert out["rolling"]["schedule"] == "rolling"
+    assert out["opts"] == {"schedule": "rolling", "per_broker": None, "throttle": 50_000_000}

@@ -127,9 +127,15 @@ def common_params(mode: str) -> dict[str, Param]:
         "throttle": Param("50MB/s", type="string", pattern=r"^\s*[0-9.]+\s*([kKmMgG]i?B)?(/s)?\s*$",
                           title="Replication throttle per broker", description="e.g. 50MB/s, 20MiB/s",
                           section="Execution"),
-        "max_moves_per_broker": Param(5, type="integer", minimum=1, title="Max moves per broker per batch",
-                                      section="Execution"),
-        "max_moves": Param(50, type="integer", minimum=1, title="Max moves per batch", section="Execution"),
+        "execution_schedule": Param("batches", type="string", enum=["batches", "rolling", "auto"],
+                                    title="Execution schedule",
+                                    description="batches: each after the previous one's slowest move; rolling: a "
+                                                "move starts as soon as its brokers have room (kafka:// only); "
+                                                "auto: rolling where the cluster answers on the Admin API, batches "
+                                                "through ZooKeeper", section="Execution"),
+        "max_moves_per_broker": Param(None, type=["null", "integer"], minimum=1, title="Max moves at once per broker",
+                                      description="empty: 5 in batches, 2 rolling", section="Execution"),
+        "max_moves": Param(50, type="integer", minimum=1, title="Max moves at once", section="Execution"),
         "poll_s": Param(1.0, type="number", minimum=0.05, title="Progress poll interval (s)",
                         section="Execution"),
         "destination_grace_s": Param(60, type="number", minimum=0, title="Destination grace (s)",
@@ -183,9 +189,16 @@ def _view_url(context: Any, path: str) -> str:
             f"{quote(context['dag_run'].run_id, safe='')}/{path}")
 
 
+def _per_broker(params: Any) -> int | None:
+    """The per-broker cap (None: the schedule's own default)."""
+    value = params.get("max_moves_per_broker")
+    return None if value is None else int(value)
+
+
 def _exec_options(params: Any) -> dict[str, Any]:
-    return {"throttle": str(params["throttle"]), "max_moves_per_broker": int(params["max_moves_per_broker"]),
-            "max_moves": int(params["max_moves"]), "poll": float(params["poll_s"]),
+    return {"throttle": str(params["throttle"]), "schedule": str(params.get("execution_schedule") or "batches"),
+            "max_moves_per_broker": _per_broker(params), "max_moves": int(params["max_moves"]),
+            "poll": float(params["poll_s"]),
             "destination_grace": float(params["destination_grace_s"])}
 
 
@@ -238,7 +251,7 @@ def plan_options(mode: str, context: Any) -> dict[str, Any]:
             "bands": bands or None, "groups": None if p.get("plan_groups") is None else int(p["plan_groups"]),
             "master": p.get("plan_spark_master") or None,
             # the execution the plan's time estimate assumes (the approval request shows it)
-            "throttle": str(p["throttle"]), "max_moves_per_broker": int(p["max_moves_per_broker"]),
+            "throttle": str(p["throttle"]), "max_moves_per_broker": _per_broker(p),
             "max_moves": int(p["max_moves"])}
 
 

@@ -85,7 +85,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         bands=_dimension_values(args.band, "--band", percent=True),
                         thresholds=_dimension_values(args.threshold, "--threshold", percent=True),
                         groups=args.groups, master=args.master, throttle=args.throttle,
-                        max_moves_per_broker=args.max_moves_per_broker, max_moves=args.max_moves)
+                        max_moves_per_broker=args.max_moves_per_broker, max_moves=args.max_moves,
+                        schedule=args.schedule)
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -515,8 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "local[*] from there)")
     p.add_argument("--throttle", help="the replication throttle the execution estimate assumes, e.g. 50MB/s "
                                       "(default 50MB/s, execute's)")
+    p.add_argument("--schedule", choices=["batches", "rolling"], default="batches",
+                   help="the schedule the execution estimate assumes (default batches, execute's)")
     p.add_argument("--max-moves-per-broker", type=_count,
-                   help="the execution estimate's moves at once per broker (default 5, execute's)")
+                   help="the execution estimate's moves at once per broker (default 5 in batches, 2 rolling)")
     p.add_argument("--max-moves", type=_count, help="the execution estimate's moves at once (default 50, execute's)")
     p.set_defaults(func=cmd_plan)
 

@@ -131,9 +131,11 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
          objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
          bands: Mapping[str, float] | None = None, groups: int | None = None,
          master: str | None = None, isolated: bool = False, throttle: str | None = None,
-         max_moves_per_broker: int | None = None, max_moves: int | None = None) -> dict[str, Any]:
+         max_moves_per_broker: int | None = None, max_moves: int | None = None,
+         schedule: str | None = None) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
-    ``throttle``, ``max_moves_per_broker``, ``max_moves``: the execution the plan's time estimate assumes;
+    ``throttle``, ``schedule`` (batches, rolling), ``max_moves_per_broker``, ``max_moves``: the execution the plan's
+    time estimate assumes;
     ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``).
 
     ``isolated``: plan in a fresh ``python -m rebalancer plan`` process (``run_cli``), as the DAGs do. The plan of a
@@ -151,13 +153,13 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
                                     objective=objective, max_changes_per_partition=max_changes_per_partition,
                                     time_limit=time_limit, capacity=capacity, bands=bands, groups=groups,
                                     master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                                    max_moves=max_moves)])
+                                    max_moves=max_moves, schedule=schedule)])
         return plan_summary(run_dir)
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
                           master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                          max_moves=max_moves)
+                          max_moves=max_moves, schedule=schedule or "batches")
     return _plan_summary(Path(run_dir), result.to_dict())
 
 
@@ -166,7 +168,7 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
               objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
               bands: Mapping[str, float] | None = None, groups: int | None = None,
               master: str | None = None, throttle: str | None = None, max_moves_per_broker: int | None = None,
-              max_moves: int | None = None) -> list[str]:
+              max_moves: int | None = None, schedule: str | None = None) -> list[str]:
     """The arguments of ``rebalancer plan`` (after the word ``plan``) for ``plan``'s options: what an isolated plan
     runs, and what the DAGs hand ``spark/plan_job.py``."""
     args = [str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance, "--objective", objective]
@@ -181,6 +183,7 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
     args += ["--throttle", str(throttle)] if throttle else []
     args += ["--max-moves-per-broker", str(int(max_moves_per_broker))] if max_moves_per_broker else []
     args += ["--max-moves", str(int(max_moves))] if max_moves else []
+    args += ["--schedule", schedule] if schedule else []
     return args
 
 

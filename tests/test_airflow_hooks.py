@@ -129,13 +129,15 @@ def test_bad_connections_are_one_line_input_errors(tmp_path: Path) -> None:
 OPTIONS_PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from rebalancer_airflow.runbook_dag import _exec_options, common_params
+from rebalancer_airflow.runbook_dag import _estimated_schedule, _exec_options, common_params
 from rebalancer import runbook
 params = {k: p.value for k, p in common_params("rebalance").items()}
 out = {"defaults": _exec_options(params)}
 out["rolling"] = _exec_options({**params, "execution_schedule": "rolling"})
 opts = runbook._options(**{k: v for k, v in out["rolling"].items()})
 out["opts"] = {"schedule": opts.schedule, "per_broker": opts.per_broker, "throttle": opts.throttle}
+out["estimated"] = [_estimated_schedule({**params, "execution_schedule": s, "backend": b})
+                    for s, b in (("batches", "kafka"), ("rolling", "zookeeper"), ("auto", "kafka"), ("auto", "zookeeper"))]
 print(json.dumps(out))
 """
 
@@ -143,7 +145,7 @@ print(json.dumps(out))
 def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_path: Path) -> None:
     """The DAG's execution params become the runbook's options: batches by default; ``execution_schedule`` rolling
     passes through; the per-broker cap left empty keeps the schedule's own default (5 in batches, 2 rolling)
-    instead of the DAG restating one."""
+    instead of the DAG restating one; the plan's estimate assumes the schedule the execution will run."""
     env = {"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     proc = subprocess.run([sys.executable, "-c", OPTIONS_PROBE, str(REPO / "plugins")],
                           capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
@@ -152,3 +154,5 @@ def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_
     assert out["defaults"]["schedule"] == "batches" and out["defaults"]["max_moves_per_broker"] is None
     assert out["rolling"]["schedule"] == "rolling"
     assert out["opts"] == {"schedule": "rolling", "per_broker": None, "throttle": 50_000_000}
+    # the plan's time estimate assumes the same schedule, auto as the cluster access resolves it
+    assert out["estimated"] == ["batches", "rolling", "rolling", "batches"]

@@ -93,6 +93,39 @@ def test_no_schedule_of_batches_beats_the_bound(raw, per_broker: int, total: int
     assert e.batches == len(make_batches(steps, per_broker=per_broker, total=total))
 
 
+def test_the_rolling_estimate_starts_each_move_when_its_brokers_have_room() -> None:
+    """One broker receives a long move and two short ones, one each from three others, at most one move per broker:
+    batches wait for the long move before the short ones start on their own brokers, rolling does not."""
+    from rebalancer.execute.estimate import POLL_S, START_COST_S
+
+    changes = [change("t", 0, (0,), (4,), 1000), change("t", 1, (1,), (5,), 100), change("t", 2, (2,), (5,), 100),
+               change("t", 3, (3,), (5,), 100)]
+    batches = estimate(changes, 10, per_broker=1)
+    rolling = estimate(changes, 10, schedule="rolling", per_broker=1)
+    assert batches.bound_seconds == rolling.bound_seconds == 100.0 and rolling.schedule == "rolling"
+    # the fluid model: broker 4's 100 s with 5's three moves of 10 s beside it, one after another
+    assert rolling.modelled_seconds == pytest.approx(100.0)
+    # at the real copy rate, the long move from the loop's first start: its round's Admin API calls, then the
+    # copy, then the election at the end
+    assert rolling.expected_seconds == pytest.approx(START_COST_S + 100.0 * RATE_FACTOR + BATCH_OVERHEAD_S)
+    assert rolling.expected_seconds < batches.expected_seconds
+    assert rolling.batches == 3  # rounds of starts: the first, then one per short move that freed broker 5
+    assert POLL_S > 0 and describe(rolling).endswith("(rolling)")
+    with pytest.raises(ValueError, match="schedule must be one of batches, rolling"):
+        estimate(changes, 10, schedule="auto")
+
+
+def test_a_partitions_steps_wait_for_the_loop_between_them() -> None:
+    """A partition's second step starts when its first is seen done (half a poll late, on average) and its round of
+    starts has been submitted: the model counts that idle time, which only the executor's loop causes."""
+    from rebalancer.execute.schedule import simulate
+
+    steps = steps_of("t", 0, (0, 1), (2, 3), 100)
+    assert len(steps) == 2
+    assert simulate(steps, 10.0).makespan == pytest.approx(20.0)
+    assert simulate(steps, 10.0, poll=1.0, start_cost=0.5).makespan == pytest.approx(0.5 + 10 + 0.5 + 0.5 + 10)
+
+
 def test_durations_read_as_an_operator_says_them() -> None:
     assert [duration(x) for x in (0.2, 89, 90, 1320, 5399, 5401, 36000)] == \
         ["1 s", "89 s", "2 min", "22 min", "1 h 30 min", "1 h 31 min", "10 h 00 min"]
@@ -124,6 +157,13 @@ def test_the_plan_says_the_time_at_the_throttle_it_was_planned_for(tmp_path: Pat
     assert f"execution {line}" in out.stdout
     _, body = runbook.approval_request(run)
     assert "**Execution** at 20 MB/s: at least" in body.replace("\\", "")
+    # The schedule it assumes, the rolling one asked for: its own estimate, said as such.
+    out = run_cli("plan", str(run), "--mode", "add-brokers", "--brokers", "12,13,14,15", "--throttle", "20MB/s",
+                  "--schedule", "rolling")
+    assert out.returncode == 0, out.stderr
+    rolled = json.loads((run / "plan.json").read_text())["summary"]["execution"]
+    assert rolled["schedule"] == "rolling" and rolled["per_broker"] == 2 and rolled["bound_bytes"] == e["bound_bytes"]
+    assert f"execution {describe(rolled)}" in out.stdout and describe(rolled).endswith("(rolling)")
 
 
 @settings(max_examples=examples(100), deadline=None)

@@ -195,6 +195,15 @@ def _per_broker(params: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _estimated_schedule(params: Any) -> str:
+    """The schedule the plan's time estimate assumes: the execution's, ``auto`` as the cluster access resolves it
+    (rolling through the Admin API, batches through ZooKeeper)."""
+    schedule = str(params.get("execution_schedule") or "batches")
+    if schedule == "auto":
+        return "rolling" if params.get("backend") == "kafka" else "batches"
+    return schedule
+
+
 def _exec_options(params: Any) -> dict[str, Any]:
     return {"throttle": str(params["throttle"]), "schedule": str(params.get("execution_schedule") or "batches"),
             "max_moves_per_broker": _per_broker(params), "max_moves": int(params["max_moves"]),
@@ -251,7 +260,7 @@ def plan_options(mode: str, context: Any) -> dict[str, Any]:
             "bands": bands or None, "groups": None if p.get("plan_groups") is None else int(p["plan_groups"]),
             "master": p.get("plan_spark_master") or None,
             # the execution the plan's time estimate assumes (the approval request shows it)
-            "throttle": str(p["throttle"]), "max_moves_per_broker": _per_broker(p),
+            "throttle": str(p["throttle"]), "schedule": _estimated_schedule(p), "max_moves_per_broker": _per_broker(p),
             "max_moves": int(p["max_moves"])}
 
 

@@ -20,6 +20,11 @@ own minutes) the floor stands in for it. Real Kafka's quota lets a copy run at `
 measured by ``bench/bench_execute.py --real``), and each batch costs ``BATCH_OVERHEAD_S`` on top (seeing it done at
 the poll interval, the preferred-leader election, the next batch's submit and state writes). Leader-only batches
 copy nothing and cost only the overhead.
+
+Rolling (``schedule="rolling"``, ``execute --schedule rolling``): no batches to wait for, but the executor's loop
+between a finish and the moves it lets start: seen half a poll late on average (``POLL_S``), then a round of
+starts' Admin API calls (``START_COST_S``) before they copy. ``schedule.simulate`` runs the rolling schedule with that
+loop at the real copy rate (the throttle / ``RATE_FACTOR``); one election at the end (``BATCH_OVERHEAD_S``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
-from .schedule import simulate_batches
+from .schedule import ROLLING_PER_BROKER, simulate, simulate_batches
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -38,6 +43,9 @@ DEFAULT_THROTTLE = "50MB/s"  # the throttle an estimate assumes when none is giv
 RATE_FACTOR = 1.1        # a throttled copy on real Kafka takes 1.08-1.18x its bytes / throttle (bench_execute --real)
 BATCH_OVERHEAD_S = 3.0   # per batch: the poll that sees it done, the election, the next submit (about 1 + 1 + 1 s)
 MODEL_STEPS = 20_000     # the most steps run through the fluid model (11,000 take about 3 s)
+POLL_S = 1.0             # rolling: the executor's poll (``ExecOptions.poll``'s default) ...
+START_COST_S = 0.75      # ... and a round of starts' Admin API calls (0.5-1 s measured, most of it DescribeConfigs)
+SCHEDULES = ("batches", "rolling")
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,9 @@ class ExecutionEstimate:
     moves: int
     per_broker: int = PER_BROKER  # the caps the batches were made with (the validation's transient-disk gate reads
     total: int = TOTAL            # them: the executor batches the same way)
-    modelled_seconds: float = 0.0  # the batches in the fluid model of the throttles (``schedule.simulate_batches``)
+    modelled_seconds: float = 0.0  # the schedule in the fluid model of the throttles (``schedule.simulate_batches``,
+                                   # ``schedule.simulate``), no overheads
+    schedule: str = "batches"     # the schedule estimated: "batches" or "rolling" (batches: its rounds of starts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,16 +88,22 @@ def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:
     return b, ("in" if into >= out else "out"), max(into, out)
 
 
-def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BROKER, total: int = TOTAL,
-             max_bytes: int | None = None, order: str = "bound") -> ExecutionEstimate:
+def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches", per_broker: int | None = None,
+             total: int = TOTAL, max_bytes: int | None = None, order: str = "bound") -> ExecutionEstimate:
     """The bound and the expected duration of executing ``changes`` (objects with ``topic``, ``partition``,
     ``replicas_before``, ``replicas_after``, ``size_bytes``: a plan's) at ``throttle`` bytes/s per broker, with the
-    executor's caps (``ExecOptions``' per_broker, total, max_batch_bytes, order)."""
+    executor's schedule and caps (``ExecOptions``' schedule, per_broker (None: the schedule's default), total,
+    max_batch_bytes, order)."""
     if throttle < 1:
         raise ValueError("throttle must be at least 1 byte/s")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}")
     steps = [s for c in changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
     broker, direction, most = _busiest(steps)
+    if schedule == "rolling":
+        return _rolling(steps, throttle, per_broker or ROLLING_PER_BROKER, total, (broker, direction, most))
+    per_broker = per_broker or PER_BROKER
     batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
     floor = batch_floor(batches) / throttle
     modelled = max(floor, simulate_batches(batches, float(throttle)).makespan if len(steps) <= MODEL_STEPS else 0.0)
@@ -95,6 +111,27 @@ def estimate(changes: Iterable[Any], throttle: int, *, per_broker: int = PER_BRO
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
                              round(expected, 3), len(batches), len(steps), per_broker, total,
                              round(modelled, 3))
+
+
+def _rolling(steps: list[Step], throttle: int, per_broker: int, total: int,
+             busiest: tuple[int | None, str, int]) -> ExecutionEstimate:
+    """The rolling schedule's estimate: its fluid model (``schedule.simulate``) at the rate a real copy runs
+    (``RATE_FACTOR``) with the executor's loop (``POLL_S``, ``START_COST_S``), then one election at the end
+    (``BATCH_OVERHEAD_S``). Its "batches" are its rounds of starts, as ``execution/state.json`` records them; above
+    ``MODEL_STEPS`` steps the bound at that rate stands in for the model."""
+    broker, direction, most = busiest
+    moving = [s for s in steps if not s.leader_only]
+    if len(moving) <= MODEL_STEPS:
+        modelled = simulate(moving, float(throttle), per_broker=per_broker, total=total).makespan
+        sim = simulate(moving, throttle / RATE_FACTOR, per_broker=per_broker, total=total, poll=POLL_S,
+                       start_cost=START_COST_S)
+        rounds, copying = len({t for t, _ in sim.starts}), sim.makespan
+    else:
+        modelled, rounds, copying = most / throttle, len(moving), most / throttle * RATE_FACTOR
+    expected = copying + BATCH_OVERHEAD_S
+    return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(most / throttle, 3),
+                             round(expected, 3), rounds, len(steps), per_broker, total, round(modelled, 3),
+                             schedule="rolling")
 
 
 def duration(seconds: float) -> str:
@@ -125,4 +162,5 @@ def describe(e: ExecutionEstimate | dict[str, Any]) -> str:
     verb = "receives" if d["bound_direction"] == "in" else "sends"
     return (f"at {rate(int(d['throttle_bytes_per_s']))}: at least {duration(d['bound_seconds'])}, broker "
             f"{d['bound_broker']} {verb} {human_bytes(d['bound_bytes'])}; expected {duration(d['expected_seconds'])} "
-            f"({d['batches']} batch{'' if d['batches'] == 1 else 'es'})")
+            + ("(rolling)" if d.get("schedule") == "rolling" else
+               f"({d['batches']} batch{'' if d['batches'] == 1 else 'es'})"))

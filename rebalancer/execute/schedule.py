@@ -227,11 +227,11 @@ class _Copies:
     def add(self, s: Step) -> None:
         self.left[s] = [(((b, "in"), (s.before[0], "out")), float(s.size_bytes)) for b in s.added]
 
-    def advance(self, throttle: float) -> tuple[float, list[Step]]:
-        """Run until the next copy ends: (seconds, the steps whose every copy ended)."""
+    def advance(self, throttle: float, until: float = float("inf")) -> tuple[float, list[Step]]:
+        """Run until the next copy ends, or ``until`` seconds: (seconds, the steps whose every copy ended)."""
         flat = [(s, k, ts, x) for s, cs in self.left.items() for k, (ts, x) in enumerate(cs)]
         rates = fair_rates([ts for _, _, ts, _ in flat], throttle)
-        dt = min(x / r for (_, _, _, x), r in zip(flat, rates, strict=True) if r > 0)
+        dt = min(until, min(x / r for (_, _, _, x), r in zip(flat, rates, strict=True) if r > 0))
         for (s, k, ts, x), r in zip(flat, rates, strict=True):
             rest = x - r * dt
             self.left[s][k] = (ts, 0.0 if rest <= 1e-6 * max(1.0, x) else rest)
@@ -242,28 +242,47 @@ class _Copies:
 
 
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,
-             total: int = TOTAL) -> Simulation:
-    """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc)."""
-    sched = Scheduler(steps, per_broker=per_broker, total=total)
+             total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0) -> Simulation:
+    """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc). With the executor's
+    loop (``poll``, ``start_cost``: the seconds between its checks, and a round of starts' Admin API calls; 0: an
+    instant loop), a finish is seen half a poll late on average and the moves it lets start begin copying
+    ``start_cost`` after that; each broker keeps twice what its throttle moves in a poll and a start in flight, as
+    the executor does (``Scheduler.min_bytes``)."""
+    reaction = poll + start_cost
+    sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction))
+    delay = poll / 2 + start_cost
     sim = Simulation(0.0)
     copies = _Copies()
+    pending: list[tuple[float, Step]] = []  # started, copying from then
     now = 0.0
 
-    def start() -> None:
+    def start(wait: float = delay) -> None:
         for s in sched.ready():
             sim.starts.append((now, s))
-            copies.add(s)
+            if wait:
+                pending.append((now + wait, s))
+            else:
+                copies.add(s)
         for b, n in sched.flying.items():
             sim.peak_in_flight[b] = max(sim.peak_in_flight.get(b, 0), n)
 
-    start()
-    while copies.left:
-        dt, done = copies.advance(throttle)
+    start(start_cost)  # the first round: no finish to see
+    while copies.left or pending:
+        due = min((t for t, _ in pending), default=float("inf"))
+        if copies.left:
+            dt, done = copies.advance(throttle, due - now)
+        else:
+            dt, done = due - now, []
         now += dt
         for s in done:
             sched.finish(s)
             sim.finishes.append((now, s))
-        start()
+        if pending and now >= due - 1e-9:
+            for _, s in [p for p in pending if p[0] <= now + 1e-9]:
+                copies.add(s)
+            pending = [p for p in pending if p[0] > now + 1e-9]
+        if done:
+            start()
     sim.makespan = now
     return sim
 

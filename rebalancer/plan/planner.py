@@ -1000,7 +1000,8 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> dict[str, list[int]]:
 def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
                  fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
                  thresholds: Mapping[str, float] | None = None, throttle: str | None = None,
-                 max_moves_per_broker: int | None = None, max_moves: int | None = None, **kwargs: Any) -> Plan:
+                 max_moves_per_broker: int | None = None, max_moves: int | None = None, schedule: str = "batches",
+                 **kwargs: Any) -> Plan:
     """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
 
     ``capacity`` (a Cruise Control capacity file), ``fanout`` (topic -> consumer bytes out / bytes in, ``*`` for
@@ -1008,10 +1009,11 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
     with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
     The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted). None:
     ``default_time_limit`` of the snapshot's replicas, fixed once it is read. ``throttle`` (default
-    ``DEFAULT_THROTTLE``), ``max_moves_per_broker``, ``max_moves``: the execution the summary's estimate assumes
-    (``summary.execution``: ``rebalancer.execute.estimate``).
+    ``DEFAULT_THROTTLE``), ``schedule`` ("batches" or "rolling"), ``max_moves_per_broker`` (None: the schedule's
+    default), ``max_moves``: the execution the summary's estimate assumes (``summary.execution``:
+    ``rebalancer.execute.estimate``).
     """
-    from ..execute.batches import PER_BROKER, TOTAL
+    from ..execute.batches import TOTAL
     from ..execute.estimate import DEFAULT_THROTTLE, estimate
     from ..execute.throttle import parse_rate
 
@@ -1032,7 +1034,7 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
         model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,
                            threshold=thresholds, history=read_history(run_dir))
     plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
-    plan.summary["execution"] = estimate(plan.changes, rate, per_broker=max_moves_per_broker or PER_BROKER,
+    plan.summary["execution"] = estimate(plan.changes, rate, schedule=schedule, per_broker=max_moves_per_broker,
                                          total=max_moves or TOTAL).to_dict()
     write_plan(plan, run_dir)
     return plan

@@ -32,7 +32,8 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
                                   before passing too (rates are estimates; a broker leads few partitions)
 11. ``capacity-headroom``         utilisation after <= threshold, or not above what it was (where capacities are known);
                                   ``transient-disk``: the same for each broker's disk at its peak during the
-                                  execution's batches (``batches.peak_disk``, the caps the plan's estimate recorded)
+                                  execution's batches (``batches.peak_disk``, the caps the plan's estimate recorded;
+                                  a plan estimated rolling: ``schedule.rolling_peak_disk``)
 12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
                                   the snapshot and the recorded load model), plus the largest partition it moves
@@ -281,10 +282,14 @@ TRANSIENT_COLUMNS = ["broker", "capacity", "limit_pct", "before", "peak", "peak_
 def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: list[int]) -> dict[str, Any]:
     """``transient``: one row per broker with a disk capacity, the most bytes it holds at any moment of the
     execution (``batches.peak_disk``: a batch's new replicas fill their brokers before the old ones free theirs),
-    batched as the executor batches (the caps the plan's estimate recorded, ``summary.execution``)."""
+    batched as the executor batches (the caps the plan's estimate recorded, ``summary.execution``); for a plan
+    estimated rolling, its moves as the rolling schedule starts and finishes them (``schedule.rolling_peak_disk``
+    over ``estimate.rolling_run``), ``peak_batch`` then the round of starts."""
     import pandas as pd
 
     from .execute.batches import PER_BROKER, TOTAL, make_batches, peak_disk, steps_of
+    from .execute.estimate import MODEL_STEPS, rolling_run
+    from .execute.schedule import ROLLING_PER_BROKER, rolling_peak_disk
 
     cap = model.capacity.get("disk")
     if not cap or not plan.changes:
@@ -292,9 +297,14 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     execution = plan.summary.get("execution") or {}
     steps = [st for c in plan.changes
              for st in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
-    batches = make_batches(steps, per_broker=int(execution.get("per_broker") or PER_BROKER),
-                           total=int(execution.get("total") or TOTAL))
-    peak = peak_disk(batches, held)
+    total = int(execution.get("total") or TOTAL)
+    if execution.get("schedule") == "rolling" and len(steps) <= MODEL_STEPS:
+        moving = [st for st in steps if not st.leader_only]
+        peak = rolling_peak_disk(rolling_run(moving, int(execution["throttle_bytes_per_s"]),
+                                             int(execution.get("per_broker") or ROLLING_PER_BROKER), total), held)
+    else:  # batches; above the model's size, rolling as batches of its caps (moves at once per broker)
+        peak = peak_disk(make_batches(steps, per_broker=int(execution.get("per_broker") or PER_BROKER),
+                                      total=total), held)
     rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),
              "before": held.get(b, 0), "peak": peak.get(b, (0, -1))[0], "peak_batch": peak.get(b, (0, -1))[1] + 1,
              "util_before_pct": round(held.get(b, 0) / cap[b] * 100, 3),

@@ -111,6 +111,9 @@ def test_the_rolling_estimate_starts_each_move_when_its_brokers_have_room() -> N
     assert rolling.expected_seconds < batches.expected_seconds
     assert rolling.batches == 3  # rounds of starts: the first, then one per short move that freed broker 5
     assert POLL_S > 0 and describe(rolling).endswith("(rolling)")
+    # a faster poll is seen sooner: one poll less of each batch's overhead
+    faster = estimate(changes, 10, per_broker=1, poll=0.2)
+    assert faster.expected_seconds == pytest.approx(batches.expected_seconds - (POLL_S - 0.2) * batches.batches)
     with pytest.raises(ValueError, match="schedule must be one of batches, rolling"):
         estimate(changes, 10, schedule="auto")
 

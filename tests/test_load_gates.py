@@ -421,3 +421,38 @@ def test_transient_disk_gate_names_a_broker_a_batch_overfills(tmp_path: Path) ->
     assert {r["broker"] for r in transient["failing_rows_sample"]} == {0, 1}
     assert {r["util_peak_pct"] for r in transient["failing_rows_sample"]} == {120.0}
     assert "broker 0 would hold 120% of its disk during batch 1 (threshold 85%)" in str(failed.value)
+
+
+def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for(tmp_path: Path) -> None:
+    """Broker 0 holds 80 MiB of 100 and sends a 40 MiB partition to 2 while it receives one from 1, at most one move
+    per broker at once. In batches the receive waits for the send to free broker 0's copy (80 %: the gate passes).
+    Rolling at 100 MiB/s, a broker keeps more than one move in flight while its moves would end before the
+    executor's loop could start the next (``Scheduler.min_bytes``): broker 0 copies both at once, 120 %, and the gate
+    judges the plan estimated rolling as the rolling executor would run it."""
+    from rebalancer.execute.estimate import estimate
+    from rebalancer.load import load_model
+    from rebalancer.model import Broker, Partition
+
+    mib = 2**20
+    parts = [Partition("a", 0, (0,), 0, (0,), size_bytes=40 * mib), Partition("d", 0, (0,), 0, (0,), size_bytes=40 * mib),
+             Partition("b", 0, (1,), 1, (1,), size_bytes=40 * mib), Partition("e", 0, (1,), 1, (1,), size_bytes=40 * mib),
+             Partition("c", 0, (2,), 2, (2,), size_bytes=10 * mib)]
+    cluster = Cluster.build([Broker(0), Broker(1), Broker(2)], parts)
+    model = load_model(cluster, capacity_file=_capacity(tmp_path, 100))
+    passed = {}
+    for schedule in ("batches", "rolling"):
+        run = tmp_path / schedule
+        run.mkdir()
+        write_cluster_json(cluster, run / "snapshot.json")
+        plan = build_plan(cluster, {("a", 0): (2,), ("b", 0): (0,)}, mode="rebalance", strategy="crafted",
+                          eligible=frozenset({0, 1, 2}), solver={}, bounds={},
+                          params={"mode": "rebalance", "brokers": [], "balance": "load",
+                                  "max_changes_per_partition": 1, "load": model.params()})
+        plan.summary["execution"] = estimate(plan.changes, 100 * mib, schedule=schedule, per_broker=1).to_dict()
+        write_plan(plan, run)
+        try:
+            validate_run_dir(run)
+        except GateFailure:
+            pass
+        passed[schedule] = _gates(run)["transient-disk"]["passed"]
+    assert passed == {"batches": True, "rolling": False}

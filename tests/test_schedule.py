@@ -152,3 +152,19 @@ def test_a_broker_short_of_min_bytes_in_flight_takes_more_than_the_count() -> No
     for s in small:
         later.finish(s)
     assert later.done and later.flying_bytes[9] == 0 and later.flying[9] == 0
+
+
+def test_the_rolling_peak_counts_a_move_from_its_start_until_it_frees_its_source() -> None:
+    """Broker 5 sends a move to 6 and receives one from 7, one move at a time on it: the second starts once the
+    first has freed 5's copy, so 5 never holds more than before; 6 holds its new replica from the first start."""
+    from rebalancer.execute.schedule import rolling_peak_disk
+
+    steps = steps_of("a", 0, (5,), (6,), 100) + steps_of("b", 0, (7,), (5,), 100)
+    sim = simulate(steps, 10.0, per_broker=1)
+    assert [s.topic for _, s in sim.starts] == ["a", "b"] or [s.topic for _, s in sim.starts] == ["b", "a"]
+    held = {5: 1000, 6: 0, 7: 500}
+    peak = rolling_peak_disk(sim, held)
+    assert peak[5] == (1000, -1) and peak[6][0] == 100 and peak[7] == (500, -1)
+    # both at once (two moves per broker): 5 holds its old copy and the new one together
+    together = rolling_peak_disk(simulate(steps, 10.0, per_broker=2), held)
+    assert together[5] == (1100, 0)

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
-from .schedule import ROLLING_PER_BROKER, simulate, simulate_batches
+from .schedule import ROLLING_PER_BROKER, Simulation, simulate, simulate_batches
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -43,8 +43,8 @@ DEFAULT_THROTTLE = "50MB/s"  # the throttle an estimate assumes when none is giv
 RATE_FACTOR = 1.1        # a throttled copy on real Kafka takes 1.08-1.18x its bytes / throttle (bench_execute --real)
 BATCH_OVERHEAD_S = 3.0   # per batch: the poll that sees it done, the election, the next submit (about 1 + 1 + 1 s)
 MODEL_STEPS = 20_000     # the most steps run through the fluid model (11,000 take about 3 s)
-POLL_S = 1.0             # rolling: the executor's poll (``ExecOptions.poll``'s default) ...
-START_COST_S = 0.75      # ... and a round of starts' Admin API calls (0.5-1 s measured, most of it DescribeConfigs)
+POLL_S = 1.0             # the executor's poll (``ExecOptions.poll``'s default: one of BATCH_OVERHEAD_S) ...
+START_COST_S = 0.75      # ... rolling: a round of starts' Admin API calls (0.5-1 s measured, most of it DescribeConfigs)
 SCHEDULES = ("batches", "rolling")
 
 
@@ -89,11 +89,12 @@ def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:
 
 
 def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches", per_broker: int | None = None,
-             total: int = TOTAL, max_bytes: int | None = None, order: str = "bound") -> ExecutionEstimate:
+             total: int = TOTAL, max_bytes: int | None = None, order: str = "bound",
+             poll: float = POLL_S) -> ExecutionEstimate:
     """The bound and the expected duration of executing ``changes`` (objects with ``topic``, ``partition``,
     ``replicas_before``, ``replicas_after``, ``size_bytes``: a plan's) at ``throttle`` bytes/s per broker, with the
-    executor's schedule and caps (``ExecOptions``' schedule, per_broker (None: the schedule's default), total,
-    max_batch_bytes, order)."""
+    executor's schedule, caps and poll (``ExecOptions``' schedule, per_broker (None: the schedule's default), total,
+    max_batch_bytes, order, poll)."""
     if throttle < 1:
         raise ValueError("throttle must be at least 1 byte/s")
     if schedule not in SCHEDULES:
@@ -102,19 +103,27 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
     broker, direction, most = _busiest(steps)
     if schedule == "rolling":
-        return _rolling(steps, throttle, per_broker or ROLLING_PER_BROKER, total, (broker, direction, most))
+        return _rolling(steps, throttle, per_broker or ROLLING_PER_BROKER, total, (broker, direction, most), poll)
     per_broker = per_broker or PER_BROKER
     batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
     floor = batch_floor(batches) / throttle
     modelled = max(floor, simulate_batches(batches, float(throttle)).makespan if len(steps) <= MODEL_STEPS else 0.0)
-    expected = modelled * RATE_FACTOR + BATCH_OVERHEAD_S * len(batches)
+    expected = modelled * RATE_FACTOR + (BATCH_OVERHEAD_S - POLL_S + poll) * len(batches)
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
                              round(expected, 3), len(batches), len(steps), per_broker, total,
                              round(modelled, 3))
 
 
+def rolling_run(steps: Iterable[Step], throttle: int, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
+                poll: float = POLL_S) -> Simulation:
+    """The rolling schedule as the executor is expected to run it: its fluid model at the rate a real copy runs
+    (the throttle / ``RATE_FACTOR``) with the executor's loop (``poll``, ``START_COST_S``)."""
+    return simulate(steps, throttle / RATE_FACTOR, per_broker=per_broker, total=total, poll=poll,
+                    start_cost=START_COST_S)
+
+
 def _rolling(steps: list[Step], throttle: int, per_broker: int, total: int,
-             busiest: tuple[int | None, str, int]) -> ExecutionEstimate:
+             busiest: tuple[int | None, str, int], poll: float) -> ExecutionEstimate:
     """The rolling schedule's estimate: its fluid model (``schedule.simulate``) at the rate a real copy runs
     (``RATE_FACTOR``) with the executor's loop (``POLL_S``, ``START_COST_S``), then one election at the end
     (``BATCH_OVERHEAD_S``). Its "batches" are its rounds of starts, as ``execution/state.json`` records them; above
@@ -123,12 +132,11 @@ def _rolling(steps: list[Step], throttle: int, per_broker: int, total: int,
     moving = [s for s in steps if not s.leader_only]
     if len(moving) <= MODEL_STEPS:
         modelled = simulate(moving, float(throttle), per_broker=per_broker, total=total).makespan
-        sim = simulate(moving, throttle / RATE_FACTOR, per_broker=per_broker, total=total, poll=POLL_S,
-                       start_cost=START_COST_S)
+        sim = rolling_run(moving, throttle, per_broker, total, poll)
         rounds, copying = len({t for t, _ in sim.starts}), sim.makespan
     else:
         modelled, rounds, copying = most / throttle, len(moving), most / throttle * RATE_FACTOR
-    expected = copying + BATCH_OVERHEAD_S
+    expected = copying + BATCH_OVERHEAD_S - POLL_S + poll
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(most / throttle, 3),
                              round(expected, 3), rounds, len(steps), per_broker, total, round(modelled, 3),
                              schedule="rolling")

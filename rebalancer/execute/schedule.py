@@ -25,12 +25,13 @@ Neither counts the executor's polling or Kafka's own overheads: they compare ord
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .batches import TOTAL, Step, Throttled, step_loads
 
-__all__ = ["ROLLING_PER_BROKER", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates"]
+__all__ = ["ROLLING_PER_BROKER", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
+           "rolling_peak_disk"]
 
 ROLLING_PER_BROKER = 2  # moves in flight per broker (module doc)
 
@@ -285,6 +286,31 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
             start()
     sim.makespan = now
     return sim
+
+
+def rolling_peak_disk(sim: Simulation, held: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Per broker, the most bytes it holds at any moment of a simulated rolling schedule, and the round of starts
+    (0-based; -1: before the first) where: a move fills its new replicas' brokers from its start while its old
+    replicas hold theirs until it finishes (Kafka deletes them once the new ones are in sync), as
+    ``batches.peak_disk`` counts a batch. A finish frees its bytes before a start at the same moment takes room (the
+    executor sees a move done before it starts the next). ``held``: each broker's bytes before the plan."""
+    events = sorted([(t, 0, k, s) for k, (t, s) in enumerate(sim.finishes)]
+                    + [(t, 1, k, s) for k, (t, s) in enumerate(sim.starts)], key=lambda e: e[:3])
+    now = dict(held)
+    peak = {b: (x, -1) for b, x in now.items()}
+    rounds: dict[float, int] = {}
+    for t, kind, _, s in events:
+        if kind == 0:
+            for b in s.before:
+                if b not in s.after:
+                    now[b] = now.get(b, 0) - s.size_bytes
+            continue
+        r = rounds.setdefault(t, len(rounds))
+        for b in s.added:
+            now[b] = now.get(b, 0) + s.size_bytes
+            if now[b] > peak.get(b, (-1, -1))[0]:
+                peak[b] = (now[b], r)
+    return peak
 
 
 def simulate_batches(batches: Iterable[Iterable[Step]], throttle: float) -> Simulation:

@@ -183,6 +183,7 @@ def batch_load(batch: dict) -> dict:
 def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:
     """One add-brokers execution on a fresh local Apache Kafka cluster (``engine``: 3.9-zk, 3.9-kafka, 4.x-kafka)."""
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
+    from rebalancer.execute.estimate import estimate
     from rebalancer.localkafka import local_cluster, status
     from rebalancer.plan import plan_run_dir
     from rebalancer.snapshot import take_snapshot
@@ -216,6 +217,11 @@ def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:
                 schedule="auto" if rolling else "batches"))
             wall = time.perf_counter() - wall
             verify(run, backend)
+        # what the approval request would have said for this execution (its schedule, caps and poll)
+        ran = str(state.get("schedule", "batches"))
+        expected = estimate(plan.changes, rate, schedule=ran,
+                            per_broker=args.rolling_per_broker if ran == "rolling" else args.max_moves_per_broker,
+                            total=args.max_moves, poll=args.poll).expected_seconds
         rss_kib = status(directory)["rss_kib"]
     (directory / "bench-progress.log").write_text("".join(f"{x}\n" for x in lines))
     batches = []
@@ -235,7 +241,8 @@ def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:
             "bytes": sum(b["moved"] for b in batches), "batches": len(batches),
             "copy": sum(b["copy"] for b in batches), "bound": sum(b["bound"] for b in batches), "wall": wall,
             "up": up_s, "load": cluster.get("load", {}).get("seconds"), "rss_gib": rss_kib / 2**20,
-            "per_batch": batches, "moves": plan.summary["replica_moves"], "directory": str(directory)}
+            "per_batch": batches, "moves": plan.summary["replica_moves"], "directory": str(directory),
+            "expected": expected}
 
 
 def main_real(args: argparse.Namespace) -> None:
@@ -245,7 +252,7 @@ def main_real(args: argparse.Namespace) -> None:
         raise SystemExit(f"--engines: unknown {', '.join(unknown)} (choose from {', '.join(REAL_ENGINES)})")
     head = (f"{'engine':>6} {'source':>8} {'schedule':>8} {'parts':>6} {'MB moved':>9} {'throttle':>9} {'batches':>7}"
             f" {'copy s':>7} {'bound s':>8} {'copy/bound':>10} {'span s':>7} {'plan bound':>10} {'span/bound':>10}"
-            f" {'execute s':>9} {'up s':>10} {'RSS GiB':>7}")
+            f" {'execute s':>9} {'expected s':>10} {'exec/exp':>8} {'up s':>10} {'RSS GiB':>7}")
     print(head, flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-execute-") as tmp:
@@ -257,11 +264,14 @@ def main_real(args: argparse.Namespace) -> None:
             print(f"{r['engine']:>6} {r['source']:>8} {r['schedule']:>8} {r['partitions']:>6} {r['bytes'] / 1e6:>9.1f}"
                   f" {args.throttle:>9} {r['batches']:>7} {r['copy']:>7.1f} {r['bound']:>8.1f}"
                   f" {r['copy'] / r['bound']:>10.3f} {r['span']:>7.1f} {r['plan_bound']:>10.1f}"
-                  f" {r['span'] / r['plan_bound']:>10.3f} {r['wall']:>9.1f} {up:>10} {r['rss_gib']:>7.2f}", flush=True)
+                  f" {r['span'] / r['plan_bound']:>10.3f} {r['wall']:>9.1f} {r['expected']:>10.1f}"
+                  f" {r['wall'] / r['expected']:>8.3f} {up:>10} {r['rss_gib']:>7.2f}", flush=True)
     print("parts: partitions moved (add-brokers: one replica each); up s: cluster start and load (load alone in"
           " parentheses); copy s: sum over batches of copied_at - submitting_at (just before the submit); bound s: sum over batches of the"
           " busiest broker's bytes in or out / throttle (rolling batches overlap: read span and plan bound); span s:"
-          " first submit to last copy; plan bound: the plan's busiest broker's bytes in or out / throttle")
+          " first submit to last copy; plan bound: the plan's busiest broker's bytes in or out / throttle; execute s:"
+          " the execution's wall time; expected s: the plan's estimate for it (execute.estimate, the run's schedule,"
+          " caps and poll), as the approval request says it")
     if args.per_batch:
         print(f"\n{'engine':>6} {'source':>8} {'batch':>5} {'parts':>5} {'MB moved':>9} {'busiest':>8} {'MB':>7}"
               f" {'copy s':>7} {'bound s':>8} {'copy/bound':>10}")

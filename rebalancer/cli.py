@@ -203,7 +203,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         from .execute.estimate import duration, rate
 
         print(f"copied in {duration(took['seconds'])} at {rate(took['throttle_bytes_per_s'])}: the bound was "
-              f"{duration(took['bound_seconds'])}" + (f" ({took['to_bound']:.2f}x)" if took["to_bound"] else ""))
+              f"{duration(took['bound_seconds'])}" + (f" ({took['to_bound']:.2f}x)" if took["to_bound"] else "")
+              + (f", {took['schedule']} expected {duration(took['expected_seconds'])}"
+                 f" ({took['to_expected']:.2f}x)" if took.get("to_expected") else ""))
     return 0
 
 

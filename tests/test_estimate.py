@@ -278,3 +278,34 @@ def test_expected_time_runs_the_batches_in_the_fluid_model_not_only_their_floor(
     assert e.batches == 1 and e.batch_floor_seconds == 400.0
     assert e.modelled_seconds == pytest.approx(433.333, abs=1e-3)
     assert e.expected_seconds == pytest.approx(433.333 * RATE_FACTOR + BATCH_OVERHEAD_S, abs=1e-2)
+
+
+def test_verification_measures_the_execution_against_its_bound_and_its_expected_time(tmp_path: Path) -> None:
+    """The time the execution copied (its first submit to its last copy) against the bound and against what the
+    estimate expected for the schedule and caps it ran with (recorded in its state): the ETA's error, read where
+    the run ends (``verification.json``'s ``execution_time``)."""
+    from rebalancer.execute.runner import _execution_time
+    from rebalancer.plan import plan_run_dir
+    from rebalancer.rundir import RunDir
+
+    desc = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams()), desc)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{desc}")
+    plan = plan_run_dir(run, "add-brokers", brokers=[12, 13, 14, 15])
+    rate = 20 * MB
+    for schedule, per_broker in (("batches", 5), ("rolling", 2)):
+        want = estimate(plan.changes, rate, schedule=schedule, per_broker=per_broker, total=50)
+        state = {"kind": "execute", "plan_hash": plan.hash, "throttle_bytes_per_s": rate,
+                 "params": {"per_broker": per_broker, "total": 50, "max_batch_bytes": None, "order": "bound"},
+                 "batches": [{"index": 0, "submitting_at": 1000.0, "copied_at": 1010.0},
+                             {"index": 1, "submitting_at": 1011.0, "copied_at": 1000.0 + want.expected_seconds}]}
+        if schedule == "rolling":
+            state["schedule"] = "rolling"
+        RunDir(run).state.parent.mkdir(parents=True, exist_ok=True)
+        RunDir(run).state.write_text(json.dumps(state))
+        took = _execution_time(run, plan)
+        assert took is not None and took["schedule"] == schedule
+        assert took["seconds"] == pytest.approx(want.expected_seconds, abs=1e-3)
+        assert took["expected_seconds"] == round(want.expected_seconds, 3) and took["to_expected"] == 1.0
+        assert took["bound_seconds"] == round(want.bound_seconds, 3)

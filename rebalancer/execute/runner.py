@@ -1201,7 +1201,9 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
 
 def _execution_time(run: Path, plan: Plan) -> dict[str, Any] | None:
     """How long the execution copied (its first submit to its last batch at its target, wall seconds) against the
-    bound at its throttle (``estimate``: no order of the moves is faster), or None before any batch copied."""
+    bound at its throttle (``estimate``: no order of the moves is faster) and the time the estimate expected for
+    its schedule and caps (the approval request's, where they were the plan's), or None before any batch
+    copied."""
     from .estimate import estimate
 
     state = load_state(run)
@@ -1215,10 +1217,15 @@ def _execution_time(run: Path, plan: Plan) -> dict[str, Any] | None:
     throttle = state.get("throttle_bytes_per_s")
     if first is None or last is None or not isinstance(throttle, int) or throttle < 1:
         return None
-    bound = estimate(plan.changes, throttle).bound_seconds
+    params = state.get("params") or {}
+    ran = estimate(plan.changes, throttle, schedule=str(state.get("schedule") or "batches"),
+                   per_broker=params.get("per_broker"), total=int(params.get("total") or TOTAL),
+                   max_bytes=params.get("max_batch_bytes"), order=str(params.get("order") or "bound"))
+    bound, expected = ran.bound_seconds, ran.expected_seconds
     took = max(0.0, last - first)
     return {"seconds": round(took, 3), "bound_seconds": round(bound, 3), "throttle_bytes_per_s": throttle,
-            "to_bound": round(took / bound, 3) if bound > 0 else None}
+            "to_bound": round(took / bound, 3) if bound > 0 else None, "schedule": ran.schedule,
+            "expected_seconds": round(expected, 3), "to_expected": round(took / expected, 3) if expected > 0 else None}
 
 
 def load_state(run_dir: str | Path) -> ExecutionState | None:

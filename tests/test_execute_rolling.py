@@ -92,6 +92,11 @@ def test_rolling_keeps_brokers_busy_within_the_cap_and_verifies(tmp_path: Path, 
         len(b["steps"]) for b in state["batches"] if b.get("leaders_only"))
     assert len([b for b in state["batches"] if not b.get("leaders_only") and b.get("todo")]) > 1
     assert any(n > 0 for n in backend.flying_at_submit[1:]), backend.flying_at_submit
+    # The state says how far the run got, as of its last finished batch: all of it, at the end.
+    progress = state["progress"]
+    assert progress["moves_done"] == progress["moves"] == len(state["steps"]), progress
+    assert progress["bytes_done"] == progress["bytes"] == sum(s["bytes"] for s in state["steps"]) > 0
+    assert progress["eta_s"] == 0.0 and progress["elapsed_s"] > 0
 
 
 def multi_step_cluster() -> tuple[Cluster, dict[tuple[str, int], tuple[int, ...]]]:

@@ -902,6 +902,11 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
             if len(finished) == len(wave.todo):
                 wave.elections = _Elections({s.tp: s.after[0] for s in wave.todo}, opts, max(opts.min_timeout, 30.0))
         start_ready()  # refill the freed room before the elections
+        elapsed = now - began
+        done_bytes = sum(s.bytes for s in moved)
+        # The bytes left on the busiest throttle at the throttle's rate, or the rate seen so far if slower.
+        left = max(sched.left.values(), default=0) / rate
+        eta = max(left, elapsed * (total_bytes - done_bytes) / done_bytes if done_bytes else 0.0)
         completed = []
         for index, wave in active.items():
             if wave.elections is not None:
@@ -922,14 +927,13 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 thr.release(backend, ledger, keep=thr.batch_throttles(still + ahead, live))
                 throttled.intersection_update(_key(s) for s in still + ahead)
                 narrow_cost = time.monotonic() - narrowed_at
+            # what an operator (or the DAG's log) reads of a run in flight, written with each finished batch
+            state["progress"] = {"moves_done": len(moved), "moves": moves, "bytes_done": done_bytes,
+                                 "bytes": total_bytes, "elapsed_s": round(elapsed, 1), "eta_s": round(eta, 1),
+                                 "at": round(now, 3)}
             saving = time.monotonic()
             _save(state_path, state)
             save_cost = time.monotonic() - saving
-        elapsed = now - began
-        done_bytes = sum(s.bytes for s in moved)
-        # The bytes left on the busiest throttle at the throttle's rate, or the rate seen so far if slower.
-        left = max(sched.left.values(), default=0) / rate
-        eta = max(left, elapsed * (total_bytes - done_bytes) / done_bytes if done_bytes else 0.0)
         if opts.on_progress is not None:
             opts.on_progress(len(waves), 0, len(moved), moves, done_bytes, total_bytes, elapsed, eta)
         elif now - last_report >= opts.report_every or last_report == 0:

@@ -287,9 +287,9 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     over ``estimate.rolling_run``), ``peak_batch`` then the round of starts."""
     import pandas as pd
 
-    from .execute.batches import PER_BROKER, TOTAL, make_batches, peak_disk, steps_of
+    from .execute.batches import TOTAL, make_batches, peak_disk, steps_of
     from .execute.estimate import MODEL_STEPS, rolling_run
-    from .execute.schedule import ROLLING_PER_BROKER, rolling_peak_disk
+    from .execute.schedule import per_broker_of, rolling_peak_disk
 
     cap = model.capacity.get("disk")
     if not cap or not plan.changes:
@@ -298,13 +298,13 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     steps = [st for c in plan.changes
              for st in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
     total = int(execution.get("total") or TOTAL)
-    if execution.get("schedule") == "rolling" and len(steps) <= MODEL_STEPS:
+    schedule = execution.get("schedule")
+    per_broker = per_broker_of(schedule, execution.get("per_broker"))
+    if schedule == "rolling" and len(steps) <= MODEL_STEPS:
         moving = [st for st in steps if not st.leader_only]
-        peak = rolling_peak_disk(rolling_run(moving, int(execution["throttle_bytes_per_s"]),
-                                             int(execution.get("per_broker") or ROLLING_PER_BROKER), total), held)
+        peak = rolling_peak_disk(rolling_run(moving, int(execution["throttle_bytes_per_s"]), per_broker, total), held)
     else:  # batches; above the model's size, rolling as batches of its caps (moves at once per broker)
-        peak = peak_disk(make_batches(steps, per_broker=int(execution.get("per_broker") or PER_BROKER),
-                                      total=total), held)
+        peak = peak_disk(make_batches(steps, per_broker=per_broker, total=total), held)
     rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),
              "before": held.get(b, 0), "peak": peak.get(b, (0, -1))[0], "peak_batch": peak.get(b, (0, -1))[1] + 1,
              "util_before_pct": round(held.get(b, 0) / cap[b] * 100, 3),

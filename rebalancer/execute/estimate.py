@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
-from .schedule import ROLLING_PER_BROKER, Simulation, simulate, simulate_batches
+from .schedule import ROLLING_PER_BROKER, Simulation, per_broker_of, simulate, simulate_batches
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -103,8 +103,8 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
     broker, direction, most = _busiest(steps)
     if schedule == "rolling":
-        return _rolling(steps, throttle, per_broker or ROLLING_PER_BROKER, total, (broker, direction, most), poll)
-    per_broker = per_broker or PER_BROKER
+        return _rolling(steps, throttle, per_broker_of(schedule, per_broker), total, (broker, direction, most), poll)
+    per_broker = per_broker_of(schedule, per_broker)
     batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
     floor = batch_floor(batches) / throttle
     modelled = max(floor, simulate_batches(batches, float(throttle)).makespan if len(steps) <= MODEL_STEPS else 0.0)

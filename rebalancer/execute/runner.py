@@ -37,9 +37,9 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
-from .batches import PER_BROKER, TOTAL, Step, make_batches, steps_of
+from .batches import TOTAL, Step, make_batches, steps_of
 from .progress import QUOTA_WINDOW_S, CopyProgress
-from .schedule import ROLLING_PER_BROKER, Scheduler
+from .schedule import Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
@@ -209,7 +209,7 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], sche
                ) -> ExecutionState:
     """A fresh state. Batches: all of them made now. Rolling: the steps, and batches made as moves start
     (``_run_rolling``), except the leader-only steps (reorders, nothing to copy), batched now to run first."""
-    per_broker = opts.per_broker or (ROLLING_PER_BROKER if schedule == "rolling" else PER_BROKER)
+    per_broker = per_broker_of(schedule, opts.per_broker)
     moving = [s for s in steps if schedule == "rolling" and not s.leader_only]
     first = [s for s in steps if schedule != "rolling" or s.leader_only]
     batches = make_batches(first, per_broker=per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)

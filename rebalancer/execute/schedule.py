@@ -28,12 +28,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .batches import TOTAL, Step, Throttled, step_loads
+from .batches import PER_BROKER, TOTAL, Step, Throttled, step_loads
 
 __all__ = ["ROLLING_PER_BROKER", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
-           "rolling_peak_disk"]
+           "rolling_peak_disk", "per_broker_of"]
 
 ROLLING_PER_BROKER = 2  # moves in flight per broker (module doc)
+
+
+def per_broker_of(schedule: str | None, given: int | None = None) -> int:
+    """The moves at once per broker a schedule runs with: ``given``, else its own default (``ROLLING_PER_BROKER``
+    rolling, ``batches.PER_BROKER`` in batches)."""
+    return given or (ROLLING_PER_BROKER if schedule == "rolling" else PER_BROKER)
 
 
 class Scheduler:

@@ -38,20 +38,14 @@ from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import TOTAL, Step, make_batches, steps_of
-from .progress import QUOTA_WINDOW_S, CopyProgress
 from .schedule import Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
+from .watch import ExecutionFailed, Watcher
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend", "preflight", "approve", "execute",
            "verify", "rollback", "release_throttles"]
 
 log = logging.getLogger(__name__)
-
-
-class ExecutionFailed(RebalancerError):
-    """A batch failed (stalled, timed out, the destination died); the state and the reason are recorded."""
-
-    exit_code = 7
 
 
 class ForeignReassignment(ClusterBusy):
@@ -257,17 +251,6 @@ def _current(backend: Backend, tps: set[tuple[str, int]]) -> dict[tuple[str, int
     return dict(backend.read_partitions(tps))
 
 
-def _expected_seconds(steps: list[Step], rate: int) -> float:
-    out: dict[int, int] = {}
-    inn: dict[int, int] = {}
-    for s in steps:
-        for b in s.added:
-            inn[b] = inn.get(b, 0) + s.size_bytes
-            out[s.before[0]] = out.get(s.before[0], 0) + s.size_bytes
-    busiest = max([*out.values(), *inn.values(), 0])
-    return busiest / rate
-
-
 def _run_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
                state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
     label = f"batch {batch['index'] + 1}/{total_batches}"
@@ -469,126 +452,6 @@ def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int],
     return out
 
 
-class _Watch:
-    """Watches one submitted batch's moves, a poll at a time (``check``), failing the batch with a one-line reason.
-
-    Fails it when a broker of a move's target is down past ``destination_grace`` (said when it goes down), when a
-    move is no longer in flight and still not at its target past ``settle_grace`` (on a real cluster the controller
-    finishes a move before every broker's metadata shows it: a poll in that gap is not a failure), or when the batch
-    is past its time limit and, where the backend sees replica sizes, no byte has reached a new replica for
-    ``min_timeout`` seconds and no producer traffic explains it (``progress.CopyProgress``): a move that producers
-    outpace is reported, not killed."""
-
-    def __init__(self, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
-                 state_path: Path, label: str) -> None:
-        self.state, self.batch, self.todo, self.opts = state, batch, todo, opts
-        self.state_path, self.label = state_path, label
-        self.rate = state["throttle_bytes_per_s"]
-        self.expected = _expected_seconds(todo, self.rate)
-        self.timeout = opts.min_timeout + opts.timeout_factor * self.expected
-        self.started = batch.get("submitted_at") or time.time()
-        self.tps = {s.tp for s in todo}
-        self.total_bytes = sum(s.bytes for s in todo)
-        self.dead_since: dict[int, float] = {}
-        self.gone_since: dict[tuple[str, int], float] = {}
-        self.last_sizes = 0.0
-        self.progress = CopyProgress(float(self.rate), time.time())
-        self.warned_ingest = False
-        self.finished: set[Step] = set()  # seen at their target: a partition's next step may move it on since
-
-    def check(self, backend: Backend, flight: Mapping[tuple[str, int], Any], current: Mapping[tuple[str, int], Any],
-              live: set[int], now: float, *, due: bool | None = None,
-              sizes: Mapping[tuple[str, int], tuple[int, int, int]] | None = None) -> list[Step]:
-        """The moves at their target now (all of them: the batch copied); raises ``ExecutionFailed``. Every
-        ``report_every`` seconds (or when ``due`` says so) it also reads the new replicas' sizes (``sizes``: read
-        already, for more moves than these) for the ingest and time-limit checks."""
-        opts, batch = self.opts, self.batch
-        todo = self.todo
-        self.finished.update(s for s in todo if s.tp not in flight and current.get(s.tp) is not None
-                             and current[s.tp].replicas == s.after)
-        finished = [s for s in todo if s in self.finished]
-        if len(finished) == len(todo):
-            batch["copied_at"] = time.time()  # every move at its target (elections and throttle changes follow)
-            return finished
-        for s in todo:
-            if s.tp in flight or s in finished:
-                self.gone_since.pop(s.tp, None)
-                continue
-            since = self.gone_since.setdefault(s.tp, now)
-            if now - since < opts.settle_grace:
-                continue  # not listed any more, not at its target yet: ask again before calling it lost
-            have = current.get(s.tp)
-            if have is not None and have.replicas not in (s.after, s.before):
-                raise ExecutionFailed(f"{s.topic}-{s.partition} ended with replicas {list(have.replicas)}, "
-                                      f"not the planned {list(s.after)}")
-            raise ExecutionFailed(f"{s.topic}-{s.partition}: the reassignment has not been in flight for "
-                                  f"{now - since:.0f} s but the partition has "
-                                  f"{list(have.replicas) if have else 'no'} replicas (cancelled or reverted elsewhere)")
-        # A broker of a move's target that is down (one it adds, or one it keeps: the move completes only when its
-        # whole target is in sync) may be restarting: waited for up to destination_grace, then the batch fails.
-        for s in todo:
-            if s in finished:
-                continue
-            for b in sorted(s.after, key=lambda b: b not in s.added):
-                role = "destination broker" if b in s.added else "kept broker"
-                if b not in live:
-                    if b not in self.dead_since:
-                        self.dead_since[b] = now
-                        _say(opts, f"{self.label}: {role} {b} is down; waiting up to "
-                                   f"{opts.destination_grace:g} s for it to return (--destination-grace)")
-                    if now - self.dead_since[b] >= opts.destination_grace:
-                        raise ExecutionFailed(f"batch {batch['index'] + 1} stalled: {role} {b} of "
-                                              f"{s.topic}-{s.partition} is down (waited {now - self.dead_since[b]:.0f} s, "
-                                              f"--destination-grace {opts.destination_grace:g} s)")
-                elif b in self.dead_since:
-                    since = self.dead_since.pop(b)
-                    _say(opts, f"{self.label}: {role} {b} is back after {now - since:.0f} s")
-        if due if due is not None else now - self.last_sizes >= opts.report_every:
-            self.last_sizes = now
-            moving = [s for s in todo if s not in finished]
-            read = ({s.tp: sizes[s.tp] for s in moving if s.tp in sizes} if sizes is not None
-                    else _sizes(backend, moving, current))
-            self._check_copying(moving, read, live, now, len(finished))
-        return finished
-
-    def _check_copying(self, moving: list[Step], sizes: Mapping[tuple[str, int], tuple[int, int, int]] | None,
-                       live: set[int], now: float, done: int) -> None:
-        """Producers outpacing the throttle (said once), and the time limit for a batch that copies nothing."""
-        opts, batch, watch, rate = self.opts, self.batch, self.progress, self.rate
-        outpaced = []
-        if sizes is not None:
-            watch.add(now, sizes)
-            outpaced = watch.outpaced(s.tp for s in moving)
-        if outpaced and not self.warned_ingest:
-            tp = outpaced[0]
-            self.warned_ingest = True
-            batch["ingest_outpaces_throttle"] = [f"{t}-{p}" for t, p in outpaced]
-            _save(self.state_path, self.state)
-            _say(opts, f"{self.label}: {len(outpaced)} move(s) do not catch up "
-                       f"(e.g. {tp[0]}-{tp[1]}: {watch.gap(tp)} bytes behind its leader, not shrinking, while "
-                       f"producers write into it): Kafka counts in-sync replication of a throttled partition "
-                       f"against the throttle of {rate} B/s; raise --throttle, or wait for traffic to drop")
-        # Stalled: no byte reached a new replica for min_timeout (never less than Kafka's quota window), and
-        # producers did not explain it meanwhile (the quota still counts their traffic after it stops).
-        patience = max(opts.min_timeout, QUOTA_WINDOW_S)
-        stalled = sizes is None or now - max(watch.last_advance, watch.last_outpaced) > patience
-        elapsed = now - self.started
-        if elapsed > self.timeout and stalled:
-            why = "" if sizes is None else f", no byte copied for {now - watch.last_advance:.0f} s"
-            blind = ("" if sizes is not None else
-                     "; ZooKeeper shows no replica sizes, so a move that producers outpace looks like a stuck "
-                     "one: raise --throttle or --min-timeout, or execute through kafka://")
-            # A move completes only when its whole target is in the ISR: a kept replica's broker that is down
-            # blocks it without any byte missing on the new replicas.
-            down = sorted({b for s in moving for b in s.after if b not in live})
-            if down:
-                blind += f"; target broker(s) {', '.join(map(str, down))} down: the moves wait for them to rejoin"
-            raise ExecutionFailed(f"batch {batch['index'] + 1} timed out after {elapsed:.0f} s "
-                                  f"(limit {self.timeout:.0f} s: {self.expected:.0f} s at the throttle "
-                                  f"x{opts.timeout_factor:g} + {opts.min_timeout:.0f} s{why}); "
-                                  f"{done}/{len(self.todo)} moves done{blind}")
-
-
 def _poll(backend: Backend, tps: set[tuple[str, int]]
           ) -> tuple[dict[tuple[str, int], Any], dict[tuple[str, int], Any], set[int]]:
     """One look at the moving partitions: (in flight, their current state, live brokers)."""
@@ -597,25 +460,29 @@ def _poll(backend: Backend, tps: set[tuple[str, int]]
     return flight, current, _retrying(backend.live_brokers, "reading brokers")
 
 
+def _watcher(state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions, state_path: Path,
+             label: str) -> Watcher:
+    return Watcher(todo, cast(dict[str, Any], batch), opts, rate=state["throttle_bytes_per_s"], now=time.time(),
+                   label=label, say=partial(_say, opts), save=partial(_save, state_path, state))
+
+
 def _wait(backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
           state_path: Path, total_batches: int) -> None:
-    """Poll until every move of the batch reached its target (``_Watch``), reporting progress."""
+    """Poll until every move of the batch reached its target (``watch.Watcher``), reporting progress."""
     label = f"batch {batch['index'] + 1}/{total_batches}"
-    watch = _Watch(state, batch, todo, opts, state_path, label)
+    watch = _watcher(state, batch, todo, opts, state_path, label)
     last_report = 0.0
     while True:
         flight, current, live = _poll(backend, watch.tps)
         now = time.time()
-        finished = watch.check(backend, flight, current, live, now)
+        due = watch.due(now)
+        sizes = _sizes(backend, watch.moving(), current) if due else None
+        finished = watch.check(flight, current, live, now, due=due, sizes=sizes)
         if len(finished) == len(todo):
             return
         elapsed = now - watch.started
         done_bytes = sum(s.bytes for s in finished)
-        # ETA from the observed rate once something finished, from bytes / throttle before that.
-        if done_bytes and watch.total_bytes:
-            eta = elapsed * (watch.total_bytes - done_bytes) / done_bytes
-        else:
-            eta = max(0.0, watch.expected - elapsed) if watch.expected else 0.0
+        eta = watch.eta(now)
         if opts.on_progress is not None:
             opts.on_progress(batch["index"] + 1, total_batches, len(finished), len(todo), done_bytes,
                              watch.total_bytes, elapsed, eta)
@@ -746,7 +613,7 @@ class _Wave:
 
     batch: BatchState
     todo: list[Step]
-    watch: _Watch
+    watch: Watcher
     freed: set[Step]
     elections: _Elections | None = None
 
@@ -827,7 +694,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 sched.finish(s)
                 moved.append(s)
         if todo:
-            wave = _Wave(batch, todo, _Watch(state, batch, todo, opts, state_path, label), set())
+            wave = _Wave(batch, todo, _watcher(state, batch, todo, opts, state_path, label), set())
             for s in todo:
                 if _key(s) in reached:
                     wave.watch.finished.add(s)
@@ -892,8 +759,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
             seen = _sizes(backend, every, current)
         for wave in copying:
             with _failing(state, wave.batch, state_path):
-                finished = wave.watch.check(backend, flight, current, live, now, due=due,
-                                            sizes=None if not due or seen is None else seen)
+                finished = wave.watch.check(flight, current, live, now, due=due, sizes=seen if due else None)
             for s in finished:
                 if s not in wave.freed:
                     wave.freed.add(s)

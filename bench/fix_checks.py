@@ -63,8 +63,8 @@ MUTATIONS = [
         (C + "test_add_brokers_plan_executes_exactly_under_a_real_throttle[kafka-3.9-kafka]",)),
     Mutation(
         "no-settle-grace", "a finished move that a poll still shows unfinished fails the batch",
-        "rebalancer/execute/runner.py",
-        "            if now - since < opts.settle_grace:\n",
+        "rebalancer/execute/watch.py",
+        "            if now - since < self.limits.settle_grace:\n",
         "            if False:\n",
         (C + "test_add_brokers_plan_executes_exactly_under_a_real_throttle[kafka-3.9-kafka]",
          C + "test_add_brokers_plan_executes_exactly_under_a_real_throttle[kafka-4-kafka]")),
@@ -90,9 +90,9 @@ MUTATIONS = [
          C + "test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one[kafka-4-kafka]")),
     Mutation(
         "timeout-ignores-progress", "a move that producers outpace is timed out as dead",
-        "rebalancer/execute/runner.py",
-        "            if elapsed > timeout and stalled:\n",
-        "            if elapsed > timeout:\n",
+        "rebalancer/execute/watch.py",
+        "        if elapsed <= self.timeout or not stuck:\n",
+        "        if elapsed <= self.timeout:\n",
         (C + "test_a_move_that_producers_outpace_is_reported_not_timed_out[kafka-3.9-kafka]",
          C + "test_a_move_that_producers_outpace_is_reported_not_timed_out[kafka-4-kafka]")),
     Mutation(

@@ -203,3 +203,21 @@ def test_the_runs_verdict_says_the_throttle_command_whole_without_a_password(tmp
     message = outcome(run, ["cleanup_throttles"], "kafka://ops:s3cret@broker-1:9092")["message"]
     assert f"rebalancer throttle --clear '{run.resolve()}' --source 'kafka://ops:***@broker-1:9092'" in message
     assert "s3cret" not in message
+
+
+def test_batches_report_the_whole_runs_progress_and_keep_it_in_the_state(tmp_path, zk, zk_url, make_sim):
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim, acceleration=50.0)
+    lines: list[str] = []
+    state = execute(run, backend, opts(throttle=20 * MB, report_every=0.0, progress=lines.append))
+    assert state["finished"] and len(state["batches"]) > 1
+    copies = [s for b in state["batches"] for s in b["steps"] if s["bytes"]]
+    progress = state["progress"]
+    assert progress["moves_done"] == progress["moves"] == len(copies)
+    assert progress["bytes_done"] == progress["bytes"] == sum(s["bytes"] for s in copies) > 0
+    assert progress["eta_s"] == 0.0 and progress["elapsed_s"] > 0 and progress["critical"] == []
+    # While it ran: the batch's moves, then the whole run's, the critical broker's bytes left and an ETA.
+    running = [x for x in lines if "moves of the batch; run " in x]
+    copying = [x for x in running if not x.split("; run ")[1].startswith(f"{len(copies)}/")]
+    assert copying and all("critical broker " in x and "ETA ~" in x for x in copying), [
+        x for x in copying if "critical broker " not in x]
+    assert any(f"0/{len(copies)} moves" not in x for x in running[1:])  # the run's count moves on across batches

@@ -96,7 +96,7 @@ def test_rolling_keeps_brokers_busy_within_the_cap_and_verifies(tmp_path: Path, 
     progress = state["progress"]
     assert progress["moves_done"] == progress["moves"] == len(state["steps"]), progress
     assert progress["bytes_done"] == progress["bytes"] == sum(s["bytes"] for s in state["steps"]) > 0
-    assert progress["eta_s"] == 0.0 and progress["elapsed_s"] > 0
+    assert progress["eta_s"] == 0.0 and progress["elapsed_s"] > 0 and progress["critical"] == []  # nothing left
 
 
 def multi_step_cluster() -> tuple[Cluster, dict[tuple[str, int], tuple[int, ...]]]:

@@ -37,7 +37,8 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
-from .batches import TOTAL, Step, make_batches, steps_of
+from .batches import TOTAL, Step, batch_floor, make_batches, steps_of
+from .progress import RunProgress
 from .schedule import Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
 from .watch import ExecutionFailed, Watcher
@@ -252,9 +253,17 @@ def _current(backend: Backend, tps: set[tuple[str, int]]) -> dict[tuple[str, int
 
 
 def _run_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts: ExecOptions,
-               state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger) -> None:
+               state_path: Path, total_batches: int, lock: ClusterLock, ledger: thr.Ledger,
+               run: RunProgress | None = None, floor_after: float = 0.0) -> None:
+    """One batch, start to done. ``run``: the whole run's progress (the batches' schedule), ``floor_after``: the
+    least time the batches after this one take (the sum of their busiest brokers at the throttle)."""
     label = f"batch {batch['index'] + 1}/{total_batches}"
     todo = _start_batch(backend, state, batch, opts, state_path, label, lock, ledger)
+    if run is not None:  # at their target already, or drifted (skipped, reported)
+        waiting = {_key(s) for s in todo or []}
+        for d in batch["steps"]:
+            if _key(st := Step.from_dict(d)) not in waiting:
+                run.finish(st)
     if todo is None:
         return
     # While this batch copies, throttle the next one's replicas too, so it can start without a settle wait.
@@ -265,12 +274,14 @@ def _run_batch(backend: Backend, state: ExecutionState, batch: BatchState, opts:
         except TransientError as exc:  # best effort: the next batch sets its own throttles before it starts
             log.warning("could not throttle the next batch ahead (%s); it will be throttled when it starts", exc)
             upcoming = (set(), {})
-    _wait(backend, state, batch, todo, opts, state_path, total_batches)
+    _wait(backend, state, batch, todo, opts, state_path, total_batches, run, floor_after)
     # Leadership: a preferred election where the preferred leader changed.
     _elect(backend, todo, batch, opts, label)
     thr.release(backend, ledger, keep=upcoming)  # narrow this run's throttles to exactly the next batch's
     batch["status"] = "done"
     batch["finished_at"] = time.time()
+    if run is not None:  # what an operator (or the DAG's log) reads of a run in flight
+        state["progress"] = run.snapshot(batch["finished_at"], floor_after)
     _save(state_path, state)
 
 
@@ -467,28 +478,37 @@ def _watcher(state: ExecutionState, batch: BatchState, todo: list[Step], opts: E
 
 
 def _wait(backend: Backend, state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions,
-          state_path: Path, total_batches: int) -> None:
-    """Poll until every move of the batch reached its target (``watch.Watcher``), reporting progress."""
+          state_path: Path, total_batches: int, run: RunProgress | None = None, floor_after: float = 0.0) -> None:
+    """Poll until every move of the batch reached its target (``watch.Watcher``), reporting progress: the batch's,
+    and the whole run's (``run``; ``floor_after``: see ``_run_batch``)."""
     label = f"batch {batch['index'] + 1}/{total_batches}"
     watch = _watcher(state, batch, todo, opts, state_path, label)
+    if run is None:
+        run = RunProgress(todo, state["throttle_bytes_per_s"], watch.started)
+    counted: set[Step] = set()
     last_report = 0.0
     while True:
         flight, current, live = _poll(backend, watch.tps)
         now = time.time()
         due = watch.due(now)
-        sizes = _sizes(backend, watch.moving(), current) if due else None
+        moving = watch.moving()
+        sizes = _sizes(backend, moving, current) if due else None
         finished = watch.check(flight, current, live, now, due=due, sizes=sizes)
+        for s in finished:
+            if s not in counted:
+                counted.add(s)
+                run.finish(s)
         if len(finished) == len(todo):
             return
-        elapsed = now - watch.started
-        done_bytes = sum(s.bytes for s in finished)
-        eta = watch.eta(now)
+        if due:
+            run.sample(now, moving, sizes)
+        eta = run.eta(now, watch.eta(now) + floor_after)
         if opts.on_progress is not None:
-            opts.on_progress(batch["index"] + 1, total_batches, len(finished), len(todo), done_bytes,
-                             watch.total_bytes, elapsed, eta)
+            opts.on_progress(batch["index"] + 1, total_batches, run.moves_done, run.moves, run.bytes_done, run.bytes,
+                             now - run.started, eta)
         elif now - last_report >= opts.report_every or last_report == 0:
-            _say(opts, f"{label}: {len(finished)}/{len(todo)} moves, "
-                       f"{done_bytes}/{watch.total_bytes} bytes, {elapsed:.0f} s elapsed, ETA ~{eta:.0f} s")
+            _say(opts, f"{label}: {len(finished)}/{len(todo)} moves of the batch; run "
+                       f"{run.line(now, watch.eta(now) + floor_after)}")
             last_report = now
         time.sleep(opts.poll)
 
@@ -645,9 +665,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                       total=int(params["total"]), min_bytes=int(2 * rate * reaction))
     active: dict[int, _Wave] = {}
     staged: _Wave | None = None  # throttled, waiting for the brokers to see the throttles
-    moves, total_bytes = len(steps), sum(s.bytes for s in steps)
-    moved = [s for s in steps if _key(s) in done]
-    began = time.time()
+    run = RunProgress(steps, rate, time.time(), done=[s for s in steps if _key(s) in done])
     last_report = sizes_at = 0.0
     # Each start writes the state (write-ahead): on a plan of tens of thousands of moves that is megabytes, so starts
     # are spaced to keep the writing under a tenth of the time (a small state: no wait).
@@ -692,7 +710,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 sched.start(s)
             if _key(s) not in waiting:  # at its target already, or drifted (skipped, reported)
                 sched.finish(s)
-                moved.append(s)
+                run.finish(s)
         if todo:
             wave = _Wave(batch, todo, _watcher(state, batch, todo, opts, state_path, label), set())
             for s in todo:
@@ -757,6 +775,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
             sizes_at = now
             every = [s for w in copying for s in w.todo if s not in w.freed]
             seen = _sizes(backend, every, current)
+            run.sample(now, every, seen)
         for wave in copying:
             with _failing(state, wave.batch, state_path):
                 finished = wave.watch.check(flight, current, live, now, due=due, sizes=seen if due else None)
@@ -764,15 +783,10 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 if s not in wave.freed:
                     wave.freed.add(s)
                     sched.finish(s)
-                    moved.append(s)
+                    run.finish(s)
             if len(finished) == len(wave.todo):
                 wave.elections = _Elections({s.tp: s.after[0] for s in wave.todo}, opts, max(opts.min_timeout, 30.0))
         start_ready()  # refill the freed room before the elections
-        elapsed = now - began
-        done_bytes = sum(s.bytes for s in moved)
-        # The bytes left on the busiest throttle at the throttle's rate, or the rate seen so far if slower.
-        left = max(sched.left.values(), default=0) / rate
-        eta = max(left, elapsed * (total_bytes - done_bytes) / done_bytes if done_bytes else 0.0)
         completed = []
         for index, wave in active.items():
             if wave.elections is not None:
@@ -794,24 +808,39 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 throttled.intersection_update(_key(s) for s in still + ahead)
                 narrow_cost = time.monotonic() - narrowed_at
             # what an operator (or the DAG's log) reads of a run in flight, written with each finished batch
-            state["progress"] = {"moves_done": len(moved), "moves": moves, "bytes_done": done_bytes,
-                                 "bytes": total_bytes, "elapsed_s": round(elapsed, 1), "eta_s": round(eta, 1),
-                                 "at": round(now, 3)}
+            state["progress"] = run.snapshot(now)
             saving = time.monotonic()
             _save(state_path, state)
             save_cost = time.monotonic() - saving
         if opts.on_progress is not None:
-            opts.on_progress(len(waves), 0, len(moved), moves, done_bytes, total_bytes, elapsed, eta)
+            opts.on_progress(len(waves), 0, run.moves_done, run.moves, run.bytes_done, run.bytes, now - run.started,
+                             run.eta(now))
         elif now - last_report >= opts.report_every or last_report == 0:
-            _say(opts, f"rolling: {len(waves)} batch(es) started, {len(flying())} move(s) in flight; "
-                       f"{len(moved)}/{moves} moves, {done_bytes}/{total_bytes} bytes, {elapsed:.0f} s elapsed, "
-                       f"ETA ~{eta:.0f} s")
+            _say(opts, f"rolling: {len(waves)} batch(es) started, {len(flying())} move(s) in flight; {run.line(now)}")
             last_report = now
         reaction = 0.8 * reaction + 0.2 * (opts.poll + time.monotonic() - top)
         want = int(2 * rate * reaction)
         if not 0.8 * sched.min_bytes <= want <= 1.25 * sched.min_bytes:
             sched.set_min_bytes(want)
         time.sleep(opts.poll)
+
+
+def _run_batches(backend: Backend, state: ExecutionState, opts: ExecOptions, state_path: Path, lock: ClusterLock,
+                 ledger: thr.Ledger) -> None:
+    """The batches one after another, the whole run's progress kept across them."""
+    rate = state["throttle_bytes_per_s"]
+    batches = state["batches"]
+    steps = [[Step.from_dict(d) for d in b["steps"]] for b in batches]
+    run = RunProgress([s for ss in steps for s in ss], rate, time.time(),
+                      done=[s for b, ss in zip(batches, steps, strict=True) if b["status"] == "done" for s in ss])
+    # the least time the batches after each take: the sum of their busiest throttles (``batches.batch_floor``)
+    after = [0.0] * len(batches)
+    for i in range(len(batches) - 2, -1, -1):
+        after[i] = after[i + 1] + batch_floor([steps[i + 1]]) / rate
+    for i, batch in enumerate(batches):
+        if batch["status"] != "done":
+            with _failing(state, batch, state_path):
+                _run_batch(backend, state, batch, opts, state_path, len(batches), lock, ledger, run, after[i])
 
 
 def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
@@ -843,11 +872,7 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
         if state.get("schedule") == "rolling":
             _run_rolling(backend, state, opts, state_path, lock, ledger)
         else:
-            n = len(state["batches"])
-            for batch in state["batches"]:
-                if batch["status"] != "done":
-                    with _failing(state, batch, state_path):
-                        _run_batch(backend, state, batch, opts, state_path, n, lock, ledger)
+            _run_batches(backend, state, opts, state_path, lock, ledger)
         state["finished"] = True
         state["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         state.pop("failed", None)

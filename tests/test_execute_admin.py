@@ -228,3 +228,23 @@ def test_sasl_plain_through_a_config_file(tmp_path, make_sim):
         assert result.returncode == 4 and says in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "horse" not in result.stderr, result.stderr
         assert not (tmp_path / "nope").exists()
+
+
+def test_throttles_read_for_named_entities_only_on_both_backends(tmp_path, zk, zk_url, make_sim):
+    from rebalancer.execute.zk_backend import ZkBackend
+
+    sim, _, _ = prepared(tmp_path, make_sim, approve_it=False)
+    with admin_backend(sim) as backend:
+        topics = sorted({p.topic for p in backend.read_cluster().partitions})[:2]
+        backend.alter_configs("brokers", "1", {"leader.replication.throttled.rate": "7"})
+        backend.alter_configs("brokers", "2", {"leader.replication.throttled.rate": "8"})
+        for t in topics:
+            backend.alter_configs("topics", t, {"leader.replication.throttled.replicas": "0:1"})
+        wanted = [("brokers", "1"), ("topics", topics[0]), ("topics", "no-such-topic"), ("brokers", "99")]
+        expect = {("brokers", "1"): {"leader.replication.throttled.rate": "7"},
+                  ("topics", topics[0]): {"leader.replication.throttled.replicas": "0:1"}}
+        for b in (backend, ZkBackend(zk, zk_url)):
+            everything = b.throttle_configs()
+            assert {("brokers", "2"), ("topics", topics[1])} <= set(everything)
+            assert b.throttle_configs(wanted) == expect == {k: v for k, v in everything.items() if k in wanted}
+            assert b.throttle_configs([]) == {}

@@ -221,17 +221,22 @@ class AdminBackend:
         broker's throttle waits until it is back."""
         return set(brokers) - self.live_brokers()
 
-    def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Every throttle key set on a live broker or a topic.
+    def throttle_configs(self, entities: Iterable[tuple[str, str]] | None = None
+                         ) -> dict[tuple[str, str], dict[str, str]]:
+        """Every throttle key set on a live broker or a topic (of ``entities`` only, when given: a start of the
+        rolling schedule reads the few it writes, not every topic of the cluster).
 
         The cluster-wide broker default cannot be described through kafka-python (it only addresses brokers by
         id), and a dead broker cannot be asked: the executor never sets either."""
+        wanted = None if entities is None else set(entities)
+
         def read() -> dict[tuple[str, str], dict[str, str]]:
             # The entities are listed again on every retry: a broker that died meanwhile is no longer asked.
-            meta = ka.metadata(self.admin)
-            entities = [("brokers", str(b["node_id"])) for b in meta["brokers"]]
-            entities += [("topics", t["name"]) for t in meta["topics"] if not t.get("error_code")]
-            return self._describe(entities)
+            topics = None if wanted is None else sorted(n for k, n in wanted if k == "topics")
+            meta = ka.metadata(self.admin, topics)  # [] lists no topic, None every one
+            listed = [("brokers", str(b["node_id"])) for b in meta["brokers"]]
+            listed += [("topics", t["name"]) for t in meta["topics"] if not t.get("error_code")]
+            return self._describe(listed if wanted is None else [e for e in listed if e in wanted])
 
         out: dict[tuple[str, str], dict[str, str]] = {}
         for (entity_type, name), config in self._call("describing throttle configs", read).items():

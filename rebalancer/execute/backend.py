@@ -53,7 +53,9 @@ class Backend(Protocol):
 
     # -- configs (replication throttles) ---------------------------------------------------------------------
     def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool: ...
-    def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]: ...
+    def throttle_configs(self, entities: Iterable[tuple[str, str]] | None = None
+                         ) -> dict[tuple[str, str], dict[str, str]]:
+        """The throttle keys set, per (entity type, name): of ``entities`` only (those that exist), or everywhere."""
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]: ...
 
     # -- the cluster lock (rebalancer.lock) ------------------------------------------------------------------

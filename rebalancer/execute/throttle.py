@@ -158,7 +158,7 @@ class Ledger:
 def apply(backend: Backend, ledger: Ledger, rate: int, throttles: Throttles) -> bool:
     """Add these throttles to whatever is set (recording them in the ledger first); returns whether anything changed."""
     brokers, topics = throttles
-    current = backend.throttle_configs()
+    current = backend.throttle_configs([("brokers", str(b)) for b in brokers] + [("topics", t) for t in topics])
     writes: list[tuple[str, str, dict[str, str]]] = []
     for b in sorted(brokers):
         have = current.get(("brokers", str(b)), {})
@@ -203,7 +203,7 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
     keep_brokers, keep_topics = keep
     if not ledger:
         return []
-    current = backend.throttle_configs()
+    current = backend.throttle_configs([("brokers", b) for b in ledger.brokers] + [("topics", t) for t in ledger.topics])
     # A broker whose config this backend cannot read now (the Admin API asks the broker itself; a dead one cannot
     # answer) stays in the ledger, so a later release removes its throttle once it is back.
     unreachable = backend.unreachable_brokers({int(b) for b in ledger.brokers})

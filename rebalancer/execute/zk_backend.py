@@ -277,14 +277,20 @@ class ZkBackend:
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
         return set()  # every broker's config is a znode, whether the broker is up or not
 
-    def throttle_configs(self) -> dict[tuple[str, str], dict[str, str]]:
-        """Every throttle key set anywhere: {(entity_type, name): {key: value}}."""
+    def throttle_configs(self, entities: Iterable[tuple[str, str]] | None = None
+                         ) -> dict[tuple[str, str], dict[str, str]]:
+        """Every throttle key set anywhere (of ``entities`` only, when given): {(entity_type, name): {key: value}}."""
         out: dict[tuple[str, str], dict[str, str]] = {}
+        wanted = None if entities is None else set(entities)
         for entity_type, keys in (("brokers", THROTTLE_BROKER_KEYS), ("topics", THROTTLE_TOPIC_KEYS)):
             path = f"/config/{entity_type}"
-            if not self.zk.exists(path):
+            if wanted is not None:
+                names = sorted(n for k, n in wanted if k == entity_type)
+            elif self.zk.exists(path):
+                names = self.zk.get_children(path)
+            else:
                 continue
-            for name in self.zk.get_children(path):
+            for name in names:
                 found = {k: v for k, v in self._config(entity_type, name).items() if k in keys}
                 if found:
                     out[(entity_type, name)] = found

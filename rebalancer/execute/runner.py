@@ -223,7 +223,9 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], sche
 
 
 def _save(path: Path, state: ExecutionState) -> None:
-    atomic_write_json(path, state)
+    """Written before and after every change to the cluster (hundreds of times a rolling run): compact, in the C
+    encoder (an indented state of 700 moves took 80 ms a write, a quarter of a rolling run on the simulator)."""
+    atomic_write_json(path, state, compact=True)
 
 
 def _say(opts: ExecOptions, text: str) -> None:

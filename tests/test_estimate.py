@@ -259,6 +259,56 @@ def test_batches_for_the_bound_are_those_of_their_definition(raw, per_broker: in
         [[(s.tp, s.seq) for s in bt] for bt in _bound_batches_by_definition(data, per_broker, total, max_bytes)]
 
 
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(0, 7), st.integers(1, 10**6),
+                          st.booleans()), min_size=1, max_size=50),
+       st.integers(1, 4), st.integers(1, 12), st.sampled_from([None, 10**6, 3 * 10**6]), st.integers(0, 300))
+def test_refined_batches_keep_every_rule_and_never_a_higher_floor(raw, per_broker: int, total: int, max_bytes,
+                                                                 work: int) -> None:
+    """Local search from any batches (here the largest first), cut at any amount of work: every step once, one step
+    per partition a batch and in order, the caps kept; the floor never higher than where it started."""
+    from rebalancer.execute.batches import refine
+
+    steps: list[Step] = []
+    for i, (a, b, c, size, two) in enumerate(raw):
+        if len({a, b, c}) < 3:
+            continue
+        steps += steps_of("t", i, (a, b), (c, a + 10) if two else (c, b), size)
+    start = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")
+    start = [bt for bt in start if not bt[0].leader_only]
+    batches = refine(start, per_broker, total, max_bytes, work=work)
+    key = (lambda s: (s.tp, s.seq))
+    assert sorted((s for bt in batches for s in bt), key=key) == sorted((s for bt in start for s in bt), key=key)
+    done: dict[tuple[str, int], int] = {}
+    for bt in batches:
+        assert bt and len(bt) <= total and len({s.tp for s in bt}) == len(bt)
+        assert max_bytes is None or len(bt) == 1 or sum(s.bytes for s in bt) <= max_bytes
+        for broker in {x for s in bt for x in s.brokers()}:
+            assert sum(1 for s in bt if broker in s.brokers()) <= per_broker
+        for s in bt:
+            assert s.seq == done.get(s.tp, 0)
+            done[s.tp] = s.seq + 1
+    assert batch_floor(batches) <= batch_floor(start)
+
+
+def test_refine_moves_a_straggler_and_trades_steps_to_even_the_batches() -> None:
+    from rebalancer.execute.batches import refine
+
+    # One move per broker a batch. Brokers 9 and 8 each receive a large and a small move, the large ones in different
+    # batches: 100 + 100 s at 1 B/s, where the two large together and the two small together take 100 + 10. No
+    # move alone fits elsewhere (the cap): a large and a small trade places.
+    a, b = Step("a", 0, (0,), (9,), 100), Step("b", 0, (1,), (8,), 10)
+    c, d = Step("c", 0, (2,), (9,), 10), Step("d", 0, (3,), (8,), 100)
+    assert batch_floor([[a, b], [c, d]]) == 200
+    batches = refine([[a, b], [c, d]], 1, 50, None)
+    assert batch_floor(batches) == 110 and {frozenset(bt) for bt in batches} == {frozenset({a, d}), frozenset({b, c})}
+    # A straggler: the longest batch's move goes where it adds nothing, and the emptied batch is dropped.
+    other = Step("other", 0, (6,), (7,), 200)
+    batches = refine([[a, other], [d]], 1, 50, None)
+    assert batch_floor(batches) == 200 and len(batches) == 1
+    assert refine([[a, other], [d]], 1, 50, None, work=0) == [[a, other], [d]]  # no work: as given
+
+
 def test_peak_disk_counts_a_batchs_new_replicas_before_the_old_ones_free_theirs() -> None:
     # broker 0 gives 30 to broker 2 and takes 20 from broker 1; then broker 2 gives 10 to broker 0
     first = [Step("a", 0, (0,), (2,), 30), Step("b", 0, (1,), (0,), 20)]

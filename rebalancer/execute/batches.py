@@ -10,7 +10,8 @@ a batch of its own), one step per partition, and a partition's steps in order ac
 its slowest move, so the batches take at least the sum of each one's busiest broker's bytes (``batch_floor``) at
 the throttle, which no order brings below the busiest broker's bytes over the whole plan (``execute.estimate``).
 ``order="bound"`` (the default) forms the batches to come near that: the critical broker (most bytes left) kept
-busy, largest first (``_bound_batches``), or the largest steps first, whichever floor is lower; ``"smallest"`` and
+busy, largest first (``_bound_batches``), or the largest steps first, whichever floor is lower, then shortened by
+local search (``refine``: steps moved or traded between batches); ``"smallest"`` and
 ``"largest"`` put those steps first. Leader-only steps are batched apart from data moves, as one reorder plus one
 preferred leader election per batch.
 """
@@ -21,12 +22,13 @@ import bisect
 import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["PER_BROKER", "TOTAL", "Step", "Throttled", "steps_of", "step_loads", "make_batches", "batch_floor",
            "peak_disk"]
 
 PER_BROKER, TOTAL = 5, 50  # the executor's default caps: moves at once per broker, and in a batch
+REFINE_WORK = 400_000  # the most candidates ``refine`` looks at (``make_batches``' bound order)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: 
         best = min((_bound_batches(data, per_broker, total, max_bytes),
                     make_batches(data, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")),
                    key=batch_floor)
-        return best + _leader_batches([s for s in pending if s.leader_only], total)
+        return refine(best, per_broker, total, max_bytes) + _leader_batches([s for s in pending if s.leader_only], total)
     pending = sorted(steps, key=lambda s: ((s.bytes if order == "smallest" else -s.bytes), s.topic, s.partition, s.seq))
     data = [s for s in pending if not s.leader_only]
     leaders = [s for s in pending if s.leader_only]
@@ -311,3 +313,135 @@ def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int
                 add(queues[s.tp][heads[s.tp]])
         batches.append(batch.steps)
     return batches
+
+
+class _Refine:
+    """Batches made nearer the bound by local search (``refine``): per batch its steps, the bytes through each
+    throttle, the moves per broker, its bytes and partitions, and where each step is."""
+
+    def __init__(self, batches: list[list[Step]], per_broker: int, total: int, max_bytes: int | None) -> None:
+        self.per_broker, self.total, self.max_bytes = per_broker, total, max_bytes
+        self.batches = [list(b) for b in batches]
+        self.loads = {s: step_loads(s) for b in batches for s in b}
+        self.held: list[dict[Throttled, int]] = []
+        self.count: list[dict[int, int]] = []
+        self.size: list[int] = []
+        self.tps: list[set[tuple[str, int]]] = []
+        self.where: dict[tuple[str, int, int], int] = {}
+        for i, b in enumerate(self.batches):
+            held: dict[Throttled, int] = {}
+            count: dict[int, int] = {}
+            for s in b:
+                for t, x in self.loads[s].items():
+                    held[t] = held.get(t, 0) + x
+                for br in s.brokers():
+                    count[br] = count.get(br, 0) + 1
+                self.where[(s.topic, s.partition, s.seq)] = i
+            self.held.append(held)
+            self.count.append(count)
+            self.size.append(sum(s.bytes for s in b))
+            self.tps.append({s.tp for s in b})
+        self.length = [max(h.values(), default=0) for h in self.held]
+
+    def window(self, s: Step) -> tuple[int, int]:
+        """The batches ``s`` may go to lie strictly between these (its partition's previous and next steps')."""
+        return (self.where.get((s.topic, s.partition, s.seq - 1), -1),
+                self.where.get((s.topic, s.partition, s.seq + 1), len(self.batches)))
+
+    def length_after(self, i: int, out: Step | None, into: Step | None) -> int:
+        """Batch ``i``'s busiest throttle with ``out`` taken out and ``into`` put in."""
+        held = self.held[i]
+        change: dict[Throttled, int] = {}
+        for s, sign in ((out, -1), (into, 1)):
+            if s is not None:
+                for t, x in self.loads[s].items():
+                    change[t] = change.get(t, held.get(t, 0)) + sign * x
+        top = max(change.values(), default=0)
+        if any(held.get(t, 0) == self.length[i] and v < self.length[i] for t, v in change.items()):
+            return max(top, max((v for t, v in held.items() if t not in change), default=0))
+        return max(top, self.length[i])
+
+    def fits(self, j: int, out: Step | None, into: Step) -> bool:
+        """Batch ``j`` within its caps with ``out`` taken out and ``into`` put in."""
+        if len(self.batches[j]) - (out is not None) >= self.total or (into.tp in self.tps[j] and (
+                out is None or out.tp != into.tp)):
+            return False
+        if self.max_bytes is not None and self.size[j] - (out.bytes if out else 0) + into.bytes > self.max_bytes:
+            return False
+        freed = out.brokers() if out is not None else set()
+        return all(self.count[j].get(b, 0) - (b in freed) < self.per_broker for b in into.brokers())
+
+    def move(self, s: Step, i: int, j: int) -> None:
+        self.batches[i].remove(s)
+        self.batches[j].append(s)
+        for k, sign in ((i, -1), (j, 1)):
+            for t, x in self.loads[s].items():
+                self.held[k][t] = self.held[k].get(t, 0) + sign * x
+            for b in s.brokers():
+                self.count[k][b] = self.count[k].get(b, 0) + sign
+            self.size[k] += sign * s.bytes
+            self.length[k] = max(self.held[k].values(), default=0)
+        self.tps[i].discard(s.tp)
+        self.tps[j].add(s.tp)
+        self.where[(s.topic, s.partition, s.seq)] = j
+
+
+def refine(batches: list[list[Step]], per_broker: int, total: int, max_bytes: int | None,
+           work: int | None = None) -> list[list[Step]]:
+    """Batches whose floor (``batch_floor``) is lower, by local search: the longest batch first, a step through its
+    busiest throttle (largest first) moves to another batch, or trades places with a smaller step through that
+    throttle in another batch, wherever the sum of the two batches' lengths drops; until nothing improves or
+    ``work`` candidates were looked at (default 40 per step, at most ``REFINE_WORK``: a few seconds at 60,000
+    steps): deterministic, not timed. Every rule of a batch holds
+    (caps, one step per partition, a partition's steps in order); empty batches are dropped. Data batches only."""
+    r = _Refine(batches, per_broker, total, max_bytes)
+    budget = min(40 * sum(len(b) for b in batches), REFINE_WORK) if work is None else work
+    through: dict[Throttled, list[Step]] = {}  # per throttle, its steps smallest first
+    for s in sorted(r.loads, key=lambda s: (s.bytes, s.topic, s.partition, s.seq)):
+        for t in r.loads[s]:
+            through.setdefault(t, []).append(s)
+    spent = 0
+
+    def shorten(i: int) -> bool:
+        nonlocal spent
+        held = r.held[i]
+        top = max(held, key=lambda t: (held[t], t))
+        for s in sorted((s for s in r.batches[i] if top in r.loads[s]),
+                        key=lambda s: (-s.bytes, s.topic, s.partition, s.seq)):
+            lo, hi = r.window(s)
+            alone = r.length[i] - r.length_after(i, s, None)
+            best, choice = 0, cast("tuple[int, Step | None] | None", None)
+            for j in range(lo + 1, hi):
+                spent += 1
+                if j != i and r.fits(j, None, s):
+                    gain = alone - (r.length_after(j, None, s) - r.length[j])
+                    if gain > best:
+                        best, choice = gain, (j, None)
+            for other in through[top]:
+                if other.bytes >= s.bytes:
+                    break
+                j = r.where[(other.topic, other.partition, other.seq)]
+                if j == i or not lo < j < hi:
+                    continue
+                lo2, hi2 = r.window(other)
+                spent += 1
+                if not lo2 < i < hi2 or not r.fits(j, other, s) or not r.fits(i, s, other):
+                    continue
+                gain = (r.length[i] - r.length_after(i, s, other)) + (r.length[j] - r.length_after(j, other, s))
+                if gain > best:
+                    best, choice = gain, (j, other)
+            if choice is not None:
+                j, traded = choice
+                r.move(s, i, j)
+                if traded is not None:
+                    r.move(traded, j, i)
+                return True
+        return False
+
+    improved = True
+    while improved and spent < budget:
+        improved = False
+        for i in sorted(range(len(r.batches)), key=lambda i: (-r.length[i], i)):
+            while r.batches[i] and spent < budget and shorten(i):
+                improved = True
+    return [b for b in r.batches if b]

@@ -198,11 +198,13 @@ class AdminBackend:
     def _config(self, entity_type: str, name: str) -> dict[str, str]:
         return self._configs([(entity_type, name)]).get((entity_type, name), {})
 
-    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool:
-        """Incremental change of one entity's config (SET some keys, DELETE others). Returns whether anything changed."""
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = (),
+                      seen: Mapping[str, str] | None = None) -> bool:
+        """Incremental change of one entity's config (SET some keys, DELETE others). Returns whether anything changed.
+        ``seen``: those keys as just read (a rolling start throttles its moves with one read for all of them)."""
         from kafka.admin import AlterConfigOp
 
-        current = self._config(entity_type, name)
+        current = self._config(entity_type, name) if seen is None else seen
         ops: dict[str, Any] = {k: (AlterConfigOp.SET, str(v)) for k, v in set_.items() if current.get(k) != str(v)}
         ops.update({k: (AlterConfigOp.DELETE, None) for k in delete if k in current and k not in set_})
         if not ops:

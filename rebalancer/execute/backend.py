@@ -52,7 +52,11 @@ class Backend(Protocol):
     def election_running(self) -> bool: ...
 
     # -- configs (replication throttles) ---------------------------------------------------------------------
-    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool: ...
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = (),
+                      seen: Mapping[str, str] | None = None) -> bool:
+        """Set some keys, delete others, keep the rest; whether anything changed. ``seen``: the keys changed, as the
+        caller just read them (``throttle_configs``), so that a backend that can change keys alone need not read
+        them again."""
     def throttle_configs(self, entities: Iterable[tuple[str, str]] | None = None
                          ) -> dict[tuple[str, str], dict[str, str]]:
         """The throttle keys set, per (entity type, name): of ``entities`` only (those that exist), or everywhere."""

@@ -194,7 +194,7 @@ def apply(backend: Backend, ledger: Ledger, rate: int, throttles: Throttles) -> 
         return False
     ledger.save()
     for entity_type, name, config in writes:
-        backend.alter_configs(entity_type, name, config)
+        backend.alter_configs(entity_type, name, config, seen=current.get((entity_type, name), {}))
     return True
 
 
@@ -221,7 +221,7 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
             else:
                 restore[key] = str(entry["previous"])
         if restore or delete:
-            backend.alter_configs("brokers", b, restore, delete=delete)
+            backend.alter_configs("brokers", b, restore, delete=delete, seen=have)
             changed.append(f"brokers/{b}")
         del ledger.brokers[b]
     for t in sorted(ledger.topics):
@@ -244,7 +244,7 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
             else:
                 ledger.topics[t].pop(key, None)
         if set_ or delete:
-            backend.alter_configs("topics", t, set_, delete=delete)
+            backend.alter_configs("topics", t, set_, delete=delete, seen=have)
             changed.append(f"topics/{t}")
         if not ledger.topics[t]:
             del ledger.topics[t]

@@ -262,10 +262,12 @@ class ZkBackend:
         self.zk.create(f"{kz.CONFIG_CHANGES}/{kz.CONFIG_CHANGE_PREFIX}",
                        kz.encode({"version": 2, "entity_path": f"{entity_type}/{name}"}), sequence=True, makepath=True)
 
-    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> bool:
+    def alter_configs(self, entity_type: str, name: str, set_: Mapping[str, str], delete: Iterable[str] = (),
+                      seen: Mapping[str, str] | None = None) -> bool:
         """Incremental change of one entity's config: set some keys, delete others, keep the rest.
 
-        Returns whether anything changed (nothing is written, and no notification sent, otherwise)."""
+        Returns whether anything changed (nothing is written, and no notification sent, otherwise). ``seen`` is not
+        enough here: the znode holds the whole config, read to be written back."""
         current = self._config(entity_type, name)
         new = {k: v for k, v in current.items() if k not in set(delete)}
         new.update(set_)

@@ -289,7 +289,7 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
 
     from .execute.batches import TOTAL, make_batches, peak_disk, steps_of
     from .execute.estimate import MODEL_STEPS, rolling_run
-    from .execute.schedule import per_broker_of, rolling_peak_disk
+    from .execute.schedule import DiskRoom, per_broker_of, rolling_peak_disk
 
     cap = model.capacity.get("disk")
     if not cap or not plan.changes:
@@ -301,8 +301,13 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     schedule = execution.get("schedule")
     per_broker = per_broker_of(schedule, execution.get("per_broker"))
     if schedule == "rolling" and len(steps) <= MODEL_STEPS:
+        # Moves wait for disk room, as the executor's do; where no order makes room for one, the run as if they
+        # did not wait shows the broker it would overfill (and the gate fails on it).
         moving = [st for st in steps if not st.leader_only]
-        peak = rolling_peak_disk(rolling_run(moving, int(execution["throttle_bytes_per_s"]), per_broker, total), held)
+        rate = int(execution["throttle_bytes_per_s"])
+        room = DiskRoom(held, {b: int(c * model.threshold["disk"]) for b, c in cap.items()})
+        run = rolling_run(moving, rate, per_broker, total, room=room)
+        peak = rolling_peak_disk(run if run.stuck is None else rolling_run(moving, rate, per_broker, total), held)
     else:  # batches; above the model's size, rolling as batches of its caps (moves at once per broker)
         peak = peak_disk(make_batches(steps, per_broker=per_broker, total=total), held)
     rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),

@@ -186,3 +186,61 @@ def test_rolling_is_refused_through_zookeeper_before_anything_changes(tmp_path: 
         assert not backend.in_flight() and backend.throttle_configs() == {}
         state = execute(run, backend, opts())  # auto: batches through ZooKeeper
         assert state["finished"] and "schedule" not in state
+
+
+def _tight_disk_run(tmp: Path, make_sim: Any, *, trade: bool) -> tuple[Any, Path, int, int]:
+    """Broker x holds what it holds plus 10 MB of room: it receives a 40 MB partition and gives another away
+    (``trade``: to broker y, which gives the first and has no more room either). Returns (sim, run, x, y)."""
+    base = build_scenario("new-brokers", ScenarioParams(brokers=4, racks=2, new_brokers=0, partitions=8, topics=1,
+                                                        rf=2, mean_partition_mib=1))
+    x = 0
+    parts = list(base.partitions)
+    out = next(p for p in parts if x in p.replicas)
+    y = next(b.id for b in base.brokers if b.id not in out.replicas)
+    into = next(p for p in parts if x not in p.replicas and (y in p.replicas if trade else True) and p is not out)
+    sized = {p.tp: dataclasses.replace(p, size_bytes=40 * MB if p in (out, into) else 1 * MB) for p in parts}
+    cluster = Cluster.build(base.brokers, list(sized.values()), base.meta)
+    held = {b.id: sum(p.size_bytes for p in cluster.partitions if b.id in p.replicas) for b in cluster.brokers}
+    tight = {x, y} if trade else {x}
+    cap = {b: held[b] + 10 * MB if b in tight else 10**12 for b in held}
+    sim = make_sim(cluster, acceleration=2.0)
+    run = tmp / "run"
+    take_snapshot(f"kafka://{sim.bootstrap}", run)
+    snap = load_snapshot(run)
+    given = into.replicas[:-1] + (x,) if not trade else tuple(x if b == y else b for b in into.replicas)
+    targets = {out.tp: tuple(y if b == x else b for b in out.replicas), into.tp: given}
+    plan = build_plan(snap, targets, mode="rebalance", strategy="manual", eligible=frozenset(held), params={},
+                      solver={}, bounds={})
+    # What a load plan records of the brokers' disks (``load_summary``): before, capacity, the threshold.
+    plan.summary["load"] = {"dimensions": {"disk": {"by_capacity": True, "threshold_pct": 100.0}},
+                            "brokers": [{"broker": b, "disk": {"before": held[b], "capacity": cap[b]}} for b in held]}
+    write_plan(plan, run)
+    approve(run, by="test")
+    return sim, run, x, y
+
+
+def test_a_move_into_a_full_broker_waits_until_another_frees_room(tmp_path: Path, make_sim: Any) -> None:
+    sim, run, x, _ = _tight_disk_run(tmp_path, make_sim, trade=False)
+    plan = load_plan(run)
+    with open_backend(f"kafka://{sim.bootstrap}") as backend:
+        state = execute(run, backend, opts(throttle=20 * MB, schedule="rolling"))
+        now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+    assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
+    peak = state["disk_peak"][str(x)]
+    assert peak["peak"] <= peak["limit"], peak  # it would have held 80 MB above its start with both in flight
+    receive = next(b for b in state["batches"] if any(x in s["to"] and x not in s["from"] for s in b["steps"]))
+    give = next(b for b in state["batches"] if any(x in s["from"] and x not in s["to"] for s in b["steps"]))
+    assert receive["submitted_at"] >= give["copied_at"]
+
+
+def test_a_move_no_order_makes_room_for_fails_before_anything_moves(tmp_path: Path, make_sim: Any) -> None:
+    from rebalancer.execute import ExecutionFailed
+
+    sim, run, x, y = _tight_disk_run(tmp_path, make_sim, trade=True)
+    with open_backend(f"kafka://{sim.bootstrap}") as backend:
+        before = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        with pytest.raises(ExecutionFailed, match=rf"cannot start: broker ({x}|{y}) holds \d+ bytes and would hold"):
+            execute(run, backend, opts(throttle=20 * MB, schedule="rolling"))
+        assert {p.tp: p.replicas for p in backend.read_cluster().partitions} == before
+        assert not backend.in_flight() and backend.throttle_configs() == {}
+    assert sim.completed == []

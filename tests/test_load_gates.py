@@ -421,14 +421,22 @@ def test_transient_disk_gate_names_a_broker_a_batch_overfills(tmp_path: Path) ->
     assert {r["broker"] for r in transient["failing_rows_sample"]} == {0, 1}
     assert {r["util_peak_pct"] for r in transient["failing_rows_sample"]} == {120.0}
     assert "broker 0 would hold 120% of its disk during batch 1 (threshold 85%)" in str(failed.value)
+    # Rolling, each move waits for room on its destination, and neither ever gets it (each waits for the other to
+    # free its copy): no order executes this plan safely, and the gate says so for the rolling estimate too.
+    from rebalancer.execute.estimate import estimate
+
+    plan.summary["execution"] = estimate(plan.changes, 10 * mib, schedule="rolling").to_dict()
+    write_plan(plan, tmp_path)
+    with pytest.raises(GateFailure) as failed:
+        validate_run_dir(tmp_path)
+    assert "broker 0 would hold 120% of its disk" in str(failed.value)
 
 
 def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for(tmp_path: Path) -> None:
-    """Broker 0 holds 80 MiB of 100 and sends a 40 MiB partition to 2 while it receives one from 1, at most one move
-    per broker at once. In batches the receive waits for the send to free broker 0's copy (80 %: the gate passes).
-    Rolling at 100 MiB/s, a broker keeps more than one move in flight while its moves would end before the
-    executor's loop could start the next (``Scheduler.min_bytes``): broker 0 copies both at once, 120 %, and the gate
-    judges the plan estimated rolling as the rolling executor would run it."""
+    """Broker 0 holds 80 MiB of 100 and sends a 40 MiB partition to 2 while it receives one from 1, two moves per
+    broker at once. In batches both moves go in one batch: broker 0 holds both copies, 120 %, and the gate fails.
+    Rolling, a move waits until its destination has room (``schedule.DiskRoom``): the receive starts once the send
+    freed broker 0's copy (80 %), and the gate judges the plan estimated rolling as the rolling executor runs it."""
     from rebalancer.execute.estimate import estimate
     from rebalancer.load import load_model
     from rebalancer.model import Broker, Partition
@@ -448,11 +456,11 @@ def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for
                           eligible=frozenset({0, 1, 2}), solver={}, bounds={},
                           params={"mode": "rebalance", "brokers": [], "balance": "load",
                                   "max_changes_per_partition": 1, "load": model.params()})
-        plan.summary["execution"] = estimate(plan.changes, 100 * mib, schedule=schedule, per_broker=1).to_dict()
+        plan.summary["execution"] = estimate(plan.changes, 100 * mib, schedule=schedule, per_broker=2).to_dict()
         write_plan(plan, run)
         try:
             validate_run_dir(run)
         except GateFailure:
             pass
         passed[schedule] = _gates(run)["transient-disk"]["passed"]
-    assert passed == {"batches": True, "rolling": False}
+    assert passed == {"batches": False, "rolling": True}

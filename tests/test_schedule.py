@@ -168,3 +168,43 @@ def test_the_rolling_peak_counts_a_move_from_its_start_until_it_frees_its_source
     # both at once (two moves per broker): 5 holds its old copy and the new one together
     together = rolling_peak_disk(simulate(steps, 10.0, per_broker=2), held)
     assert together[5] == (1100, 0)
+
+
+def test_a_move_waits_for_disk_room_its_destination_gets_when_another_move_leaves_it() -> None:
+    """Broker 9 holds 80 of at most 100: it receives 60 (a) and gives 50 away (b). Both at once (what the caps allow)
+    would fill it to 140; with its room known, a waits for b to free 50 and 9 never holds more than 90."""
+    from rebalancer.execute.schedule import DiskRoom, rolling_peak_disk
+
+    a = Step("a", 0, (1, 2), (9, 2), 60)
+    b = Step("b", 0, (9, 3), (5, 3), 50)
+    room = DiskRoom({9: 80, 5: 0, 1: 60}, {9: 100})
+    naive = Scheduler([a, b])
+    assert set(naive.ready()) == {a, b} and naive.disk == {9: 60, 5: 50}  # no limit: counted from 0
+    sched = Scheduler([a, b], room=room)
+    assert sched.ready() == [b] and sched.ready() == [] and sched.stuck() is None
+    sched.finish(b)
+    assert sched.disk[9] == 30 and sched.ready() == [a] and sched.disk_peak[9] == 90
+    sched.finish(a)
+    assert sched.done and sched.disk == {9: 90, 5: 50, 1: 0}
+    held = {9: 80, 5: 0, 1: 60}
+    assert rolling_peak_disk(simulate([a, b], 10.0), held)[9][0] == 140
+    sim = simulate([a, b], 10.0, room=room)
+    assert rolling_peak_disk(sim, held)[9][0] == 90 and sim.stuck is None
+
+
+def test_a_move_no_order_makes_room_for_is_named_not_waited_on_forever() -> None:
+    from rebalancer.execute.schedule import DiskRoom
+
+    a = Step("a", 0, (1, 2), (9, 2), 60)
+    c = Step("c", 0, (3, 4), (5, 4), 10)
+    room = DiskRoom({9: 80}, {9: 100})
+    sched = Scheduler([a, c], room=room)
+    assert sched.ready() == [c] and sched.stuck() is None  # something in flight: a may get room yet
+    sched.finish(c)
+    assert sched.ready() == [] and sched.stuck() == (
+        "a-0 cannot start: broker 9 holds 80 bytes and would hold 140, above its limit of 100, and no move in "
+        "flight frees room on it")
+    sim = simulate([a, c], 10.0, room=room)
+    assert [s for _, s in sim.starts] == [c] and sim.stuck is not None and "broker 9" in sim.stuck
+    # resumed after c and a move that freed 50 on 9: room enough
+    assert room.after([c, Step("d", 0, (9, 6), (7, 6), 50)]).held == {9: 30, 5: 10, 3: -10, 7: 50}

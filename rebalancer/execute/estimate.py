@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
-from .schedule import ROLLING_PER_BROKER, Simulation, per_broker_of, simulate, simulate_batches
+from .schedule import ROLLING_PER_BROKER, DiskRoom, Simulation, per_broker_of, simulate, simulate_batches
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -115,11 +115,12 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
 
 
 def rolling_run(steps: Iterable[Step], throttle: int, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
-                poll: float = POLL_S) -> Simulation:
+                poll: float = POLL_S, room: DiskRoom | None = None) -> Simulation:
     """The rolling schedule as the executor is expected to run it: its fluid model at the rate a real copy runs
-    (the throttle / ``RATE_FACTOR``) with the executor's loop (``poll``, ``START_COST_S``)."""
+    (the throttle / ``RATE_FACTOR``) with the executor's loop (``poll``, ``START_COST_S``), moves waiting for disk
+    room (``room``) as the executor's do."""
     return simulate(steps, throttle / RATE_FACTOR, per_broker=per_broker, total=total, poll=poll,
-                    start_cost=START_COST_S)
+                    start_cost=START_COST_S, room=room)
 
 
 def _rolling(steps: list[Step], throttle: int, per_broker: int, total: int,

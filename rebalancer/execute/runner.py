@@ -39,7 +39,7 @@ from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import TOTAL, Step, batch_floor, make_batches, steps_of
 from .progress import RunProgress
-from .schedule import Scheduler, per_broker_of
+from .schedule import DiskRoom, Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
 from .watch import ExecutionFailed, Watcher
 
@@ -641,7 +641,7 @@ class _Wave:
 
 
 def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, state_path: Path, lock: ClusterLock,
-                 ledger: thr.Ledger) -> None:
+                 ledger: thr.Ledger, room: DiskRoom | None = None) -> None:
     """The rolling schedule (``schedule.Scheduler``): a move starts as soon as its brokers have room, each start a
     batch of its own in the state (``pending`` -> ``submitting`` -> ``submitted`` -> ``done``, resumed as batches
     are), several in flight at once and watched in one poll; a batch whose moves all reached their targets gets its
@@ -649,7 +649,9 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
     sleep: a batch just throttled is submitted once ``throttle_settle`` has passed, and elections are asked and
     checked a poll at a time, while the other moves are watched. The leader-only batches made up front (reorders)
     run first, as batches. A backend that cannot add moves to those in flight (a rolling state resumed through
-    zk://) starts a batch only when none is in flight."""
+    zk://) starts a batch only when none is in flight. ``room``: the brokers' disk before the plan and their limits
+    (``schedule.DiskRoom``, from the plan): a move starts only once its destinations have room for it, and the state
+    records each limited broker's peak (``disk_peak``); a move none can make room for fails the run, one line."""
     rate = state["throttle_bytes_per_s"]
     for batch in state["batches"]:
         if batch.get("leaders_only") and batch["status"] != "done":
@@ -664,7 +666,14 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
     # (``Scheduler.min_bytes``), the reaction measured as the loop runs (first guess: a poll and a settle).
     reaction = opts.poll + opts.throttle_settle
     sched = Scheduler([s for s in steps if _key(s) not in done], per_broker=int(params["per_broker"]),
-                      total=int(params["total"]), min_bytes=int(2 * rate * reaction))
+                      total=int(params["total"]), min_bytes=int(2 * rate * reaction),
+                      room=room.after(s for s in steps if _key(s) in done) if room else None)
+
+    def record_disk() -> None:
+        if room:
+            state["disk_peak"] = {str(b): {"peak": sched.disk_peak.get(b, 0), "limit": room.limit[b]}
+                                  for b in sorted(room.limit)}
+
     active: dict[int, _Wave] = {}
     staged: _Wave | None = None  # throttled, waiting for the brokers to see the throttles
     run = RunProgress(steps, rate, time.time(), done=[s for s in steps if _key(s) in done])
@@ -766,8 +775,11 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
         top = time.monotonic()
         start_ready()
         if not active and staged is None:
-            if not sched.done:  # pragma: no cover - ready() starts something whenever nothing is in flight
-                raise ExecutionFailed("internal check: the rolling schedule stopped with moves left")
+            record_disk()
+            if not sched.done:  # the caps let a move start whenever nothing is in flight: only disk room stops it
+                _save(state_path, state)
+                raise ExecutionFailed(f"the rolling schedule stopped with {len(sched.left)} throttle(s) still to "
+                                      f"copy: {sched.stuck() or 'no move can start'}")
             return
         copying = [w for w in active.values() if w.elections is None]
         flight, current, live = _poll(backend, set(flying()))
@@ -811,6 +823,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 narrow_cost = time.monotonic() - narrowed_at
             # what an operator (or the DAG's log) reads of a run in flight, written with each finished batch
             state["progress"] = run.snapshot(now)
+            record_disk()
             saving = time.monotonic()
             _save(state_path, state)
             save_cost = time.monotonic() - saving
@@ -872,7 +885,7 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
         if theirs:
             _say(opts, f"throttles set by someone else are left alone: {', '.join(sorted(theirs))}")
         if state.get("schedule") == "rolling":
-            _run_rolling(backend, state, opts, state_path, lock, ledger)
+            _run_rolling(backend, state, opts, state_path, lock, ledger, DiskRoom.of_plan(plan.summary))
         else:
             _run_batches(backend, state, opts, state_path, lock, ledger)
         state["finished"] = True

@@ -27,13 +27,50 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, step_loads
 
-__all__ = ["ROLLING_PER_BROKER", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
+__all__ = ["ROLLING_PER_BROKER", "DiskRoom", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
            "rolling_peak_disk", "per_broker_of"]
 
 ROLLING_PER_BROKER = 2  # moves in flight per broker (module doc)
+
+
+@dataclass(frozen=True)
+class DiskRoom:
+    """Each broker's bytes before the plan (``held``) and the most it may hold at any moment (``limit``: its disk
+    capacity times the capacity threshold; a broker without one is not limited)."""
+
+    held: Mapping[int, int]
+    limit: Mapping[int, int]
+
+    @classmethod
+    def of_plan(cls, summary: Mapping[str, Any]) -> DiskRoom | None:
+        """From a plan's summary (``load``: each broker's disk before and capacity, the disk threshold), or None
+        where the plan knows no disk capacities."""
+        load = summary.get("load") or {}
+        disk = (load.get("dimensions") or {}).get("disk") or {}
+        if not disk.get("by_capacity") or disk.get("threshold_pct") is None:
+            return None
+        held, limit = {}, {}
+        for row in load.get("brokers") or []:
+            d = row.get("disk") or {}
+            held[int(row["broker"])] = int(d.get("before") or 0)
+            if d.get("capacity"):
+                limit[int(row["broker"])] = int(d["capacity"] * float(disk["threshold_pct"]) / 100)
+        return cls(held, limit) if limit else None
+
+    def after(self, steps: Iterable[Step]) -> DiskRoom:
+        """The room once these steps are done (a resumed execution's)."""
+        held = dict(self.held)
+        for s in steps:
+            for b in s.added:
+                held[b] = held.get(b, 0) + s.size_bytes
+            for b in s.before:
+                if b not in s.after:
+                    held[b] = held.get(b, 0) - s.size_bytes
+        return DiskRoom(held, self.limit)
 
 
 def per_broker_of(schedule: str | None, given: int | None = None) -> int:
@@ -47,10 +84,16 @@ class Scheduler:
     them in flight; ``finish(step)`` marks one done. Deterministic: ties broken by topic, partition and step."""
 
     def __init__(self, steps: Iterable[Step], *, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
-                 min_bytes: int = 0) -> None:
+                 min_bytes: int = 0, room: DiskRoom | None = None) -> None:
         if per_broker < 1 or total < 1:
             raise ValueError("per_broker and total must be at least 1")
         self.per_broker, self.total = per_broker, total
+        # Disk (``room``): each broker's bytes as the moves started and finished so far leave it (a move fills its
+        # new replicas' brokers from its start and frees its old ones at its finish), and the most it may hold: a
+        # step waits until its destinations have room for it. ``disk_peak``: the most each broker held.
+        self.disk: dict[int, int] = dict(room.held) if room else {}
+        self.disk_limit: dict[int, int] = dict(room.limit) if room else {}
+        self.disk_peak: dict[int, int] = dict(self.disk)
         # A broker with fewer than min_bytes in flight (its steps' bytes through it, as ``step_loads`` counts them)
         # takes more than per_broker moves: what it has must outlast the executor's reaction to a finish
         # (``set_min_bytes``). 0: the count alone, as the fluid model runs it.
@@ -109,7 +152,12 @@ class Scheduler:
         return self.flying.get(b, 0) >= self.per_broker and self.flying_bytes.get(b, 0) >= self.min_bytes
 
     def _fits(self, i: int) -> bool:
-        return len(self.in_flight) < self.total and not any(self._full(b) for b in self._brokers[i])
+        return (len(self.in_flight) < self.total and not any(self._full(b) for b in self._brokers[i])
+                and self._has_room(self._steps[i]))
+
+    def _has_room(self, s: Step) -> bool:
+        limit, disk = self.disk_limit, self.disk
+        return all(b not in limit or disk.get(b, 0) + s.size_bytes <= limit[b] for b in s.added)
 
     def set_min_bytes(self, min_bytes: int) -> None:
         """A new floor on the bytes in flight per broker (``__init__``); raised, every waiting step is looked at."""
@@ -143,6 +191,15 @@ class Scheduler:
         for b, x in self._through[i].items():
             self.flying[b] = self.flying.get(b, 0) + sign
             self.flying_bytes[b] = self.flying_bytes.get(b, 0) + sign * x
+        s = self._steps[i]
+        if sign > 0:  # started: its new replicas take their room now
+            for b in s.added:
+                self.disk[b] = self.disk.get(b, 0) + s.size_bytes
+                self.disk_peak[b] = max(self.disk_peak.get(b, 0), self.disk[b])
+        else:  # finished: the replicas it replaced are deleted
+            for b in s.before:
+                if b not in s.after:
+                    self.disk[b] = self.disk.get(b, 0) - s.size_bytes
 
     def upcoming(self) -> list[Step]:
         """What starts next as room frees: per broker, the first ``per_broker`` waiting steps through it in the
@@ -179,13 +236,29 @@ class Scheduler:
         self._fly(i, -1)
         if self._dirty is not None:
             # Room on its brokers. Its partition's next step reads from one of them (the leader it leaves, or the
-            # replica that replaced it: ``steps_of``), so that step is looked at too.
+            # replica that replaced it: ``steps_of``), so that step is looked at too; and disk room where the
+            # replica it replaced was deleted.
             self._dirty.update(self._brokers[i])
+            self._dirty.update(b for b in s.before if b not in s.after)
         for t, x in self._loads[i].items():
             self.left[t] -= x
         self._next[s.tp] += 1
         if self._next[s.tp] == len(self._queues[s.tp]):
             del self._next[s.tp]
+
+    def stuck(self) -> str | None:
+        """Why nothing can start while nothing is in flight and steps wait (None: not stuck): the first waiting
+        step and the broker without disk room for it (the caps always let a step start on an idle cluster)."""
+        if self.in_flight or not self._next:
+            return None
+        for i in sorted(self._waiting(), key=lambda i: self._tie[i]):
+            s = self._steps[i]
+            for b in s.added:
+                if b in self.disk_limit and self.disk.get(b, 0) + s.size_bytes > self.disk_limit[b]:
+                    return (f"{s.topic}-{s.partition} cannot start: broker {b} holds {self.disk.get(b, 0)} bytes and "
+                            f"would hold {self.disk[b] + s.size_bytes}, above its limit of {self.disk_limit[b]}, "
+                            f"and no move in flight frees room on it")
+        return None
 
     def idle_with_work(self) -> list[int]:
         """Brokers with nothing in flight though a waiting step of theirs would fit now: never, after ``ready``."""
@@ -223,6 +296,7 @@ class Simulation:
     starts: list[tuple[float, Step]] = field(default_factory=list)
     finishes: list[tuple[float, Step]] = field(default_factory=list)
     peak_in_flight: dict[int, int] = field(default_factory=dict)   # broker -> most moves in flight at once
+    stuck: str | None = None  # why the schedule stopped with steps left (no disk room anywhere they go)
 
 
 class _Copies:
@@ -249,14 +323,16 @@ class _Copies:
 
 
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,
-             total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0) -> Simulation:
+             total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0, room: DiskRoom | None = None
+             ) -> Simulation:
     """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc). With the executor's
     loop (``poll``, ``start_cost``: the seconds between its checks, and a round of starts' Admin API calls; 0: an
     instant loop), a finish is seen half a poll late on average and the moves it lets start begin copying
     ``start_cost`` after that; each broker keeps twice what its throttle moves in a poll and a start in flight, as
-    the executor does (``Scheduler.min_bytes``)."""
+    the executor does (``Scheduler.min_bytes``). ``room``: steps wait for disk room as the executor's do; where
+    none can start, the simulation stops there (``Simulation.stuck`` says why)."""
     reaction = poll + start_cost
-    sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction))
+    sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction), room=room)
     delay = poll / 2 + start_cost
     sim = Simulation(0.0)
     copies = _Copies()
@@ -291,6 +367,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
         if done:
             start()
     sim.makespan = now
+    sim.stuck = sched.stuck()
     return sim
 
 

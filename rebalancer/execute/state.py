@@ -54,5 +54,6 @@ class ExecutionState(_Execution, total=False):
     schedule: str                # "rolling" (absent: batches, all made when the execution started)
     steps: list[StepDoc]         # rolling: every step that copies; its batches are made as moves start
     verified: bool               # set by verify after the execution
-    progress: dict[str, float]   # rolling: moves and bytes done of the whole, elapsed and ETA seconds, at (epoch s),
-    #                              written with each batch that finishes
+    progress: dict[str, Any]     # moves and bytes done of the whole, elapsed and ETA seconds, at (epoch s), the
+    #                              critical throttles (``progress.RunProgress.snapshot``), with each finished batch
+    disk_peak: dict[str, dict[str, int]]  # rolling, disk capacities known: broker -> {"peak", "limit"} bytes

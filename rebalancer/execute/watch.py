@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from ..errors import RebalancerError
 from .batches import Step
+from .estimate import transfer
 from .progress import QUOTA_WINDOW_S, CopyProgress
 
 __all__ = ["ExecutionFailed", "Limits", "Sizes", "Watcher", "busiest_seconds"]
@@ -52,14 +53,9 @@ class Limits(Protocol):
 
 
 def busiest_seconds(steps: Sequence[Step], rate: float) -> float:
-    """The steps' busiest broker's bytes in or out over ``rate``: the least time they can copy in."""
-    out: dict[int, int] = {}
-    inn: dict[int, int] = {}
-    for s in steps:
-        for b in s.added:
-            inn[b] = inn.get(b, 0) + s.size_bytes
-            out[s.before[0]] = out.get(s.before[0], 0) + s.size_bytes
-    return max([*out.values(), *inn.values(), 0]) / rate
+    """The steps' busiest broker's bytes in or out (``estimate.transfer``) over ``rate``: the least time they can
+    copy in."""
+    return max((max(v) for v in transfer(steps).values()), default=0) / rate
 
 
 class Watcher:

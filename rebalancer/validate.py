@@ -287,7 +287,7 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     over ``estimate.rolling_run``), ``peak_batch`` then the round of starts."""
     import pandas as pd
 
-    from .execute.batches import TOTAL, make_batches, peak_disk, steps_of
+    from .execute.batches import TOTAL, NoRoom, make_batches, peak_disk, steps_of
     from .execute.estimate import MODEL_STEPS, rolling_run
     from .execute.schedule import DiskRoom, per_broker_of, rolling_peak_disk
 
@@ -300,16 +300,20 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     total = int(execution.get("total") or TOTAL)
     schedule = execution.get("schedule")
     per_broker = per_broker_of(schedule, execution.get("per_broker"))
+    # Moves wait for disk room, as the executor's do; where no order makes room for one, the run as if they did not
+    # wait shows the broker it would overfill (and the gate fails on it).
+    room = DiskRoom(held, {b: int(c * model.threshold["disk"]) for b, c in cap.items()})
     if schedule == "rolling" and len(steps) <= MODEL_STEPS:
-        # Moves wait for disk room, as the executor's do; where no order makes room for one, the run as if they
-        # did not wait shows the broker it would overfill (and the gate fails on it).
         moving = [st for st in steps if not st.leader_only]
         rate = int(execution["throttle_bytes_per_s"])
-        room = DiskRoom(held, {b: int(c * model.threshold["disk"]) for b, c in cap.items()})
         run = rolling_run(moving, rate, per_broker, total, room=room)
         peak = rolling_peak_disk(run if run.stuck is None else rolling_run(moving, rate, per_broker, total), held)
     else:  # batches; above the model's size, rolling as batches of its caps (moves at once per broker)
-        peak = peak_disk(make_batches(steps, per_broker=per_broker, total=total), held)
+        try:
+            batches = make_batches(steps, per_broker=per_broker, total=total, room=room)
+        except NoRoom:
+            batches = make_batches(steps, per_broker=per_broker, total=total)
+        peak = peak_disk(batches, held)
     rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),
              "before": held.get(b, 0), "peak": peak.get(b, (0, -1))[0], "peak_batch": peak.get(b, (0, -1))[1] + 1,
              "util_before_pct": round(held.get(b, 0) / cap[b] * 100, 3),

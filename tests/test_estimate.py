@@ -309,6 +309,27 @@ def test_refine_moves_a_straggler_and_trades_steps_to_even_the_batches() -> None
     assert refine([[a, other], [d]], 1, 50, None, work=0) == [[a, other], [d]]  # no work: as given
 
 
+def test_batches_wait_for_disk_room_and_a_plan_no_order_fits_is_named() -> None:
+    """Broker 9 holds 80 of at most 100: it receives 60 (a) and gives 50 away (b). One batch would hold both (140);
+    with its room known, a waits for the batch after b's, and 9 never holds more than 90."""
+    from rebalancer.execute.batches import DiskRoom, NoRoom
+
+    a = Step("a", 0, (1, 2), (9, 2), 60)
+    b = Step("b", 0, (9, 3), (5, 3), 50)
+    held = {9: 80, 5: 0, 1: 60}
+    room = DiskRoom(held, {9: 100})
+    assert make_batches([a, b]) == [[a, b]] and peak_disk([[a, b]], held)[9][0] == 140
+    batches = make_batches([a, b], room=room)
+    assert batches == [[b], [a]] and peak_disk(batches, held)[9] == (90, 1)
+    # Batches that fit are kept as they are.
+    plenty = DiskRoom(held, {9: 1000})
+    assert make_batches([a, b], room=plenty) == [[a, b]]
+    # Broker 9 and 5 each full, each waiting for the other to free room first: no order fits.
+    c = Step("c", 0, (5, 4), (9, 4), 60)
+    with pytest.raises(NoRoom, match="cannot move: broker (9|5) holds"):
+        make_batches([Step("d", 0, (9, 3), (5, 3), 60), c], room=DiskRoom({9: 80, 5: 80}, {9: 100, 5: 100}))
+
+
 def test_peak_disk_counts_a_batchs_new_replicas_before_the_old_ones_free_theirs() -> None:
     # broker 0 gives 30 to broker 2 and takes 20 from broker 1; then broker 2 gives 10 to broker 0
     first = [Step("a", 0, (0,), (2,), 30), Step("b", 0, (1,), (0,), 20)]

@@ -219,11 +219,13 @@ def _tight_disk_run(tmp: Path, make_sim: Any, *, trade: bool) -> tuple[Any, Path
     return sim, run, x, y
 
 
-def test_a_move_into_a_full_broker_waits_until_another_frees_room(tmp_path: Path, make_sim: Any) -> None:
+@pytest.mark.parametrize("schedule", ["rolling", "batches"])
+def test_a_move_into_a_full_broker_waits_until_another_frees_room(tmp_path: Path, make_sim: Any,
+                                                                  schedule: str) -> None:
     sim, run, x, _ = _tight_disk_run(tmp_path, make_sim, trade=False)
     plan = load_plan(run)
     with open_backend(f"kafka://{sim.bootstrap}") as backend:
-        state = execute(run, backend, opts(throttle=20 * MB, schedule="rolling"))
+        state = execute(run, backend, opts(throttle=20 * MB, schedule=schedule))
         now = {p.tp: p.replicas for p in backend.read_cluster().partitions}
     assert all(now[(c.topic, c.partition)] == c.replicas_after for c in plan.changes)
     peak = state["disk_peak"][str(x)]
@@ -233,14 +235,16 @@ def test_a_move_into_a_full_broker_waits_until_another_frees_room(tmp_path: Path
     assert receive["submitted_at"] >= give["copied_at"]
 
 
-def test_a_move_no_order_makes_room_for_fails_before_anything_moves(tmp_path: Path, make_sim: Any) -> None:
+@pytest.mark.parametrize("schedule", ["rolling", "batches"])
+def test_a_move_no_order_makes_room_for_fails_before_anything_moves(tmp_path: Path, make_sim: Any,
+                                                                    schedule: str) -> None:
     from rebalancer.execute import ExecutionFailed
 
     sim, run, x, y = _tight_disk_run(tmp_path, make_sim, trade=True)
     with open_backend(f"kafka://{sim.bootstrap}") as backend:
         before = {p.tp: p.replicas for p in backend.read_cluster().partitions}
-        with pytest.raises(ExecutionFailed, match=rf"cannot start: broker ({x}|{y}) holds \d+ bytes and would hold"):
-            execute(run, backend, opts(throttle=20 * MB, schedule="rolling"))
+        with pytest.raises(ExecutionFailed, match=rf"cannot (start|move): broker ({x}|{y}) holds \d+ bytes and would"):
+            execute(run, backend, opts(throttle=20 * MB, schedule=schedule))
         assert {p.tp: p.replicas for p in backend.read_cluster().partitions} == before
         assert not backend.in_flight() and backend.throttle_configs() == {}
     assert sim.completed == []

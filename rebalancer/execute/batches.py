@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["PER_BROKER", "TOTAL", "Step", "Throttled", "steps_of", "step_loads", "make_batches", "batch_floor",
-           "peak_disk"]
+__all__ = ["PER_BROKER", "TOTAL", "DiskRoom", "Step", "Throttled", "steps_of", "step_loads", "make_batches",
+           "batch_floor", "peak_disk", "fit_room", "NoRoom"]
 
 PER_BROKER, TOTAL = 5, 50  # the executor's default caps: moves at once per broker, and in a batch
 REFINE_WORK = 400_000  # the most candidates ``refine`` looks at (``make_batches``' bound order)
@@ -68,6 +68,42 @@ class Step:
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
         return cls(str(d["topic"]), int(d["partition"]), tuple(d["from"]), tuple(d["to"]), int(d["size_bytes"]),
                    int(d.get("seq", 0)))
+
+
+@dataclass(frozen=True)
+class DiskRoom:
+    """Each broker's bytes before the plan (``held``) and the most it may hold at any moment (``limit``: its disk
+    capacity times the capacity threshold; a broker without one is not limited)."""
+
+    held: Mapping[int, int]
+    limit: Mapping[int, int]
+
+    @classmethod
+    def of_plan(cls, summary: Mapping[str, Any]) -> DiskRoom | None:
+        """From a plan's summary (``load``: each broker's disk before and capacity, the disk threshold), or None
+        where the plan knows no disk capacities."""
+        load = summary.get("load") or {}
+        disk = (load.get("dimensions") or {}).get("disk") or {}
+        if not disk.get("by_capacity") or disk.get("threshold_pct") is None:
+            return None
+        held, limit = {}, {}
+        for row in load.get("brokers") or []:
+            d = row.get("disk") or {}
+            held[int(row["broker"])] = int(d.get("before") or 0)
+            if d.get("capacity"):
+                limit[int(row["broker"])] = int(d["capacity"] * float(disk["threshold_pct"]) / 100)
+        return cls(held, limit) if limit else None
+
+    def after(self, steps: Iterable[Step]) -> DiskRoom:
+        """The room once these steps are done (a resumed execution's)."""
+        held = dict(self.held)
+        for s in steps:
+            for b in s.added:
+                held[b] = held.get(b, 0) + s.size_bytes
+            for b in s.before:
+                if b not in s.after:
+                    held[b] = held.get(b, 0) - s.size_bytes
+        return DiskRoom(held, self.limit)
 
 
 def steps_of(topic: str, partition: int, before: tuple[int, ...], after: tuple[int, ...], size_bytes: int) -> list[Step]:
@@ -142,10 +178,18 @@ def peak_disk(batches: Iterable[Iterable[Step]], held: Mapping[int, int]) -> dic
 
 
 def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: int = TOTAL, max_bytes: int | None = None,
-                 order: str = "bound") -> list[list[Step]]:
+                 order: str = "bound", room: DiskRoom | None = None) -> list[list[Step]]:
+    """The batches (module doc); ``room``: each within its brokers' disk room (``fit_room``; ``NoRoom`` where no
+    order fits)."""
     if per_broker < 1 or total < 1:
         raise ValueError("per_broker and total must be at least 1")
     steps = list(steps)
+    if room is not None:
+        unfitted = make_batches([s for s in steps if not s.leader_only], per_broker=per_broker, total=total,
+                                max_bytes=max_bytes, order=order)
+        return (fit_room(unfitted, room, per_broker, total, max_bytes)
+                + _leader_batches(sorted((s for s in steps if s.leader_only),
+                                         key=lambda s: (s.topic, s.partition, s.seq)), total))
     if order == "bound":
         # Two ways to form the batches, the one whose batches add up to less time kept: keeping the critical broker
         # busy (``_bound_batches``), or every batch's largest steps first (better where one broker's few huge steps
@@ -445,3 +489,60 @@ def refine(batches: list[list[Step]], per_broker: int, total: int, max_bytes: in
             while r.batches[i] and spent < budget and shorten(i):
                 improved = True
     return [b for b in r.batches if b]
+
+
+class NoRoom(ValueError):
+    """No order of the remaining steps lets one start without a broker's disk passing its limit (one line)."""
+
+
+def fit_room(batches: list[list[Step]], room: DiskRoom, per_broker: int, total: int,
+             max_bytes: int | None = None) -> list[list[Step]]:
+    """The batches, each within the disk room its brokers have when it starts (``room``: before the plan; a batch
+    fills its new replicas' brokers at its start and frees the replaced ones when it ends, as ``peak_disk`` counts):
+    a step that would take a broker past its limit waits for a later batch, ahead of that batch's own steps (the caps
+    kept; a partition's steps in order, one a batch). Batches that fit are kept as they are. Raises ``NoRoom`` naming
+    the broker where a batch could take no step at all."""
+    now = dict(room.held)
+    waiting: list[Step] = []
+    done: dict[tuple[str, int], int] = {}
+    first: dict[tuple[str, int], int] = {}
+    for given in batches:
+        for s in given:
+            first[s.tp] = min(first.get(s.tp, s.seq), s.seq)
+    out: list[list[Step]] = []
+    queue = [list(given) for given in batches]
+    while queue or waiting:
+        candidates = waiting + (queue.pop(0) if queue else [])
+        batch = _Batch(per_broker, total, max_bytes)
+        adding: dict[int, int] = {}
+        taken: set[tuple[str, int]] = set()
+        waiting = []
+        for s in candidates:
+            load = _per_broker(step_loads(s))
+            ready = s.seq == done.get(s.tp, first[s.tp]) and s.tp not in taken
+            fits_disk = all(b not in room.limit or now.get(b, 0) + adding.get(b, 0) + s.size_bytes <= room.limit[b]
+                            for b in s.added)
+            if ready and fits_disk and batch.fits(s, load):
+                batch.take(s, load)
+                taken.add(s.tp)
+                for b in s.added:
+                    adding[b] = adding.get(b, 0) + s.size_bytes
+            else:
+                waiting.append(s)
+        if not batch.steps:
+            if queue:  # nothing of this batch fits yet: its steps wait with the next batch's
+                continue
+            s = next(s for s in waiting if s.seq == done.get(s.tp, first[s.tp]))
+            b = next(b for b in s.added if b in room.limit and now.get(b, 0) + s.size_bytes > room.limit[b])
+            raise NoRoom(f"{s.topic}-{s.partition} cannot move: broker {b} holds {now.get(b, 0)} bytes and would hold "
+                         f"{now.get(b, 0) + s.size_bytes}, above its limit of {room.limit[b]}, and no other move "
+                         f"frees room on it first")
+        for s in batch.steps:
+            for b in s.added:
+                now[b] = now.get(b, 0) + s.size_bytes
+            for b in s.before:
+                if b not in s.after:
+                    now[b] = now.get(b, 0) - s.size_bytes
+            done[s.tp] = s.seq + 1
+        out.append(batch.steps)
+    return out

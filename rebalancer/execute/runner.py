@@ -37,7 +37,7 @@ from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
-from .batches import TOTAL, Step, batch_floor, make_batches, steps_of
+from .batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
 from .progress import RunProgress
 from .schedule import DiskRoom, Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
@@ -200,14 +200,20 @@ def _schedule(opts: ExecOptions, backend: Backend) -> str:
     return opts.schedule
 
 
-def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], schedule: str = "batches"
-               ) -> ExecutionState:
-    """A fresh state. Batches: all of them made now. Rolling: the steps, and batches made as moves start
-    (``_run_rolling``), except the leader-only steps (reorders, nothing to copy), batched now to run first."""
+def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], schedule: str = "batches",
+               room: DiskRoom | None = None) -> ExecutionState:
+    """A fresh state. Batches: all of them made now, each within the disk room its brokers have then (``room``:
+    ``batches.fit_room``; a plan no order fits fails here, before anything moves). Rolling: the steps, and batches
+    made as moves start (``_run_rolling``), except the leader-only steps (reorders, nothing to copy), batched now to
+    run first."""
     per_broker = per_broker_of(schedule, opts.per_broker)
     moving = [s for s in steps if schedule == "rolling" and not s.leader_only]
     first = [s for s in steps if schedule != "rolling" or s.leader_only]
-    batches = make_batches(first, per_broker=per_broker, total=opts.total, max_bytes=opts.max_batch_bytes, order=opts.order)
+    try:
+        batches = make_batches(first, per_broker=per_broker, total=opts.total, max_bytes=opts.max_batch_bytes,
+                               order=opts.order, room=room)
+    except NoRoom as exc:
+        raise ExecutionFailed(f"no order of the plan's moves keeps every disk under its limit: {exc}") from None
     state: ExecutionState = {
         "kind": kind, "plan_hash": plan.hash, "throttle_bytes_per_s": opts.throttle,
         "params": {"per_broker": per_broker, "total": opts.total, "max_batch_bytes": opts.max_batch_bytes, "order": opts.order},
@@ -219,6 +225,10 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], sche
         state["steps"] = [s.to_dict() for s in moving]
         for b in state["batches"]:
             b["leaders_only"] = True
+    elif room:  # what each limited broker holds at most as the batches run (``batches.peak_disk``)
+        peak = peak_disk(batches, room.held)
+        state["disk_peak"] = {str(b): {"peak": peak.get(b, (room.held.get(b, 0), -1))[0], "limit": room.limit[b]}
+                              for b in sorted(room.limit)}
     return state
 
 
@@ -862,6 +872,9 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
          make_steps: Callable[[], list[Step]]) -> ExecutionState:
     state_path = _state_path(run, kind)
     allowed = _allowed(plan, kind)
+    # disk limits the plan knows (its load summary): the execution's moves wait for room; a rollback's start from
+    # where the plan left the brokers, which the summary does not describe
+    room = DiskRoom.of_plan(plan.summary) if kind == "execute" else None
     state = _resumable_state(run, plan, kind)
     schedule = _schedule(opts, backend)
     if state is not None:
@@ -879,13 +892,13 @@ def _run(run: Path, backend: Backend, plan: Plan, opts: ExecOptions, kind: str,
             unknown = [st for st in steps if (st.topic, st.partition, st.before, st.after) not in allowed]
             if unknown:  # a bug, not an input: the steps come from the checked plan
                 raise ExecutionFailed(f"internal check: step {unknown[0]} is not one of the plan's")
-            state = _new_state(plan, opts, kind, steps, schedule)
+            state = _new_state(plan, opts, kind, steps, schedule, room)
         _save(state_path, state)
         theirs = thr.foreign(backend, ledger)
         if theirs:
             _say(opts, f"throttles set by someone else are left alone: {', '.join(sorted(theirs))}")
         if state.get("schedule") == "rolling":
-            _run_rolling(backend, state, opts, state_path, lock, ledger, DiskRoom.of_plan(plan.summary))
+            _run_rolling(backend, state, opts, state_path, lock, ledger, room)
         else:
             _run_batches(backend, state, opts, state_path, lock, ledger)
         state["finished"] = True

@@ -27,50 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from .batches import PER_BROKER, TOTAL, Step, Throttled, step_loads
+from .batches import PER_BROKER, TOTAL, DiskRoom, Step, Throttled, step_loads
 
 __all__ = ["ROLLING_PER_BROKER", "DiskRoom", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
            "rolling_peak_disk", "per_broker_of"]
 
 ROLLING_PER_BROKER = 2  # moves in flight per broker (module doc)
-
-
-@dataclass(frozen=True)
-class DiskRoom:
-    """Each broker's bytes before the plan (``held``) and the most it may hold at any moment (``limit``: its disk
-    capacity times the capacity threshold; a broker without one is not limited)."""
-
-    held: Mapping[int, int]
-    limit: Mapping[int, int]
-
-    @classmethod
-    def of_plan(cls, summary: Mapping[str, Any]) -> DiskRoom | None:
-        """From a plan's summary (``load``: each broker's disk before and capacity, the disk threshold), or None
-        where the plan knows no disk capacities."""
-        load = summary.get("load") or {}
-        disk = (load.get("dimensions") or {}).get("disk") or {}
-        if not disk.get("by_capacity") or disk.get("threshold_pct") is None:
-            return None
-        held, limit = {}, {}
-        for row in load.get("brokers") or []:
-            d = row.get("disk") or {}
-            held[int(row["broker"])] = int(d.get("before") or 0)
-            if d.get("capacity"):
-                limit[int(row["broker"])] = int(d["capacity"] * float(disk["threshold_pct"]) / 100)
-        return cls(held, limit) if limit else None
-
-    def after(self, steps: Iterable[Step]) -> DiskRoom:
-        """The room once these steps are done (a resumed execution's)."""
-        held = dict(self.held)
-        for s in steps:
-            for b in s.added:
-                held[b] = held.get(b, 0) + s.size_bytes
-            for b in s.before:
-                if b not in s.after:
-                    held[b] = held.get(b, 0) - s.size_bytes
-        return DiskRoom(held, self.limit)
 
 
 def per_broker_of(schedule: str | None, given: int | None = None) -> int:

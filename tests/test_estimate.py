@@ -169,6 +169,23 @@ def test_the_plan_says_the_time_at_the_throttle_it_was_planned_for(tmp_path: Pat
     assert f"execution {describe(rolled)}" in out.stdout and describe(rolled).endswith("(rolling)")
 
 
+def _assert_batch_rules(batches: list[list[Step]], steps: list[Step], per_broker: int, total: int,
+                        max_bytes: int | None, nonempty: bool = False) -> None:
+    """Every step once; a partition's steps one per batch and in order; the caps on moves per broker, moves and
+    bytes per batch (a larger step alone); ``nonempty``: no empty batch."""
+    key = (lambda s: (s.tp, s.seq))
+    assert sorted((s for bt in batches for s in bt), key=key) == sorted(steps, key=key)
+    done: dict[tuple[str, int], int] = {}
+    for bt in batches:
+        assert (bt or not nonempty) and len(bt) <= total and len({s.tp for s in bt}) == len(bt)
+        assert max_bytes is None or len(bt) == 1 or sum(s.bytes for s in bt) <= max_bytes
+        for broker in {x for s in bt for x in s.brokers()}:
+            assert sum(1 for s in bt if broker in s.brokers()) <= per_broker
+        for s in bt:
+            assert s.seq == done.get(s.tp, 0)
+            done[s.tp] = s.seq + 1
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9), st.integers(1, 10**6),
                           st.booleans()), min_size=1, max_size=40),
@@ -183,17 +200,7 @@ def test_batches_formed_for_the_bound_keep_every_rule(raw, per_broker: int, tota
         after = (c, a + 10) if two else (c, b)  # two replicas replaced: two steps
         steps += steps_of("t", i, (a, b), after, size)
     batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes)
-    key = (lambda s: (s.tp, s.seq))
-    assert sorted((s for bt in batches for s in bt), key=key) == sorted(steps, key=key)
-    done: dict[tuple[str, int], int] = {}
-    for bt in batches:
-        assert len(bt) <= total and len({s.tp for s in bt}) == len(bt)
-        assert max_bytes is None or len(bt) == 1 or sum(s.bytes for s in bt) <= max_bytes
-        for broker in {x for s in bt for x in s.brokers()}:
-            assert sum(1 for s in bt if broker in s.brokers()) <= per_broker
-        for s in bt:
-            assert s.seq == done.get(s.tp, 0)
-            done[s.tp] = s.seq + 1
+    _assert_batch_rules(batches, steps, per_broker, total, max_bytes)
     largest = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")
     assert batch_floor(batches) <= batch_floor(largest)
 
@@ -277,17 +284,7 @@ def test_refined_batches_keep_every_rule_and_never_a_higher_floor(raw, per_broke
     start = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")
     start = [bt for bt in start if not bt[0].leader_only]
     batches = refine(start, per_broker, total, max_bytes, work=work)
-    key = (lambda s: (s.tp, s.seq))
-    assert sorted((s for bt in batches for s in bt), key=key) == sorted((s for bt in start for s in bt), key=key)
-    done: dict[tuple[str, int], int] = {}
-    for bt in batches:
-        assert bt and len(bt) <= total and len({s.tp for s in bt}) == len(bt)
-        assert max_bytes is None or len(bt) == 1 or sum(s.bytes for s in bt) <= max_bytes
-        for broker in {x for s in bt for x in s.brokers()}:
-            assert sum(1 for s in bt if broker in s.brokers()) <= per_broker
-        for s in bt:
-            assert s.seq == done.get(s.tp, 0)
-            done[s.tp] = s.seq + 1
+    _assert_batch_rules(batches, [s for bt in start for s in bt], per_broker, total, max_bytes, nonempty=True)
     assert batch_floor(batches) <= batch_floor(start)
 
 

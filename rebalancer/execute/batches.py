@@ -537,12 +537,8 @@ def fit_room(batches: list[list[Step]], room: DiskRoom, per_broker: int, total: 
             raise NoRoom(f"{s.topic}-{s.partition} cannot move: broker {b} holds {now.get(b, 0)} bytes and would hold "
                          f"{now.get(b, 0) + s.size_bytes}, above its limit of {room.limit[b]}, and no other move "
                          f"frees room on it first")
+        now = dict(DiskRoom(now, room.limit).after(batch.steps).held)
         for s in batch.steps:
-            for b in s.added:
-                now[b] = now.get(b, 0) + s.size_bytes
-            for b in s.before:
-                if b not in s.after:
-                    now[b] = now.get(b, 0) - s.size_bytes
             done[s.tp] = s.seq + 1
         out.append(batch.steps)
     return out

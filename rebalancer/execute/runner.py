@@ -514,13 +514,12 @@ def _wait(backend: Backend, state: ExecutionState, batch: BatchState, todo: list
             return
         if due:
             run.sample(now, moving, sizes)
-        eta = run.eta(now, watch.eta(now) + floor_after)
+        floor = watch.eta(now) + floor_after  # this batch's time left, then the later batches'
         if opts.on_progress is not None:
             opts.on_progress(batch["index"] + 1, total_batches, run.moves_done, run.moves, run.bytes_done, run.bytes,
-                             now - run.started, eta)
+                             now - run.started, run.eta(now, floor))
         elif now - last_report >= opts.report_every or last_report == 0:
-            _say(opts, f"{label}: {len(finished)}/{len(todo)} moves of the batch; run "
-                       f"{run.line(now, watch.eta(now) + floor_after)}")
+            _say(opts, f"{label}: {len(finished)}/{len(todo)} moves of the batch; run {run.line(now, floor)}")
             last_report = now
         time.sleep(opts.poll)
 

@@ -10,8 +10,8 @@ same input (``LeaderLoadInput``), three steps:
   ``count_band`` (the leader gate's band with the planners' margin), softly (``gc_lo/gc_hi``) so that a start
   outside it still has a solution. Per leader dimension (network out) and broker: the range the network gate
   accepts (``accepted``) and the band, each with its slack; per (topic, broker): the topic's leader band.
-- ``solve``: HiGHS (``lp._solver``), warm-started from the hand-overs' leaders, a node limit (the same leaders on
-  any machine however busy; a wall-clock limit only as a safety net, reported when it cut).
+- ``solve``: HiGHS (``highs.solve``, in a child process), warm-started from the hand-overs' leaders, a node limit
+  (the same leaders on any machine however busy; a wall-clock limit only as a safety net, reported when it cut).
 - ``extract``: the new leader of each partition whose leader changes.
 
 Objective, lexicographic by weights far apart (each level's worst total stays below one unit of the level above on
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..load import Band
+from . import highs
 from .leader_load import LeaderLoadInput
-from .lp import _solver, solve_status
 
 __all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "exact_leaders", "score"]
 
@@ -197,12 +197,11 @@ def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int
     if not y:
         return None, {"status": "nothing to choose", "seconds": round(time.monotonic() - started, 3)}
     prob += pulp.lpSum(objective), "objective"
-    solver = _solver(max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9)
-    # No thread count here: HiGHS's thread pool is one per process, and a second count fails every later solve in it
-    # (the count program's). Its branch and bound is deterministic with a fixed seed.
-    solver.optionsDict.update(mip_max_nodes=int(node_limit), random_seed=0)
-    prob.solve(solver)
-    status, have, dual, gap = solve_status(prob)
+    # in a child process killed past the safety net (``highs.solve``); its branch and bound is deterministic with a
+    # fixed seed
+    result = highs.solve(prob, max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9,
+                         options={"mip_max_nodes": int(node_limit), "random_seed": 0})
+    status, have, gap = result["status"], result["have_solution"], result["gap"]
     stats: dict[str, Any] = {"algorithm": "0/1 program over every leader (HiGHS)", "status": status,
                              "variables": len(y), "gap": gap, "node_limit": node_limit,
                              "cut_by_safety_net": "time limit" in status.lower()}

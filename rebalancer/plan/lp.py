@@ -34,13 +34,12 @@ computed with those, so the whole stays valid) and the stats say ``cut_short`` w
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from . import highs
 from .budget import Deadline
 from .targets import PlanError
 
@@ -90,72 +89,6 @@ class LpOutput:
     constraints: int
     count_slack: int
 
-
-
-def _write_lp(prob: Any, target: Path) -> None:
-    """The program as a debugging artifact, written whole or not at all (temporary name, then rename)."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        prob.writeLP(str(tmp))
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
-
-def solve_status(prob: Any) -> tuple[str, bool, float | None, float | None]:
-    """(status, whether a feasible solution is at hand, dual bound, relative gap) of a solved PuLP problem: HiGHS's
-    own model status and info where HiGHS ran (PuLP's status says "Not Solved" on a time limit with a solution)."""
-    import pulp
-
-    model = getattr(prob, "solverModel", None)
-    if model is not None and hasattr(model, "getInfo"):
-        info = model.getInfo()
-        return (model.modelStatusToString(model.getModelStatus()), int(info.primal_solution_status) == 2,
-                float(info.mip_dual_bound), float(info.mip_gap))  # 2: kSolutionStatusFeasible
-    return (pulp.LpStatus[prob.status], prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible),
-            None, None)
-
-
-def _solver(time_limit: float, warm: bool, gap: float | None = None, ends: float | None = None) -> Any:
-    """HiGHS with warm starts (CBC where HiGHS is missing); ``gap``: stop at this relative MIP gap. ``ends``: a
-    ``time.monotonic()`` instant by which HiGHS must stop: its time limit is set from it just before it runs, so the
-    time PuLP spends handing a large model over (tens of seconds on 100k+ variables) is not added to the limit."""
-    import pulp
-
-    if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
-        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2, gapRel=gap)
-
-    class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP is untyped: pulp.HiGHS is Any
-        """PuLP's HiGHS API ignores warm starts; hand the variables' initial values to HiGHS as a MIP start."""
-
-        def callSolver(self, lp: Any) -> None:
-            if warm:
-                import highspy
-
-                sol = highspy.HighsSolution()
-                values = [0.0] * lp.solverModel.getNumCol()
-                for var in lp.variables():
-                    if var.varValue is not None:
-                        values[var.index] = float(var.varValue)
-                sol.col_value = values
-                sol.value_valid = True
-                lp.solverModel.setSolution(sol)
-            if ends is not None:
-                lp.solverModel.setOptionValue("time_limit", max(0.1, ends - time.monotonic()))
-            lp.solverModel.run()
-
-        def findSolutionValues(self, lp: Any) -> Any:
-            """PuLP 3.3 maps no status for a node limit (``mip_max_nodes``: HiGHS's kSolutionLimit) and raises a
-            KeyError after reading the values back: a node limit is a time limit in work, with or without a
-            solution."""
-            try:
-                return super().findSolutionValues(lp)
-            except KeyError:
-                found = int(lp.solverModel.getInfo().primal_solution_status) == 2
-                return (pulp.LpStatusNotSolved,
-                        pulp.LpSolutionIntegerFeasible if found else pulp.LpSolutionNoSolutionFound)
-
-    return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2, gapRel=gap)
 
 
 @dataclass
@@ -278,11 +211,10 @@ def build(inp: LpInput) -> CountProgram:
 
 def solve(program: CountProgram, time_limit: float, warm: bool, write_lp: str | None = None
           ) -> tuple[str, bool, float | None, float | None]:
-    """HiGHS (CBC where HiGHS is missing), time-limited: (status, a solution at hand, dual bound, gap)."""
-    if write_lp:
-        _write_lp(program.prob, Path(write_lp))
-    program.prob.solve(_solver(time_limit, warm))
-    return solve_status(program.prob)
+    """HiGHS (CBC where HiGHS is missing), time-limited, in a child process killed past its limit (``highs.solve``:
+    HiGHS overruns it): (status, a solution at hand, dual bound, gap)."""
+    result = highs.solve(program.prob, time_limit, warm=warm, write_to=write_lp)
+    return result["status"], result["have_solution"], result["dual_bound"], result["gap"]
 
 
 def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, ...]], int]:

@@ -20,27 +20,22 @@ caller keeps the greedy placement.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..load import Band
+from . import highs
 from .load_greedy import LoadInput, add_fixed
-from .lp import _solver, _write_lp, solve_status
 from .targets import PlanError
 
 __all__ = ["LoadProgram", "build", "solve", "extract", "lp_load", "timed_out"]
 
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
-EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
 COUNTS = ("replicas", "leaders")  # dimensions whose gate band is hard in all but name (GATE_WEIGHT)
 GATE_WEIGHT = 1000.0  # priority of a count beyond its gate band: above every load dimension (disk is 100)
-KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
 
 
 @dataclass
@@ -214,96 +209,22 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
                        empty=empty)
 
 
-def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float,
-                options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Solve ``prob`` in this process; the stats and the non-zero variable values (by name)."""
-    import pulp
-
-    solver = _solver(max(0.1, time_limit), warm, gap=GAP, ends=ends)
-    solver.optionsDict.update(options or {})
-    prob.solve(solver)
-    status, have, dual, gap = solve_status(prob)
-    values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
-    return {"status": status, "have_solution": have, "objective": pulp.value(prob.objective) if have else None,
-            "dual_bound": dual, "gap": gap, "values": values}
-
-
-def _child_main(out_path: str) -> None:
-    """``python -m rebalancer.plan.lp_load OUT``: solve the pickled (problem, time limit, warm, ends) read from stdin,
-    write the pickled result (or the error) to OUT."""
-    import pickle
-
-    prob, time_limit, warm, ends, options = pickle.load(sys.stdin.buffer)
-    try:
-        result = _solve_here(prob, time_limit, warm, ends, options)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    with open(out_path, "wb") as f:
-        pickle.dump(result, f)
-
-
 def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None,
           node_limit: int | None = None, gap: float | None = None) -> dict[str, Any]:
-    """HiGHS until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of it is kept
-    for reading the solution back).
-
-    HiGHS does not check its time limit everywhere (its MIP search can run on for minutes past it after a sub-MIP:
-    ERGO-Code/HiGHS#885, #2226, still open in 1.15), so the program runs in a child process (``python -m
-    rebalancer.plan.lp_load``, the problem pickled to its stdin) that is killed ``KILL_GRACE`` seconds after the
-    limit: the plan stage keeps its time limit whatever the solver does, and a killed solve counts as a time limit
-    without a solution (the caller keeps the greedy placement). A fresh interpreter, not a fork: a HiGHS that ran in
-    this process leaves a thread pool that a forked child inherits without its threads, and waits on for ever."""
-    import pickle
-    import subprocess
-    import tempfile
-
-    started = time.monotonic()
-    prob = program.prob
-    if write_lp:
-        _write_lp(prob, Path(write_lp))
-    limit = max(0.1, time_limit)
-    ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
-    # A node limit is work, not time: with one thread and a fixed seed HiGHS then gives the same placement on any
-    # machine, busy or not; ``time_limit`` stays as the safety net (the status says when it cut).
+    """HiGHS until ``time_limit`` seconds from now, in a child process killed past it (``highs.solve``: HiGHS
+    overruns its limit). A node limit is work, not time: with one thread and a fixed seed HiGHS then gives the same
+    placement on any machine, busy or not; ``time_limit`` stays as the safety net (the status says when it cut).
+    ``gap``: the relative MIP gap to stop at (default ``GAP``)."""
     options: dict[str, Any] = {"threads": 1, "random_seed": 0}
     if node_limit is not None:
         options["mip_max_nodes"] = int(node_limit)
-    if gap is not None:  # instead of ``GAP``
-        options["mip_rel_gap"] = float(gap)
-    payload = pickle.dumps((prob, limit, warm, ends, options), protocol=pickle.HIGHEST_PROTOCOL)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    result: dict[str, Any] | None = None
-    with tempfile.TemporaryDirectory(prefix="rebalancer-lp-") as tmp:
-        out = Path(tmp) / "result.pickle"
-        proc = subprocess.Popen([sys.executable, "-m", "rebalancer.plan.lp_load", str(out)], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        killed = False
-        try:
-            _, err = proc.communicate(payload, timeout=max(0.1, started + limit + KILL_GRACE - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            killed = True
-        if not killed and proc.returncode == 0 and out.exists():
-            with open(out, "rb") as f:
-                result = pickle.load(f)
-    if result is None:
-        why = ("stopped by the planner: HiGHS overran its time limit" if killed else
-               f"the solver's process exited {proc.returncode}: "
-               f"{(err or b'').decode(errors='replace').strip().splitlines()[-1:] or ''}")
-        result = {"status": f"Time limit reached ({why})" if killed else why, "have_solution": False,
-                  "objective": None, "dual_bound": None, "gap": None, "values": {}}
-    elif "error" in result:
-        raise PlanError(f"the load program's solver failed: {result['error']}")
+    prob = program.prob
+    result = highs.solve(prob, time_limit, warm=warm, gap=GAP if gap is None else float(gap), options=options,
+                         write_to=write_lp)
     if "infeasible" in str(result["status"]).lower() and not program.hard:
         raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
                         "hold (allow more changes per partition, or raise a --threshold)")
-    values = result.pop("values")
-    for v in prob.variables():
-        v.varValue = values.get(v.name, 0.0)
-    return {**result, "seconds": round(time.monotonic() - started, 3), "variables": len(prob.variables()),
-            "constraints": prob.numConstraints()}
+    return {**result, "variables": len(prob.variables()), "constraints": prob.numConstraints()}
 
 
 def timed_out(stats: Mapping[str, Any]) -> bool:
@@ -358,6 +279,3 @@ def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
         return None, stats
     return extract(program, inp), stats
 
-
-if __name__ == "__main__":
-    _child_main(sys.argv[1])

@@ -1,0 +1,177 @@
+"""HiGHS through PuLP for every 0/1 program of the plan stage (the count program ``lp``, the load program
+``lp_load``, the exact leader program ``leader_exact``): the solver with warm starts, its status read back, and the
+solve in a child process that is killed past its time limit.
+
+HiGHS does not check its time limit everywhere (its MIP search can run on for minutes past it after a sub-MIP:
+ERGO-Code/HiGHS#885, #2226, still open in 1.15), so ``solve`` runs the program in a child process (``python -m
+rebalancer.plan.highs``, the problem pickled to its stdin) that is killed ``KILL_GRACE`` seconds after the limit: the
+plan stage keeps its time limit whatever the solver does, and a killed solve counts as a time limit without a
+solution (the caller keeps what it had). A fresh interpreter, not a fork: a HiGHS that ran in this process leaves a
+thread pool that a forked child inherits without its threads, and waits on for ever. The child also keeps HiGHS's
+thread pool, one per process, away from the planner's: a second thread count in one process failed every later
+solve in it.
+
+A node limit (``mip_max_nodes``) is work, not time: with one thread and a fixed seed HiGHS gives the same solution
+on any machine, busy or not; the time limit is then only the safety net, and the status says when it cut.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .targets import PlanError
+
+__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "solver", "status_of", "solve", "write_lp"]
+
+KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
+EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
+
+
+def write_lp(prob: Any, target: Path) -> None:
+    """The program as a debugging artifact, written whole or not at all (temporary name, then rename)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        prob.writeLP(str(tmp))
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
+
+
+def status_of(prob: Any) -> tuple[str, bool, float | None, float | None]:
+    """(status, whether a feasible solution is at hand, dual bound, relative gap) of a solved PuLP problem: HiGHS's
+    own model status and info where HiGHS ran (PuLP's status says "Not Solved" on a time limit with a solution)."""
+    import pulp
+
+    model = getattr(prob, "solverModel", None)
+    if model is not None and hasattr(model, "getInfo"):
+        info = model.getInfo()
+        return (model.modelStatusToString(model.getModelStatus()), int(info.primal_solution_status) == 2,
+                float(info.mip_dual_bound), float(info.mip_gap))  # 2: kSolutionStatusFeasible
+    return (pulp.LpStatus[prob.status], prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible),
+            None, None)
+
+
+def solver(time_limit: float, warm: bool, gap: float | None = None, ends: float | None = None) -> Any:
+    """HiGHS with warm starts (CBC where HiGHS is missing); ``gap``: stop at this relative MIP gap. ``ends``: a
+    ``time.monotonic()`` instant by which HiGHS must stop: its time limit is set from it just before it runs, so the
+    time PuLP spends handing a large model over (tens of seconds on 100k+ variables) is not added to the limit."""
+    import pulp
+
+    if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, warmStart=warm, threads=2, gapRel=gap)
+
+    class WarmHiGHS(pulp.HiGHS):  # type: ignore[misc]  # PuLP is untyped: pulp.HiGHS is Any
+        """PuLP's HiGHS API ignores warm starts; hand the variables' initial values to HiGHS as a MIP start."""
+
+        def callSolver(self, lp: Any) -> None:
+            if warm:
+                import highspy
+
+                sol = highspy.HighsSolution()
+                values = [0.0] * lp.solverModel.getNumCol()
+                for var in lp.variables():
+                    if var.varValue is not None:
+                        values[var.index] = float(var.varValue)
+                sol.col_value = values
+                sol.value_valid = True
+                lp.solverModel.setSolution(sol)
+            if ends is not None:
+                lp.solverModel.setOptionValue("time_limit", max(0.1, ends - time.monotonic()))
+            lp.solverModel.run()
+
+        def findSolutionValues(self, lp: Any) -> Any:
+            """PuLP 3.3 maps no status for a node limit (``mip_max_nodes``: HiGHS's kSolutionLimit) and raises a
+            KeyError after reading the values back: a node limit is a time limit in work, with or without a
+            solution."""
+            try:
+                return super().findSolutionValues(lp)
+            except KeyError:
+                found = int(lp.solverModel.getInfo().primal_solution_status) == 2
+                return (pulp.LpStatusNotSolved,
+                        pulp.LpSolutionIntegerFeasible if found else pulp.LpSolutionNoSolutionFound)
+
+    return WarmHiGHS(msg=False, timeLimit=time_limit, threads=2, gapRel=gap)
+
+
+def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float, gap: float | None,
+                options: dict[str, Any]) -> dict[str, Any]:
+    """Solve ``prob`` in this process; the stats and the non-zero variable values (by name)."""
+    import pulp
+
+    chosen = solver(max(0.1, time_limit), warm, gap=gap, ends=ends)
+    chosen.optionsDict.update(options)
+    prob.solve(chosen)
+    status, have, dual, rel_gap = status_of(prob)
+    values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
+    return {"status": status, "have_solution": have, "objective": pulp.value(prob.objective) if have else None,
+            "dual_bound": dual, "gap": rel_gap, "values": values}
+
+
+def _child_main(out_path: str) -> None:
+    """``python -m rebalancer.plan.highs OUT``: solve the pickled (problem, time limit, warm, ends, gap, options)
+    read from stdin, write the pickled result (or the error) to OUT."""
+    prob, time_limit, warm, ends, gap, options = pickle.load(sys.stdin.buffer)
+    try:
+        result = _solve_here(prob, time_limit, warm, ends, gap, options)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    with open(out_path, "wb") as f:
+        pickle.dump(result, f)
+
+
+def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
+          options: dict[str, Any] | None = None, write_to: str | None = None) -> dict[str, Any]:
+    """HiGHS on ``prob`` until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of
+    it is kept for reading the solution back), in a child process killed ``KILL_GRACE`` seconds past the limit
+    (module doc). ``warm``: the variables' initial values are a MIP start; ``gap``: the relative MIP gap to stop at;
+    ``options``: HiGHS's own (``mip_max_nodes``, ``threads``, ``random_seed``); ``write_to``: the program written
+    there first (``--write-lp``). Returns {"status", "have_solution", "objective", "dual_bound", "gap",
+    "seconds"} and sets every variable's value (0 where the solver gave none). A solver that fails raises
+    ``PlanError``."""
+    started = time.monotonic()
+    if write_to:
+        write_lp(prob, Path(write_to))
+    limit = max(0.1, time_limit)
+    ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
+    payload = pickle.dumps((prob, limit, warm, ends, gap, dict(options or {})), protocol=pickle.HIGHEST_PROTOCOL)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    result: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="rebalancer-lp-") as tmp:
+        out = Path(tmp) / "result.pickle"
+        proc = subprocess.Popen([sys.executable, "-m", "rebalancer.plan.highs", str(out)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        killed = False
+        try:
+            _, err = proc.communicate(payload, timeout=max(0.1, started + limit + KILL_GRACE - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            killed = True
+        if not killed and proc.returncode == 0 and out.exists():
+            with open(out, "rb") as f:
+                result = pickle.load(f)
+    if result is None:
+        why = ("stopped by the planner: HiGHS overran its time limit" if killed else
+               f"the solver's process exited {proc.returncode}: "
+               f"{(err or b'').decode(errors='replace').strip().splitlines()[-1:] or ''}")
+        result = {"status": f"Time limit reached ({why})" if killed else why, "have_solution": False,
+                  "objective": None, "dual_bound": None, "gap": None, "values": {}}
+    elif "error" in result:
+        raise PlanError(f"the 0/1 program's solver failed: {result['error']}")
+    values = result.pop("values")
+    for v in prob.variables():
+        v.varValue = values.get(v.name, 0.0)
+    return {**result, "seconds": round(time.monotonic() - started, 3)}
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1])

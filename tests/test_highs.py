@@ -1,0 +1,43 @@
+"""Every 0/1 program of the plan stage solves through ``rebalancer.plan.highs``: in a child process killed past its
+time limit, because HiGHS overruns it (the load program's case: tests/test_load_planner.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rebalancer.plan import highs, lp
+
+
+def _count_program() -> tuple[lp.CountProgram, lp.LpInput]:
+    """Two brokers full and one empty (three racks): the count program moves replicas onto the third."""
+    replicas = {("t", i): ((0, 1) if i % 2 else (1, 0)) for i in range(6)}
+    inp = lp.LpInput(replicas=replicas, sizes={k: 10 for k in replicas}, rack={0: "a", 1: "b", 2: "c"},
+                     candidates=frozenset({0, 1, 2}), keep=frozenset({0, 1, 2}),
+                     count_lo={0: 4, 1: 4, 2: 4}, count_hi={0: 4, 1: 4, 2: 4},
+                     leader_lo={0: 2, 1: 2, 2: 2}, leader_hi={0: 2, 1: 2, 2: 2}, time_limit=30.0)
+    return lp.build(inp), inp
+
+
+def test_the_count_program_solves_in_a_child_and_reads_its_solution_back() -> None:
+    program, inp = _count_program()
+    status, have, _dual, _gap = lp.solve(program, 30.0, warm=False)
+    assert (status, have) == ("Optimal", True)
+    placed, slack = lp.extract(program, inp)
+    counts = {b: sum(b in reps for reps in placed.values()) for b in (0, 1, 2)}
+    assert counts == {0: 4, 1: 4, 2: 4} and slack == 0
+
+
+def test_the_count_programs_solver_is_killed_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count program solved in this process, as it did, kept HiGHS's own clock: HiGHS 1.15 ran on for minutes
+    past it. Now it is killed ``KILL_GRACE`` after the limit; with no grace and a limit shorter than the child takes
+    to start, the kill is certain: the solve returns at once with no solution and says the planner stopped it."""
+    monkeypatch.setattr(highs, "KILL_GRACE", 0.0)
+    program, _ = _count_program()
+    started = time.monotonic()
+    status, have, _dual, _gap = lp.solve(program, 0.01, warm=False)
+    assert time.monotonic() - started < 2.0
+    assert not have
+    assert status.startswith("Time limit reached (stopped by the planner"), status
+    assert all(v.varValue == 0.0 for v in program.prob.variables())

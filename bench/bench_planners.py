@@ -7,7 +7,8 @@ after, the worst per-topic leader spread after, the most replicas added to one p
     .venv/bin/python bench/bench_planners.py            # every case (the 600k-replica one takes a few minutes)
     .venv/bin/python bench/bench_planners.py --quick    # skip the two largest cases
 
-Targets (issue 3): Sqooba = 1 change; leader cases: spread <= 1, flow = ILP optimum <= pinterest; add-4-to-12:
+Targets (issue 3): Sqooba = 1 change; leader cases: spread <= 1 (the Pinterest topics), flow = ILP optimum <=
+pinterest (issue 44: on the production-shaped 2,000 and 20,000 partitions too, the flow solved whole); add-4-to-12:
 band reached, moves <= 1.05 x bound; Wix: band reached, moves <= 1.02 x bound, <= 1 change per partition, leaders
 balanced, < 60 s; 300 brokers / 600k replicas: balanced and rack-safe, < 180 s, < 4096 MiB.
 """
@@ -29,6 +30,8 @@ CASES = {
     "sqooba-remove-19": ("remove-brokers", [19], ["kafka-generate", "greedy", "lp"]),
     "leaders-180p-122b": ("leaders", None, ["flow", "pinterest", "ilp"]),
     "leaders-120p-135b": ("leaders", None, ["flow", "pinterest", "ilp"]),
+    "leaders-2k-48b": ("leaders", None, ["flow", "pinterest", "ilp"]),
+    "leaders-20k-300b": ("leaders", None, ["flow", "pinterest"]),
     "add-4-to-12": ("add-brokers", [12, 13, 14, 15], ["kafka-generate", "greedy", "lp"]),
     "wix-265k": ("rebalance", None, ["kafka-generate", "auto"]),
     "300b-600k-6racks": ("rebalance", None, ["auto"]),
@@ -42,6 +45,11 @@ def build(case: str):
 
     if case == "sqooba-remove-19":
         return build_scenario("sqooba")
+    if case in ("leaders-2k-48b", "leaders-20k-300b"):  # production-shaped (issue 44: exact up to 20,000 partitions)
+        import load_cases
+
+        brokers, partitions = (48, 2_000) if case == "leaders-2k-48b" else (300, 20_000)
+        return load_cases.production(brokers, 6, 3 * partitions, 3, seed=7)
     if case.startswith("leaders-"):
         full = build_scenario("pinterest")
         topic = "logging.pinterest.a" if case == "leaders-180p-122b" else "logging.pinterest.b"

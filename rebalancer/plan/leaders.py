@@ -15,11 +15,16 @@ every partition, lexicographically minimising
 With ``priority="balance"`` (used after replica moves, where leader changes are cheap next to the data being
 copied) objectives 3 and 4 swap: cluster-wide balance first, then the fewest changes.
 
-Scale: networkx's network simplex grows superlinearly (12k partitions: ~4 s; 88k: ~170 s). Above ``CHUNK``
-partitions the topics are split into groups (a topic is never split, so its band is still met exactly), the most
-imbalanced topics first (``topic_change_bounds``: a cut leaves the least imbalance). Small groups cost less in total
-(24k partitions: 6,000 per group 61-71 s, 1,500 per group 40-44 s, with the same topic violation and changes within
-0.1%). Each group's cluster band is the remaining global target pro rata (the global band minus the leaders earlier
+Scale: networkx's network simplex grows superlinearly (production-shaped, 3 replicas each: 2,000 partitions
+0.7 s, 6,000 3.5 s, 12,000 11 s, 20,000 28 s; 88k: ~170 s). With ``priority="changes"`` (leaders mode, where the
+changes are the plan: each one an election clients see) the flow is solved whole up to ``WHOLE_MAX`` partitions, and
+so exactly, whenever the time left holds it at that pace (``whole_seconds``, twice the measured time): per topic
+group it made a fifth more leader changes and left more leaders outside the tolerance band for the same topic bands
+(12,000 partitions: 3,139 changes against 2,543; 20,000: 5,830 against 4,697). Otherwise (after replica moves the
+leader hand-overs go on from the flow's leaders, and a whole flow tripled the plan's time on 20,000 partitions for
+no better gate), or above, or when time is short, the topics are split into groups of about ``CHUNK`` partitions (a
+topic is never split, so its band is still met exactly), the most imbalanced topics first (``topic_change_bounds``:
+a cut leaves the least imbalance): 20,000 partitions then take 4 s. Each group's cluster band is the remaining global target pro rata (the global band minus the leaders earlier
 groups gave each broker, scaled by the group's share of the partitions left), so the last group absorbs the residue.
 From ``PARALLEL_FROM`` partitions the groups are solved ``WAVE`` at a time in a process pool, each group of a wave
 with its share of the band the waves before it left; the last group is solved alone. Each group is solved exactly;
@@ -55,9 +60,12 @@ if TYPE_CHECKING:  # imported where a flow is solved: about a second, which ever
 from .budget import Deadline
 from .targets import Band, band
 
-__all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "topic_change_bounds", "leader_objective", "CHUNK"]
+__all__ = ["LeaderItem", "LeaderResult", "balance_leaders", "topic_bands", "topic_change_bounds", "leader_objective", "CHUNK",
+           "WHOLE_MAX", "whole_seconds"]
 
-CHUNK = 1_500
+CHUNK = 1_500       # partitions per topic group where the flow is not solved whole
+WHOLE_MAX = 20_000  # leaders mode: partitions solved as one flow (exact) when the time left holds it
+WHOLE_PACE_S = 28.0  # seconds a whole flow of WHOLE_MAX partitions took (production-shaped, 300 brokers)
 WAVE = 4  # groups solved side by side (a constant, not the core count: the plan is the same on every machine)
 PARALLEL_FROM = 12_000  # partitions; below, a pool's start-up (a second per process) costs more than it saves
 TOLERANCE_PCT = 15.0  # the leader gate's default (rebalancer.validate)
@@ -286,10 +294,18 @@ def _pool(waves: list[list[list[LeaderItem]]]) -> ProcessPoolExecutor | None:
     return ProcessPoolExecutor(min(width, cores), mp_context=multiprocessing.get_context("forkserver"))
 
 
+def whole_seconds(partitions: int) -> float:
+    """The time a whole flow of ``partitions`` may take, with room to spare: twice the pace measured (module doc),
+    which grows as partitions^1.75 (12,000 -> 20,000 partitions: 11 s -> 28 s)."""
+    return 2 * WHOLE_PACE_S * float((partitions / WHOLE_MAX) ** 1.75)
+
+
 def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
-                    priority: str = "changes", chunk: int = CHUNK, deadline: Deadline | None = None,
+                    priority: str = "changes", chunk: int | None = None, deadline: Deadline | None = None,
                     kept: Mapping[tuple[str, int], int] | None = None, wave: int = WAVE) -> LeaderResult:
-    """Solve exactly (per topic group above ``chunk`` partitions); every item needs at least one candidate.
+    """Solve exactly: with ``priority="changes"`` the whole flow up to ``WHOLE_MAX`` partitions when the deadline
+    leaves ``whole_seconds`` for it, else per topic group of about ``CHUNK`` partitions (``chunk``: per group of that
+    many above it, always); every item needs at least one candidate.
 
     Above ``PARALLEL_FROM`` partitions the groups are solved ``wave`` at a time in a process pool (each group of a
     wave gets its share of the same remaining band); below it, or with ``wave=1``, one after another.
@@ -304,6 +320,10 @@ def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int]
         if not it.candidates:
             raise ValueError(f"partition {it.key[0]}-{it.key[1]} has no eligible leader")
     deadline = deadline or Deadline.never()
+    if chunk is None:  # whole where it fits: the time left is only read (a busy machine's plan is still exact)
+        whole = (priority == "changes" and len(items) <= WHOLE_MAX
+                 and deadline.remaining() >= whole_seconds(len(items)))
+        chunk = len(items) if whole else CHUNK
     grouped = len(items) > chunk
     groups = _groups(items, chunk) if grouped else [list(items)]
     waves = _waves(groups, wave if len(items) >= PARALLEL_FROM else 1)

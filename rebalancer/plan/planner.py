@@ -591,7 +591,7 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     handing = inp
     if not counts_too:
         # A count the flow left outside the median-safe band (it balances counts around the average, per topic
-        # group above ``CHUNK`` partitions) is a dimension the hand-overs bring inside, weighed as the gate it is
+        # group where it is not solved whole) is a dimension the hand-overs bring inside, weighed as the gate it is
         # (its accepted range is the band): only "no further out" let the hand-overs fill the band's top, so the
         # median rose past a broker the flow had left 10 below the average (fuzz medium 11: 75 leaders against a
         # median of 89, outside the leader gate).

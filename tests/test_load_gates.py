@@ -464,3 +464,32 @@ def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for
             pass
         passed[schedule] = _gates(run)["transient-disk"]["passed"]
     assert passed == {"batches": True, "rolling": True}
+
+
+@pytest.mark.parametrize("seed", [11, 18, 21, 29])
+def test_the_planners_gate_verdicts_agree_with_the_validations(tmp_path: Path, seed: int) -> None:
+    """A plan and its gates measure alike (issue 44): on production-shaped fuzz clusters (``load_cases.family``;
+    these seeds give plans that pass and plans that fail each gate), the planner's own verdicts equal the
+    validation's. Counts: ``_counts_outside_gate`` (from the median, ``balance.count_excess``, as the gates);
+    disk: the load summary's brokers outside their band, in rebalance (in add-brokers the gate excuses an old
+    broker below its band, which may only give, and the summary lists it)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from load_cases import family
+
+    from rebalancer.load import load_model
+    from rebalancer.plan.planner import _counts_outside_gate
+
+    cluster, mode, new = family("small", seed)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_cluster_json(cluster, run / "snapshot.json")
+    plan = plan_run_dir(run, mode, brokers=new or None, time_limit=10)
+    gates = _gates(run)
+    outside = _counts_outside_gate(plan, load_model(cluster))
+    assert gates["replica-balance"]["passed"] == ("replicas" not in outside), (gates["replica-balance"], outside)
+    assert gates["leader-balance"]["passed"] == ("leaders" not in outside), (gates["leader-balance"], outside)
+    if mode == "rebalance":
+        disk_outside = plan.summary["load"]["dimensions"]["disk"]["outside_after"]
+        assert gates["disk-balance"]["passed"] == (not disk_outside), (gates["disk-balance"], disk_outside)

@@ -459,7 +459,7 @@ def _kafka_config_option(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from .load import DIMENSIONS
-    from .strategies import BALANCES, STRATEGIES
+    from .strategies import BALANCES, MODES, STRATEGIES
 
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
@@ -482,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="plan the smallest change set that restores balance; writes plan.json, "
                                     "reassignment.json, rollback.json")
     p.add_argument("run_dir")
-    p.add_argument("--mode", required=True, choices=["leaders", "rebalance", "add-brokers", "remove-brokers"])
+    p.add_argument("--mode", required=True, choices=list(MODES))
     p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
     p.add_argument("--strategy", default="auto", choices=list(STRATEGIES))
     p.add_argument("--balance", default="auto", choices=list(BALANCES),

@@ -1,4 +1,5 @@
-"""The planning choices, in one registry: the CLI's choices, the DAG params and the planner all read it.
+"""The planning choices, in one registry: the modes, the strategies and the balances; the CLI's choices, the DAG
+params and the planner all read it.
 
 Each strategy names the modes it serves; ``auto`` serves every mode and picks one of the others (see
 ``rebalancer.plan.planner.choose_strategy``). Balances say what a replica mode evens out. Kept free of heavy imports:
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Strategy", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "REPLICA_MODES", "strategies_for"]
+__all__ = ["Strategy", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES", "strategies_for"]
 
 REPLICA_MODES = ("rebalance", "add-brokers", "remove-brokers")
+MODES = ("leaders", *REPLICA_MODES)  # what a plan may do: move leaders only, or replicas (and leaders)
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class Strategy:
 
 
 STRATEGY_REGISTRY: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("auto", ("leaders", *REPLICA_MODES),
+    Strategy("auto", MODES,
              "flow for leaders; for load: the greedy placement, then the 0/1 program where greedy stays above the "
              "bytes bound on a small cluster; for counts: the program up to 20,000 replicas, greedy above"),
     Strategy("flow", ("leaders",), "exact min-cost flow over the replica sets (leaders only)"),

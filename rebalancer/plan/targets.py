@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..load import Band
 from ..model import Cluster
+from ..strategies import MODES
 
 __all__ = ["MODES", "PlanError", "Band", "band", "Targets", "make_targets"]
-
-MODES = ("leaders", "rebalance", "add-brokers", "remove-brokers")
 
 
 class PlanError(InputError):

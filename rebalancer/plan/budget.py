@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Clock", "Deadline", "PhaseRecord", "Budget", "default_time_limit", "DEFAULT_MIN_SECONDS",
-           "SECONDS_PER_REPLICA"]
+           "SECONDS_PER_REPLICA", "CHECK_EVERY"]
 
 Clock = Callable[[], float]
 
@@ -41,6 +41,9 @@ Clock = Callable[[], float]
 # minutes on 2 cores), and growing with the cluster above that; a limit is for operators who want an answer sooner.
 DEFAULT_MIN_SECONDS = 300.0
 SECONDS_PER_REPLICA = 0.001
+# The local searches (greedy, load greedy, the leader hand-overs) ask their deadline every so many steps, the first
+# included: a step costs far more than reading the clock, and a search stops within that many steps of its deadline.
+CHECK_EVERY = 32
 
 
 def default_time_limit(replicas: int) -> float:

@@ -28,13 +28,12 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .budget import Deadline
+from .budget import CHECK_EVERY, Deadline
 from .racks import keeps_racks
 
-__all__ = ["GreedyInput", "GreedyState", "build", "solve", "extract", "greedy_balance", "CHECK_EVERY"]
+__all__ = ["GreedyInput", "GreedyState", "build", "solve", "extract", "greedy_balance"]
 
 Key = tuple[str, int]
-CHECK_EVERY = 32  # moves between two deadline checkpoints (a move costs far more than reading the clock)
 
 
 @dataclass(frozen=True)

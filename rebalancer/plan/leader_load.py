@@ -24,15 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..load import Band
-from .budget import Deadline
+from .budget import CHECK_EVERY, Deadline
+from .load_greedy import SIZE_PULL, WINDOW
 
 __all__ = ["LeaderLoadInput", "leader_load"]
 
-SIZE_PULL = 3.0
-WINDOW = 12
 SWAP_SCAN = 4096  # partitions read for a swap
 ROUNDS = 4        # passes over the brokers that were stuck, while the previous pass moved something
-CHECK_EVERY = 64
 ZONE_WEIGHT = 1000.0  # a broker beyond what its gate accepts, against one outside its (narrower) band
 
 

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ..balance import count_allowance
 from ..load import Band
-from .budget import Deadline
+from .budget import CHECK_EVERY, Deadline
 from .racks import keeps_racks
 
 if TYPE_CHECKING:
@@ -65,7 +65,6 @@ SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x it
 WINDOW = 12              # usable candidate partitions read on each side of the desired size
 FAN = 4                  # partners tried per step
 WIDEN = 4                # ... and so many times as many more, in turn, while none of them has a move
-CHECK_EVERY = 32
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from ..load import (
 )
 from ..model import Cluster, Partition
 from ..snapshot import load_snapshot
-from ..strategies import BALANCES, STRATEGIES
+from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, strategies_for
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
 from .budget import Budget, Deadline, default_time_limit
 from .greedy import GreedyInput, greedy_balance
@@ -123,14 +123,14 @@ def choose_strategy(cluster: Cluster, mode: str, strategy: str, balance: str = "
     """(strategy, reason)."""
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
-    if mode == "leaders":
-        if strategy in ("lp", "greedy"):
-            raise PlanError(f"strategy {strategy} places replicas; --mode leaders takes flow or pinterest")
-        return ("flow", "auto: leaders mode uses the exact min-cost flow") if strategy == "auto" else (strategy, "requested")
-    if strategy in ("flow", "pinterest"):
-        raise PlanError(f"strategy {strategy} only reorders leaders; --mode {mode} takes lp or greedy")
+    if mode not in STRATEGY_REGISTRY[strategy].modes:  # the registry says which modes a strategy serves
+        named = [s for s in strategies_for(mode) if s != "auto"]
+        raise PlanError(f"strategy {strategy} serves --mode {' or '.join(STRATEGY_REGISTRY[strategy].modes)}; "
+                        f"--mode {mode} takes {' or '.join(named)}")
     if strategy != "auto":
         return strategy, "requested"
+    if mode == "leaders":
+        return "flow", "auto: leaders mode uses the exact min-cost flow"
     n = cluster.replica_count
     if balance == "load":
         return "greedy", f"auto: load balance by the greedy placement ({n} replicas), measured against the bytes bound"

@@ -37,7 +37,8 @@ def run_one(case: str, groups: int) -> dict:
     from bench_load import build
 
     from rebalancer.load import load_model
-    from rebalancer.plan.load_greedy import load_greedy, load_input
+    from rebalancer.plan.load_greedy import load_greedy
+    from rebalancer.plan.load_problem import load_input
     from rebalancer.plan.load_summary import load_summary
     from rebalancer.plan.split import split_greedy
     from rebalancer.plan.targets import make_targets

@@ -349,7 +349,7 @@ def test_a_leader_count_the_flow_left_below_the_gates_band_is_brought_inside() -
     89). The hand-overs bring it inside."""
     from rebalancer.plan.budget import Deadline
     from rebalancer.plan.leader_exact import EXACT_MAX_PARTITIONS
-    from rebalancer.plan.load_greedy import median_safe_band
+    from rebalancer.plan.load_problem import median_safe_band
     from rebalancer.plan.planner import _count_gate_excess, _leaders_on_load
     from rebalancer.plan.targets import make_targets
 
@@ -476,7 +476,7 @@ def test_counts_inside_the_median_safe_band_pass_the_count_gate(n: int, per: int
     ``median_safe_band`` pass, and the band holds the average (counts summing to the total fit)."""
     import statistics
 
-    from rebalancer.plan.load_greedy import median_safe_band
+    from rebalancer.plan.load_problem import median_safe_band
 
     total = n * per + data.draw(st.integers(0, n - 1))
     b = median_safe_band(total, range(n), band)[0]
@@ -490,7 +490,7 @@ def _two_brokers(big: int, small: int, n: int) -> tuple[object, list[float]]:
     """Broker 0 holds ``n`` partitions of ``big`` bytes, broker 1 ``n`` of ``small`` (RF 1, one rack each, a
     rebalance: both may give and take)."""
     from rebalancer.load import Band
-    from rebalancer.plan.load_greedy import LoadInput, count_gate_band
+    from rebalancer.plan.load_problem import LoadInput, count_gate_band
 
     sizes = [float(big)] * n + [float(small)] * n
     total = sum(sizes)
@@ -507,7 +507,8 @@ def _two_brokers(big: int, small: int, n: int) -> tuple[object, list[float]]:
 def test_greedy_trades_unlike_replicas_where_no_single_move_helps() -> None:
     """Cruise Control's swap: two 30 GB partitions on one broker, two of 20 GB on the other, bands 47.5-52.5 GB. Any
     one move overshoots (30/70 or 80/20); trading a 30 for a 20 moves their 10 GB difference: 50/50, counts kept."""
-    from rebalancer.plan.load_greedy import evaluate, load_greedy
+    from rebalancer.plan.load_greedy import load_greedy
+    from rebalancer.plan.load_problem import evaluate
 
     inp, sizes = _two_brokers(30, 20, 2)
     changed, stats = load_greedy(inp)
@@ -617,7 +618,7 @@ def test_greedy_moves_a_replica_it_added_on_under_the_change_cap(monkeypatch: py
     the plan trims the bytes greedy's moves copy beyond what balance needs."""
     from load_cases import family
 
-    from rebalancer.plan.load_greedy import evaluate
+    from rebalancer.plan.load_problem import evaluate
 
     cluster, mode, new = family("small", 15)
     problem, (changed, stats), plan = _greedy_of(cluster, mode, new, monkeypatch)
@@ -674,7 +675,7 @@ def test_neighbourhoods_bring_in_what_one_move_at_a_time_cannot(monkeypatch: pyt
     replica bands."""
     from load_cases import family
 
-    from rebalancer.plan.load_greedy import evaluate
+    from rebalancer.plan.load_problem import evaluate
 
     cluster, mode, new = family("small", 0)
     problem, (greedy, stats), plan = _greedy_of(cluster, mode, new, monkeypatch)
@@ -775,7 +776,7 @@ def _split_counts(band: float):
     three at 30 fail the replica gate), counts only; the planner's band ``band`` x the average, the gate's 15 %.
     Returns (counts, replicas, LoadInput)."""
     from rebalancer.load import load_bands
-    from rebalancer.plan.load_greedy import LoadInput, count_gate_band, median_safe_band
+    from rebalancer.plan.load_problem import LoadInput, count_gate_band, median_safe_band
 
     counts = [24] * 5 + [30] * 3
     replicas = [(b,) for b, n in enumerate(counts) for _ in range(n)]
@@ -852,7 +853,7 @@ def test_neighbourhoods_judge_counts_from_the_median_as_the_gate_does() -> None:
 def _shortcut_input(replicas: list[tuple[int, ...]], sizes: list[float], brokers: int, racks: int,
                     width: float) -> Any:
     from rebalancer.load import Band
-    from rebalancer.plan.load_greedy import LoadInput
+    from rebalancer.plan.load_problem import LoadInput
 
     ids = frozenset(range(brokers))
     disk = [0.0] * brokers
@@ -938,7 +939,8 @@ def test_a_step_widens_to_every_broker_before_it_gives_up(data: st.DataObject) -
     import heapq
 
     from rebalancer.load import load_bands
-    from rebalancer.plan.load_greedy import LoadInput, _Placement
+    from rebalancer.plan.load_greedy import _Placement
+    from rebalancer.plan.load_problem import LoadInput
 
     brokers = data.draw(st.integers(3, 14))
     racks = data.draw(st.integers(1, 4))

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from rebalancer.load import load_model
 from rebalancer.model import Cluster
-from rebalancer.plan.load_greedy import evaluate, load_greedy, load_input
+from rebalancer.plan.load_greedy import load_greedy
+from rebalancer.plan.load_problem import evaluate, load_input
 from rebalancer.plan.load_summary import load_summary
 from rebalancer.plan.racks import keeps_racks
 from rebalancer.plan.split import (

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..load import Band
 from . import highs
-from .load_greedy import LoadInput, add_fixed
+from .load_problem import LoadInput, add_fixed
 from .targets import PlanError
 
 __all__ = ["LoadProgram", "build", "solve", "extract", "lp_load", "timed_out"]

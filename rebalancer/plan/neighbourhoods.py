@@ -41,7 +41,7 @@ from typing import TypedDict
 
 from ..load import Band
 from .budget import Deadline
-from .load_greedy import LoadInput, add_fixed, broker_violation, median_gate_band
+from .load_problem import LoadInput, add_fixed, broker_violation, median_gate_band
 from .lp_load import COUNTS, lp_load, timed_out
 from .sum_proofs import one_way
 

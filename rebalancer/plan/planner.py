@@ -56,16 +56,8 @@ from .greedy import GreedyInput, greedy_balance
 from .leader_exact import EXACT_MAX_PARTITIONS, exact_leaders, topic_violation
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
-from .load_greedy import (
-    COUNT_MARGIN,
-    GreedyStats,
-    LoadInput,
-    count_gate_band,
-    evaluate,
-    load_greedy,
-    load_input,
-    median_safe_band,
-)
+from .load_greedy import GreedyStats, load_greedy
+from .load_problem import COUNT_MARGIN, LoadInput, count_gate_band, evaluate, load_input, median_safe_band
 from .load_summary import bytes_bound, load_summary
 from .lp import lp_balance
 from .lp_load import COUNTS, lp_load, timed_out

@@ -34,7 +34,7 @@ of millions of replicas be planned as parallel tasks (issue 26), each task a pur
    brokers are added): the groups each shed their part of its surplus, and their sum can leave it below its band,
    which no move of the repair could mend.
 
-Balance is measured, like everywhere else, by ``load_greedy.evaluate`` on the whole problem; the bytes moved against
+Balance is measured, like everywhere else, by ``load_problem.evaluate`` on the whole problem; the bytes moved against
 ``bounds.bytes_moved_bound``.
 """
 
@@ -50,7 +50,8 @@ from typing import Any, TypedDict
 from ..bulk import collector_paused
 from ..load import Band
 from .budget import Deadline
-from .load_greedy import GreedyStats, LoadInput, load_greedy
+from .load_greedy import GreedyStats, load_greedy
+from .load_problem import LoadInput
 from .racks import keeps_racks
 
 __all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "placement_loads", "repair_shares",

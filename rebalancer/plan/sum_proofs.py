@@ -41,7 +41,7 @@ from typing import Any
 
 from ..balance import count_allowance
 from ..load import Band
-from .load_greedy import LoadInput
+from .load_problem import LoadInput
 
 __all__ = ["sum_proof", "one_way", "explain", "why_out_of_reach", "fewest_leaders", "network_out_proof",
            "explain_network_out"]

@@ -23,12 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .targets import PlanError
 
-__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "solver", "status_of", "solve", "write_lp"]
+__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "solver", "status_of", "solve", "timed_out", "write_lp"]
 
 KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
 EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
@@ -171,6 +172,12 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
     for v in prob.variables():
         v.varValue = values.get(v.name, 0.0)
     return {**result, "seconds": round(time.monotonic() - started, 3)}
+
+
+def timed_out(stats: Mapping[str, Any]) -> bool:
+    """Whether the program stopped at its wall clock (its safety net, or the phase's time) rather than its node limit
+    or an answer: what it returned then depends on how busy the machine was, and the caller says so."""
+    return "time limit" in str(stats.get("status", "")).lower()
 
 
 if __name__ == "__main__":

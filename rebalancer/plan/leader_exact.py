@@ -204,7 +204,7 @@ def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int
     status, have, gap = result["status"], result["have_solution"], result["gap"]
     stats: dict[str, Any] = {"algorithm": "0/1 program over every leader (HiGHS)", "status": status,
                              "variables": len(y), "gap": gap, "node_limit": node_limit,
-                             "cut_by_safety_net": "time limit" in status.lower()}
+                             "cut_by_safety_net": highs.timed_out(result)}
     if not have:
         stats["seconds"] = round(time.monotonic() - started, 3)
         return None, stats

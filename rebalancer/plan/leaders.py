@@ -24,10 +24,11 @@ group it made a fifth more leader changes and left more leaders outside the tole
 leader hand-overs go on from the flow's leaders, and a whole flow tripled the plan's time on 20,000 partitions for
 no better gate), or above, or when time is short, the topics are split into groups of about ``CHUNK`` partitions (a
 topic is never split, so its band is still met exactly), the most imbalanced topics first (``topic_change_bounds``:
-a cut leaves the least imbalance): 20,000 partitions then take 4 s. Each group's cluster band is the remaining global target pro rata (the global band minus the leaders earlier
-groups gave each broker, scaled by the group's share of the partitions left), so the last group absorbs the residue.
-From ``PARALLEL_FROM`` partitions the groups are solved ``WAVE`` at a time in a process pool, each group of a wave
-with its share of the band the waves before it left; the last group is solved alone. Each group is solved exactly;
+a cut leaves the least imbalance): 20,000 partitions then take 4 s. Each group's cluster band is the remaining
+global target pro rata (the global band minus the leaders earlier groups gave each broker, scaled by the group's
+share of the partitions left), so the last group absorbs the residue. From ``PARALLEL_FROM`` partitions the groups
+are solved ``WAVE`` at a time in a process pool, each group of a wave with its share of the band the waves before
+it left; the last group is solved alone. Each group is solved exactly;
 the whole is then optimal per topic and balanced cluster-wide, and its change count is reported against the lower
 bound.
 

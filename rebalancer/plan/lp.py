@@ -90,7 +90,6 @@ class LpOutput:
     count_slack: int
 
 
-
 @dataclass
 class CountProgram:
     """The count program of one sub-problem as ``build`` made it: the problem, its replica (``x``) and leader
@@ -343,11 +342,11 @@ def lp_balance(
                      "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
                      "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
         stats["sub_problems"].append(sub_stats)
-        timed_out = "time limit" in out.status.lower()
-        if timed_out:
+        cut = highs.timed_out({"status": out.status})
+        if cut:
             deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
         if not out.assignment:
-            if timed_out or deadline.remaining() == 0.0:
+            if cut or deadline.remaining() == 0.0:
                 # No solution within the group's share: this group and those after it keep their replicas.
                 deadline.cut_short = stats["cut_short"] = True
                 break

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +29,7 @@ from . import highs
 from .load_problem import LoadInput, add_fixed
 from .targets import PlanError
 
-__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load", "timed_out"]
+__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load"]
 
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
@@ -225,12 +224,6 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
         raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
                         "hold (allow more changes per partition, or raise a --threshold)")
     return {**result, "variables": len(prob.variables()), "constraints": prob.numConstraints()}
-
-
-def timed_out(stats: Mapping[str, Any]) -> bool:
-    """Whether the program stopped at its wall clock (its safety net, or the phase's time) rather than its node limit
-    or an answer: what it returned then depends on how busy the machine was, and the caller says so."""
-    return "time limit" in str(stats.get("status", "")).lower()
 
 
 def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:

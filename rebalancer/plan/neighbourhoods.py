@@ -41,8 +41,9 @@ from typing import TypedDict
 
 from ..load import Band
 from .budget import Deadline
+from .highs import timed_out
 from .load_problem import LoadInput, add_fixed, broker_violation, median_gate_band
-from .lp_load import COUNTS, lp_load, timed_out
+from .lp_load import COUNTS, lp_load
 from .sum_proofs import one_way
 
 __all__ = ["NeighbourhoodStats", "repair_neighbourhoods", "PARTNERS", "MAX_PARTNERS", "CANDIDATES", "MAX_ROUNDS",

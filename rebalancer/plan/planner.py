@@ -53,6 +53,7 @@ from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, strategies_for
 from .bounds import BOUND_DEFINITIONS, leader_change_bound, replica_move_bound
 from .budget import Budget, Deadline, default_time_limit
 from .greedy import GreedyInput, greedy_balance
+from .highs import timed_out
 from .leader_exact import EXACT_MAX_PARTITIONS, exact_leaders, topic_violation
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
@@ -60,7 +61,7 @@ from .load_greedy import GreedyStats, load_greedy
 from .load_problem import COUNT_MARGIN, LoadInput, count_gate_band, evaluate, load_input, median_safe_band
 from .load_summary import bytes_bound, load_summary
 from .lp import lp_balance
-from .lp_load import COUNTS, lp_load, timed_out
+from .lp_load import COUNTS, lp_load
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pinterest import pinterest_leaders
 from .result import Plan, build_plan, write_plan

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .model import Cluster
 
 __all__ = ["BrokerLoad", "broker_loads", "deviation_pct", "max_abs_deviation", "format_broker_table", "disk_targets",
-           "human_bytes", "count_allowance", "count_excess"]
+           "human_bytes", "count_allowance", "count_excess", "counts_excess"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,15 @@ def count_allowance(median: float, band: float) -> float:
 def count_excess(value: float, median: float, band: float) -> float:
     """How far beyond ``count_allowance`` a count lies from the median (0 inside)."""
     return max(0.0, abs(value - median) - count_allowance(median, band))
+
+
+def counts_excess(counts: Mapping[int, float], band: float) -> dict[int, float]:
+    """Per broker, how far its count lies beyond what the count gates accept (within ``count_allowance`` of the
+    median of ``counts``); 0 inside. The gate's predicate: the planner and ``rebalancer.validate`` both judge by it."""
+    if not counts:
+        return {}
+    med = statistics.median(counts.values())
+    return {b: count_excess(n, med, band) for b, n in counts.items()}
 
 
 def deviation_pct(value: float, median: float) -> float:

@@ -200,7 +200,7 @@ def plan_groups(run_dir: str | Path, mode: str, groups: int | None = None, maste
     are split; ``leaders`` plans never are."""
     import pyarrow.parquet as pq
 
-    from .plan.planner import split_plan
+    from .plan.place_load import split_plan
 
     if mode == "leaders":
         return 1

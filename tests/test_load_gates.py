@@ -357,7 +357,7 @@ def test_the_exact_leader_choice_keeps_network_out_within_its_gate(tmp_path: Pat
     from its target than before and beyond one partition of slack: the network gate failed that plan, and ``auto``
     retreated to counts. Choosing every leader at once (``leader_exact``) over the same replica sets meets the gate:
     the load plan stands and every gate passes (without the program, the gate fails as before)."""
-    from rebalancer.plan import planner
+    from rebalancer.plan import leader_pass
 
     cluster = _kraft_e2e_cluster()
     exact_run, hand_run = tmp_path / "exact", tmp_path / "hand"
@@ -368,7 +368,7 @@ def test_the_exact_leader_choice_keeps_network_out_within_its_gate(tmp_path: Pat
     assert plan.params["balance"] == "load"
     assert plan.solver["leaders"]["network_out"]["exact"]["status"] == "Optimal"
     assert all(g["passed"] for g in _gates(exact_run).values())
-    monkeypatch.setattr(planner, "EXACT_MAX_PARTITIONS", 0)
+    monkeypatch.setattr(leader_pass, "EXACT_MAX_PARTITIONS", 0)
     plan_run_dir(hand_run, "add-brokers", brokers=[3, 4], balance="load")
     failing = _gates(hand_run)["network-balance"]
     assert not failing["passed"], failing

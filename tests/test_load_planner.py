@@ -265,7 +265,7 @@ def test_a_plan_above_the_exact_programs_size_is_the_same_on_a_busy_machine() ->
 
     from load_cases import family
 
-    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+    from rebalancer.plan.place_load import LP_EXACT_MAX_REPLICAS
 
     cluster, mode, new = family("small", 38)
     assert cluster.replica_count > LP_EXACT_MAX_REPLICAS and not new
@@ -286,7 +286,7 @@ def test_each_program_of_the_ladder_has_its_own_safety_net(monkeypatch: pytest.M
     own safety net. It was one net shared along the ladder: a step that took 48 s left the next 12 s, which cut it
     at whatever a busy machine had reached, and the plan depended on the load (fuzz small seeds 111, 167). Here each
     step says it took 55 s; every program still gets the whole net."""
-    from rebalancer.plan import planner
+    from rebalancer.plan import place_load as planner
 
     real = planner.lp_load
     limits: list[float] = []
@@ -308,7 +308,7 @@ def test_each_program_of_the_ladder_has_its_own_safety_net(monkeypatch: pytest.M
 def test_a_program_its_safety_net_stopped_says_so_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where a program's wall clock stops it before its node limit, the placement depends on how busy the machine
     was: the plan says so (the phase cut short, in its status and its approval request), and stays valid."""
-    from rebalancer.plan import planner
+    from rebalancer.plan import place_load as planner
 
     monkeypatch.setattr(planner, "LP_SAFETY_SECONDS", 0.01)
     cluster = build_scenario("new-brokers", ScenarioParams(partitions=48))
@@ -347,10 +347,11 @@ def test_a_leader_count_the_flow_left_below_the_gates_band_is_brought_inside() -
     75 is 30 below the median of 105, which fails the gate (fuzz medium 11: the flow per topic group left a broker
     at 75 leaders, and the hand-overs, which only kept it no further out, filled the band's top to a median of
     89). The hand-overs bring it inside."""
+    from rebalancer.balance import counts_excess as _count_gate_excess
     from rebalancer.plan.budget import Deadline
     from rebalancer.plan.leader_exact import EXACT_MAX_PARTITIONS
+    from rebalancer.plan.leader_pass import _leaders_on_load
     from rebalancer.plan.load_problem import median_safe_band
-    from rebalancer.plan.planner import _count_gate_excess, _leaders_on_load
     from rebalancer.plan.targets import make_targets
 
     leads = [0] * 75 + [b for b in range(1, 6) for _ in range(105)]
@@ -425,8 +426,8 @@ def test_leader_items_topic_bands_and_the_leader_bound_are_the_loops(data: st.Da
     ineligible brokers, shrunk ISRs, moved replicas and topics in any order they equal the plain loops."""
     from rebalancer.load import Band
     from rebalancer.plan.bounds import leader_change_bound
+    from rebalancer.plan.leader_pass import _leader_items
     from rebalancer.plan.leaders import LeaderItem, band, topic_bands
-    from rebalancer.plan.planner import _leader_items
 
     n_brokers = data.draw(st.integers(3, 6))
     dead = set(data.draw(st.lists(st.integers(0, n_brokers - 1), max_size=1)))
@@ -525,7 +526,7 @@ def test_add_brokers_proves_by_a_sum_that_old_brokers_cannot_shed_their_excess()
     at 210: 390 MiB must leave broker 0 and 210 fit. The plan says so at a size the exact program does not take
     (800 replicas): infeasible by the mode's sum, broker 0 binding; brokers 1 and 2 (100 each, below a band they may
     not take into) are out of reach whatever the placement."""
-    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+    from rebalancer.plan.place_load import LP_EXACT_MAX_REPLICAS
 
     mib = 1024 * 1024
     brokers = [Broker(id=b, rack=r) for b, r in ((0, "a"), (1, "b"), (2, "c"), (3, "d"))]
@@ -560,7 +561,7 @@ def test_no_sum_proves_anything_where_brokers_may_both_give_and_take_across_rack
 def test_racks_that_pin_every_byte_prove_the_disk_bands_out_of_reach() -> None:
     """RF 3 on 3 racks of 3, 3 and 2 brokers: every byte stays in its rack, so the 2-broker rack holds a third of the
     data where its bands allow a quarter. A rebalance proves it by the racks' sum, at any size, and names the rack."""
-    from rebalancer.plan.planner import LP_EXACT_MAX_REPLICAS
+    from rebalancer.plan.place_load import LP_EXACT_MAX_REPLICAS
 
     racks = {0: "a", 1: "b", 2: "c", 3: "a", 4: "b", 5: "c", 6: "a", 7: "b"}
     brokers = [Broker(id=b, rack=r) for b, r in racks.items()]
@@ -596,7 +597,7 @@ def test_a_replica_larger_than_every_band_proves_them_out_of_reach() -> None:
 def _greedy_of(cluster: Cluster, mode: str, new: list[int], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
     """The load problem ``make_plan`` builds for the cluster, what ``load_greedy`` made of it (the plan's later steps
     aside) and the plan."""
-    import rebalancer.plan.planner as planner
+    import rebalancer.plan.place_load as planner
 
     seen: dict[str, Any] = {}
     greedy = planner.load_greedy
@@ -648,7 +649,7 @@ def test_a_bytes_trimming_program_stops_at_its_own_small_node_limit(monkeypatch:
     from load_cases import family
 
     import rebalancer.plan.neighbourhoods as hoods
-    from rebalancer.plan.planner import LP_NODE_LIMIT
+    from rebalancer.plan.place_load import LP_NODE_LIMIT
 
     limits: list[int] = []
     real = hoods._round
@@ -716,7 +717,7 @@ def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest
     there: "ValueError: 20 is not in list", an internal error from the plan stage."""
     import load_cases
 
-    import rebalancer.plan.planner as planner
+    import rebalancer.plan.place_load as planner
     from rebalancer.plan.load_greedy import load_greedy
 
     class Captured(Exception):
@@ -798,7 +799,7 @@ def test_counts_the_gate_fails_are_repaired_within_the_band_that_passes_it() -> 
     import statistics
 
     from rebalancer.plan.budget import Deadline
-    from rebalancer.plan.planner import _count_repair
+    from rebalancer.plan.place_load import _count_repair
 
     counts, replicas, inp = _split_counts(0.15)
     assert all(inp.bands["replicas"][b].contains(n) for b, n in enumerate(counts))
@@ -1006,7 +1007,7 @@ def test_the_relaxation_bounds_the_bytes_tighter_than_the_sum(monkeypatch: pytes
 
     import rebalancer.plan.neighbourhoods as hoods
     from rebalancer.plan.load_summary import bytes_bound
-    from rebalancer.plan.planner import BYTES_PROOF_BY_RELAXATION
+    from rebalancer.plan.place_load import BYTES_PROOF_BY_RELAXATION
     from rebalancer.plan.targets import make_targets
 
     monkeypatch.setattr(hoods, "MAX_ROUNDS", 1)

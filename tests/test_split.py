@@ -279,7 +279,7 @@ def test_groups_planned_as_spark_tasks_give_the_in_process_plan() -> None:
 
 
 def test_split_plan_defaults_keep_small_clusters_in_one_pass() -> None:
-    from rebalancer.plan.planner import SPLIT_MASTER, SPLIT_MIN_REPLICAS, split_plan
+    from rebalancer.plan.place_load import SPLIT_MASTER, SPLIT_MIN_REPLICAS, split_plan
 
     assert split_plan(600_000, 300, None, None) == (1, None)  # every case the single-process benchmarks cover
     assert split_plan(3_000_000, 2_600, None, None) == (1, None)  # one pass: 24 s, nearer the bound than groups

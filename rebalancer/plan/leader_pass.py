@@ -1,0 +1,248 @@
+"""Who leads, over the placed replica sets: the exact leader flow (``leaders``) or Pinterest's (``pinterest``);
+on load, then the network-out hand-overs (``leader_load``) and, on a cluster small enough, every leader at once
+(``leader_exact``). Leaders change by reordering replicas, never by moving data."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..balance import counts_excess
+from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, replica_table
+from ..model import Cluster, Partition
+from .bounds import leader_change_bound
+from .budget import Budget, Deadline
+from .leader_exact import EXACT_MAX_PARTITIONS, exact_leaders, topic_violation
+from .leader_load import LeaderLoadInput, leader_load
+from .leaders import LeaderItem, balance_leaders, topic_bands
+from .load_problem import COUNT_MARGIN, count_gate_band, median_safe_band
+from .pinterest import pinterest_leaders
+from .pipeline import LEADERS_SHARE, Key, Placement, PlanRequest, PlanSetup
+from .targets import Targets
+
+__all__ = ["place_leaders", "leader_pass", "LEADER_FLOW_MAX_PARTITIONS"]
+
+LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
+LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
+
+
+def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
+                  replicas_moved: bool) -> list[LeaderItem]:
+    may_lead = {b.id for b in cluster.brokers if b.alive and b.id in eligible}
+    everyone = len(may_lead) == len(cluster.brokers)  # then a partition in sync, as it is, may be led by any replica
+    items: list[LeaderItem] = []
+    append = items.append
+    for p in cluster.partitions:
+        tp = (p.topic, p.partition)
+        replicas = p.replicas
+        reps = assignment.get(tp, replicas)
+        if reps is replicas or reps == replicas:
+            cands = replicas if everyone and p.isr == replicas else tuple(b for b in reps if b in may_lead and b in p.isr)
+        elif replicas_moved:
+            # New replicas will be in sync once their move completes.
+            cands = tuple(b for b in reps if b in may_lead and (b in p.isr or b not in replicas))
+        else:
+            cands = tuple(b for b in reps if b in may_lead and b in p.isr)
+        append(LeaderItem(tp, cands, replicas[0]))
+    return items
+
+
+def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, leaders: Mapping[Key, int]) -> None:
+    """Each of ``leaders``' partitions led by its new leader in ``assignment`` (the leader first, the others in
+    their order); only those partitions are visited (a few thousand of a million on load)."""
+    for tp, new in leaders.items():
+        if not cluster.has_partition(*tp):
+            continue
+        reps = assignment.get(tp) or cluster.partition(*tp).replicas
+        if new is None or new == reps[0]:
+            continue
+        assignment[tp] = (new, *(b for b in reps if b != new))
+
+
+def leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, strategy: str,
+                 replicas_moved: bool, deadline: Deadline) -> dict[str, Any]:
+    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved)
+    usable = [it for it in items if it.candidates]
+    stranded = len(items) - len(usable)
+    started = time.monotonic()
+    if strategy == "pinterest":
+        leaders = pinterest_leaders(usable, deadline)
+        info: dict[str, Any] = {"algorithm": "pinterest (max-flow-min-cost, residue nodes, pruning)"}
+    else:
+        res = balance_leaders(usable, targets.eligible, priority="balance" if replicas_moved else "changes",
+                              deadline=deadline, kept={k: reps[0] for k, reps in assignment.items()})
+        leaders = res.leaders
+        info = {"algorithm": "min-cost flow (network simplex), exact" if res.groups == 1 else
+                f"min-cost flow (network simplex) over {res.groups} topic groups, each exact",
+                "priority": ("topic band, cluster tolerance band, cluster band, changes" if replicas_moved else
+                             "topic band, cluster tolerance band, changes, cluster band"),
+                "topic_band_violation": res.topic_violation,
+                "tolerance_band_violation": res.tolerance_violation,
+                "cluster_band_violation": res.cluster_violation,
+                "groups": res.groups,
+                "groups_solved": res.groups_solved,
+                "slowest_group_seconds": round(res.slowest_group_seconds, 3)}
+    info["cut_short"] = deadline.cut_short
+    info["seconds"] = round(time.monotonic() - started, 3)
+    info["partitions_without_eligible_leader"] = stranded
+    info["leader_bound"] = leader_change_bound(usable)
+    _apply_leaders(assignment, cluster, leaders)
+    return info
+
+
+def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, model: LoadModel,
+                     deadline: Deadline, counts_too: bool = False) -> dict[str, Any]:
+    """Leadership moved (``leader_load``) until network out is within its band, leader counts kept in theirs.
+    ``counts_too`` (no leader flow ran before): leader counts are a dimension too (below network out), brought
+    within two thirds of their band while never leaving five sixths of it."""
+    started = time.monotonic()
+    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved=True)
+    parts = cluster.partitions
+    current = [assignment.get(p.tp, p.replicas)[0] for p in parts]
+    cands = [it.candidates if current[i] in it.candidates else (current[i],) for i, it in enumerate(items)]
+    # the leader's network out per partition (Dimension.replica, vectorised by the table)
+    units = {"nw_out": replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0]
+             .astype(float).tolist()}
+    weight = {"nw_out": DIMENSIONS["nw_out"].priority}
+    bands = {}
+    accepted = {}
+    if any(units["nw_out"]):
+        bands["nw_out"] = model.bands("nw_out", int(sum(units["nw_out"])), targets.eligible)
+        accepted["nw_out"] = _accepted(parts, units["nw_out"], bands["nw_out"], model.band["nw_out"])
+    elif not counts_too:
+        return {"moves": 0, "skipped": "no partition has a known bytes-in rate"}
+    if counts_too:
+        units["leaders"] = [1.0] * len(parts)
+        bands["leaders"] = load_bands("leaders", len(parts), targets.eligible, band=model.band["leaders"] * COUNT_MARGIN)
+        weight["leaders"] = DIMENSIONS["leaders"].priority
+    # After the flow, no hand-over takes a leader count out of a band any counts inside of pass the leader gate, which
+    # measures from the median after the plan (``median_safe_band``): one around the mean let six brokers end at 21
+    # leaders and nine at 27, a median of 25 and six brokers failing the gate. Without the flow (``counts_too``) the
+    # counts are a dimension pulled to the mean, and the narrower median-safe band left 14 of 300 brokers outside
+    # the network-out band instead of 1 (600k replicas): there the band around the mean stays.
+    if counts_too:
+        counts = load_bands("leaders", len(parts), targets.eligible,
+                            band=model.band["leaders"] * (1 + COUNT_MARGIN) / 2)
+    else:
+        counts = median_safe_band(len(parts), targets.eligible, model.band["leaders"])
+    tbands = topic_bands(items)
+    topic_band = {t: b for t, (b, _) in tbands.items()}
+    usable = [it for it in items if it.candidates]
+    # the bound counts from the leaders before the plan; the items and the topics' broker sets (~300 MB at 3M
+    # replicas) are let go before the pass
+    bound = leader_change_bound(usable, tbands if len(usable) == len(items) else None) if counts_too else None
+    stranded = len(items) - len(usable)
+    del tbands, items, usable
+    inp = LeaderLoadInput(current, cands, units, bands, weight, count_band=counts, topics=[p.topic for p in parts],
+                          topic_band=topic_band, accepted=accepted)
+    changed, stats = leader_load(inp if counts_too else _counts_as_dimension(inp, counts), deadline)
+    if len(parts) <= EXACT_MAX_PARTITIONS and not deadline.cut_short:
+        changed = _every_leader_at_once(cluster, inp, changed, targets, model, deadline, stats)
+    _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in changed.items()})
+    info = {**stats, "seconds": round(time.monotonic() - started, 3)}
+    if counts_too:
+        info = {"algorithm": "load hand-overs: network out, then leader counts (no exact flow above "
+                             f"{LEADER_FLOW_MAX_PARTITIONS} partitions)", **info,
+                "cut_short": deadline.cut_short or bool(stats.get("cut_short")),
+                "partitions_without_eligible_leader": stranded,
+                "leader_bound": bound}
+    return info
+
+
+def _counts_as_dimension(inp: LeaderLoadInput, counts: Mapping[int, Band]) -> LeaderLoadInput:
+    """After the flow: a count the flow left outside the median-safe band (it balances counts around the average,
+    per topic group where it is not solved whole) is a dimension the hand-overs bring inside, weighed as the gate it
+    is (its accepted range is the band): only "no further out" let the hand-overs fill the band's top, so the
+    median rose past a broker the flow had left 10 below the average (fuzz medium 11: 75 leaders against a median of
+    89, outside the leader gate)."""
+    return dataclasses.replace(
+        inp, units={**inp.units, "leaders": [1.0] * len(inp.leader)}, bands={**inp.bands, "leaders": counts},
+        weight={**inp.weight, "leaders": DIMENSIONS["leaders"].priority},
+        accepted={**(inp.accepted or {}), "leaders": {b: (float(x.floor), float(x.ceil)) for b, x in counts.items()}})
+
+
+def _every_leader_at_once(cluster: Cluster, inp: LeaderLoadInput, changed: dict[int, int], targets: Targets,
+                          model: LoadModel, deadline: Deadline, stats: dict[str, Any]) -> dict[int, int]:
+    """Small enough for every leader at once (``leader_exact``): used where it scores better than the hand-overs
+    (``changed``, the leaders they changed). Leader counts within the gate's band around the average; where the
+    result fails the gate, which measures from the median, again within a band any counts inside of pass it
+    (``median_safe_band``). Records ``stats["exact"]``; returns the leaders changed from ``inp.leader``."""
+    parts = cluster.partitions
+    current = inp.leader
+    handed = list(current)
+    for i, b in changed.items():
+        handed[i] = b
+    original = [p.replicas[0] for p in parts]
+    exact: dict[int, int] | None = None
+    exact_stats: dict[str, Any] = {}
+    for count_band in (count_gate_band(len(parts), targets.eligible, model.band["leaders"]),
+                       median_safe_band(len(parts), targets.eligible, model.band["leaders"])):
+        exact, exact_stats = exact_leaders(dataclasses.replace(inp, leader=handed, count_band=count_band),
+                                           original, seconds=deadline.remaining())
+        chosen = [exact.get(i, b) for i, b in enumerate(handed)] if exact is not None else handed
+        if _count_gate_met(chosen, targets.eligible, model.band["leaders"]):
+            break
+    stats["exact"] = exact_stats
+    if exact_stats.get("cut_by_safety_net"):
+        deadline.cut_short = True
+    if exact is None:
+        return changed
+    for i, b in exact.items():
+        handed[i] = b
+    stats["topic_band_violation_after"] = topic_violation(handed, inp.topics, inp.candidates, inp.topic_band or {})
+    return {i: b for i, b in enumerate(handed) if b != current[i]}
+
+
+def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:
+    """Do these leaders pass the leader gate?"""
+    count = dict.fromkeys(eligible, 0)
+    for b in leaders:
+        if b in count:
+            count[b] += 1
+    return all(x <= 1e-9 for x in counts_excess(count, band).values())
+
+
+def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping[int, Band],
+              band: float) -> dict[int, tuple[float, float]]:
+    """Per eligible broker, what the network gate accepts (``accepted_range``): its band widened by the busiest
+    partition it led before the plan (the gate takes the busiest before or after: this range lies inside the gate's),
+    or no further from its target than it was before the plan."""
+    before: dict[int, float] = {}
+    busiest: dict[int, float] = {}
+    for p, u in zip(parts, units, strict=True):
+        if p.replicas:
+            b = p.replicas[0]
+            before[b] = before.get(b, 0.0) + u
+            busiest[b] = max(busiest.get(b, 0.0), u)
+    return {b: accepted_range(x.average, band, before.get(b, 0.0), busiest.get(b, 0.0), not_worse=True)
+            for b, x in bands.items()}
+
+
+def place_leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, reserve: float) -> None:
+    """Who leads, over the placed replica sets (reorders ``placement.assignment`` in place): the chosen leader
+    strategy in leaders mode; in the replica modes the exact flow, then on load the network-out hand-overs (above
+    ``LEADER_FLOW_MAX_PARTITIONS`` partitions the hand-overs balance leader counts too, instead of the flow)."""
+    cluster, targets, solver, bounds = req.cluster, setup.targets, setup.solver, setup.bounds
+    assignment = placement.assignment
+    if req.mode == "leaders":
+        with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
+            solver["leaders"] = leader_pass(cluster, assignment, targets, setup.strategy, replicas_moved=False,
+                                             deadline=deadline)
+        solver["status"] = "Optimal" if setup.strategy == "flow" else "Heuristic"
+    elif setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
+        with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
+            solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)
+    else:
+        share = LEADER_FLOW_SHARE if setup.balanced == "load" else LEADERS_SHARE
+        with budget.phase("leaders", share, reserve) as deadline:
+            solver["leaders"] = leader_pass(cluster, assignment, targets, "flow", replicas_moved=True,
+                                             deadline=deadline)
+        if setup.balanced == "load":
+            with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
+                solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline)
+            after = solver["leaders"]["network_out"].get("topic_band_violation_after")
+            if after is not None:  # the exact program traded topic balance for network out: claim what holds
+                solver["leaders"]["topic_band_violation"] = after
+    bounds["leader_changes"] = solver["leaders"]["leader_bound"]

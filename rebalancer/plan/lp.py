@@ -41,6 +41,7 @@ from typing import Any
 
 from . import highs
 from .budget import Deadline
+from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
 __all__ = ["LpInput", "LpOutput", "CountProgram", "build", "solve", "extract", "solve_lp", "lp_balance"]
@@ -124,29 +125,20 @@ def build(inp: LpInput) -> CountProgram:
     for k in parts:
         current = inp.replicas[k]
         rf = len(current)
-        prob += pulp.lpSum(x[(k, b)] for b in cand[k]) == rf, f"rf_{k[0]}_{k[1]}"
-        prob += pulp.lpSum(lv[(k, b)] for b in cand[k]) == 1, f"one_leader_{k[0]}_{k[1]}"
+        tag = f"{k[0]}_{k[1]}"
+        add_rf(prob, (x[(k, b)] for b in cand[k]), rf, tag)
+        prob += pulp.lpSum(lv[(k, b)] for b in cand[k]) == 1, f"one_leader_{tag}"
         for b in cand[k]:
-            prob += lv[(k, b)] <= x[(k, b)], f"lead_in_{k[0]}_{k[1]}_{b}"
+            prob += lv[(k, b)] <= x[(k, b)], f"lead_in_{tag}_{b}"
         added = [x[(k, b)] for b in cand[k] if b not in current]
-        if inp.max_changes is not None and added:
-            prob += pulp.lpSum(added) <= inp.max_changes, f"changes_{k[0]}_{k[1]}"
+        add_change_cap(prob, added, inp.max_changes, tag)
         unit = max(1, round(inp.sizes.get(k, 0) / MiB)) if inp.objective == "bytes" else 1
         objective.extend(W_MOVE * unit * v for v in added)
         if inp.keep_racks:
-            racks_before = {inp.rack.get(b) for b in current}
-            by_rack: dict[str | None, list[int]] = {}
+            by_rack: dict[str | None, list[Any]] = {}
             for b in cand[k]:
-                by_rack.setdefault(inp.rack.get(b), []).append(b)
-            if len(racks_before) == rf:
-                for r, bs in by_rack.items():
-                    if len(bs) > 1:
-                        prob += pulp.lpSum(x[(k, b)] for b in bs) <= 1, f"rack_{k[0]}_{k[1]}_{r}"
-            else:
-                z = {r: prob.add_variable(f"z_{k[0]}_{k[1]}_{r}", cat="Binary") for r in by_rack}
-                for r, bs in by_rack.items():
-                    prob += z[r] <= pulp.lpSum(x[(k, b)] for b in bs), f"rack_cover_{k[0]}_{k[1]}_{r}"
-                prob += pulp.lpSum(z.values()) >= len(racks_before), f"rack_count_{k[0]}_{k[1]}"
+                by_rack.setdefault(inp.rack.get(b), []).append(x[(k, b)])
+            add_racks(prob, by_rack, len({inp.rack.get(b) for b in current}), rf, tag)
 
     by_broker: dict[int, list[tuple[Key, int]]] = {}
     for (k, b) in x:
@@ -227,9 +219,7 @@ def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, .
         current = inp.replicas[k]
         kept = [b for b in current if b in chosen]
         new = [b for b in chosen if b not in current]
-        it = iter(new)
-        slots = [b if b in chosen else next(it, None) for b in current]
-        order = [b for b in slots if b is not None] + list(it)
+        order = in_place(current, chosen, new)
         if leader is not None and leader in order:
             order.remove(leader)
             order.insert(0, leader)

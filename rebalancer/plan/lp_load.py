@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..load import Band
 from . import highs
 from .load_problem import LoadInput, add_fixed
+from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
 __all__ = ["LoadProgram", "build", "solve", "extract", "lp_load"]
@@ -49,6 +51,29 @@ class LoadProgram:
     empty: int = 0         # replicas of empty partitions that may be added (each costs 1 byte in the objective)
 
 
+@dataclass
+class _Rows:
+    """What ``build`` adds rows with: the program so far, the load of replicas that cannot move per (dimension,
+    broker), and per broker its placement variables."""
+
+    prob: Any
+    inp: LoadInput
+    dims: list[str]
+    fixed: dict[str, dict[int, float]]
+    movers: frozenset[int]
+    x: dict[tuple[int, int], Any] = field(default_factory=dict)
+    cand: dict[int, list[int]] = field(default_factory=dict)
+    parts: list[int] = field(default_factory=list)
+    objective: list[Any] = field(default_factory=list)
+    slacks: list[Any] = field(default_factory=list)
+    by_broker: dict[int, list[tuple[int, Any]]] = field(default_factory=dict)
+
+    def now(self, d: str, b: int) -> float:
+        """Broker ``b``'s load in ``d`` as the problem starts."""
+        return self.fixed[d][b] + sum(self.inp.units[d][i] for i, _ in self.by_broker.get(b, ())
+                                      if b in self.inp.replicas[i])
+
+
 def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, hard: bool = False,
           widen: float = 1.0, lenient: bool = False) -> LoadProgram:
     """The program; ``hard``: every band is the one the gates measure (``gate_bands``), as a constraint without slack,
@@ -56,20 +81,46 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
     load dimensions' bands (not the counts') that many times as wide around their targets."""
     import pulp
 
-    prob = pulp.LpProblem("load_placement", pulp.LpMinimize)
     dims = [d for d in inp.bands if d in inp.units]
-    receivers = sorted(inp.receivers - inp.removed)
     brokers = sorted(set(inp.rack))
-    movers = inp.givers | inp.receivers | inp.removed
     fixed = {d: {b: 0.0 for b in brokers} for d in dims}  # load of replicas that cannot move
     add_fixed(inp, fixed)  # and of those outside this problem (a neighbourhood's, ``neighbourhoods``)
-    x: dict[tuple[int, int], Any] = {}
-    cand: dict[int, list[int]] = {}
-    parts: list[int] = []
+    rows = _Rows(pulp.LpProblem("load_placement", pulp.LpMinimize), inp, dims, fixed,
+                 frozenset(inp.givers | inp.receivers | inp.removed))
     mean_disk = 1.0
     if "disk" in inp.bands and inp.bands["disk"]:
         mean_disk = max(1.0, sum(b.average for b in inp.bands["disk"].values()) / len(inp.bands["disk"]))
-    objective: list[Any] = []
+    _partition_rows(rows, mean_disk, warm_start)
+    for (i, b), v in rows.x.items():
+        rows.by_broker.setdefault(b, []).append((i, v))
+    start_load = _start_load(rows, brokers, warm_start)
+    for d in dims:
+        for b in brokers:
+            band = (inp.gate_bands or inp.bands)[d].get(b) if hard else inp.bands[d].get(b)
+            if band is None or b in inp.removed or b not in rows.movers:
+                continue
+            if hard:
+                _hard_rows(rows, d, b, band, widen, lenient)
+            else:
+                _soft_rows(rows, d, b, band, start_load.get((d, b)))
+    prob, x, cand, parts, origin = rows.prob, rows.x, rows.cand, rows.parts, inp.origin
+    prob += pulp.lpSum(rows.objective), "objective"
+    if warm_start is not None:
+        for i in parts:
+            reps = warm_start.get(i, inp.replicas[i])
+            for b in cand[i]:
+                x[(i, b)].setInitialValue(1 if b in reps else 0)
+    empty = sum(1 for i in parts for b in cand[i] if b not in (inp.replicas[i] if origin is None else origin[i])
+                and "disk" in inp.units and inp.units["disk"][i] < 1.0)
+    return LoadProgram(prob, x, cand, rows.slacks, parts, hard, unit=mean_disk if "disk" in inp.units else 0.0,
+                       empty=empty)
+
+
+def _partition_rows(rows: _Rows, mean_disk: float, warm_start: Mapping[int, tuple[int, ...]] | None) -> None:
+    """Each partition that may change: its variables (the brokers it may end on) and its rules (``program``: RF, the
+    change cap, racks), its bytes in the objective; the load of the replicas that cannot move, in ``rows.fixed``."""
+    prob, inp, dims, fixed, movers = rows.prob, rows.inp, rows.dims, rows.fixed, rows.movers
+    receivers = sorted(inp.receivers - inp.removed)
     origin = inp.origin
     for i, reps in enumerate(inp.replicas):
         ref = reps if origin is None else origin[i]  # what the changes and the bytes count against
@@ -88,124 +139,112 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
         # back where it was before the plan (a broker that may only give, too: that undoes a move)
         options += [b for b in ref if b not in reps and b in movers and b not in inp.removed and b not in options]
         free = len(reps) - len(stay)
-        parts.append(i)
-        cand[i] = options
+        rows.parts.append(i)
+        rows.cand[i] = options
+        x = rows.x
         for b in options:
             x[(i, b)] = prob.add_variable(f"x_{i}_{b}", cat="Binary")
-        prob += pulp.lpSum(x[(i, b)] for b in options) == free, f"rf_{i}"
+        add_rf(prob, (x[(i, b)] for b in options), free, str(i))
         added = [x[(i, b)] for b in options if b not in ref]
         left = inp.max_changes - sum(1 for b in stay if b not in ref)  # changes the plan made that stay
-        if added and left < len(reps):
-            prob += pulp.lpSum(added) <= max(0, left), f"changes_{i}"
+        add_change_cap(prob, added, max(0, left) if left < len(reps) else None, str(i))
         size = inp.units["disk"][i] if "disk" in inp.units else 0.0
-        objective.extend((max(size, 1.0) / mean_disk) * v for v in added)
+        rows.objective.extend((max(size, 1.0) / mean_disk) * v for v in added)
         if inp.keep_racks:
-            racks_before = {inp.rack.get(b) for b in reps}
             by_rack: dict[Any, list[Any]] = {}
             for b in options:
                 by_rack.setdefault(inp.rack.get(b), []).append(x[(i, b)])
-            held = {inp.rack.get(b) for b in stay}
-            if len(racks_before) == len(reps):
-                for r, vs in by_rack.items():
-                    if len(vs) + (1 if r in held else 0) > 1:
-                        prob += pulp.lpSum(vs) <= (0 if r in held else 1), f"rack_{i}_{r}"
-            else:
-                z = {r: prob.add_variable(f"z_{i}_{r}", cat="Binary") for r in by_rack if r not in held}
-                if warm_start is not None:
-                    start_racks = {inp.rack.get(b) for b in warm_start.get(i, reps)}
-                    for r, zr in z.items():
-                        zr.setInitialValue(1 if r in start_racks else 0)
-                for r, zr in z.items():
-                    prob += zr <= pulp.lpSum(by_rack[r]), f"rack_cover_{i}_{r}"
-                prob += pulp.lpSum(z.values()) >= len(racks_before) - len(held), f"rack_count_{i}"
-    by_broker: dict[int, list[tuple[int, Any]]] = {}
-    for (i, b), v in x.items():
-        by_broker.setdefault(b, []).append((i, v))
-    slacks: list[Any] = []
-    # The warm start's load per (dimension, broker), to give the slacks their values too: HiGHS drops a MIP start
-    # that leaves a constraint unmet, and a start with zero slacks outside a band is one.
-    start_load: dict[tuple[str, int], float] = {}
-    if warm_start is not None:
-        for d in dims:
-            for b in brokers:
-                start_load[(d, b)] = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ())
-                                                       if b in warm_start.get(i, inp.replicas[i]))
-    for d in dims:
-        w = inp.weight.get(d, 1.0)
-        for b in brokers:
-            band = (inp.gate_bands or inp.bands)[d].get(b) if hard else inp.bands[d].get(b)
-            if band is None or b in inp.removed or b not in movers:
-                continue
-            if hard and d in COUNTS:
-                # counts any of which pass the count gate, which measures from the median (``median_safe_band``)
-                band = (inp.safe_bands or inp.bands).get(d, inp.bands[d])[b]
-            real = band
-            if hard and widen != 1.0 and d not in COUNTS:
-                band = Band(math.floor(band.average - widen * (band.average - band.floor)),
-                            math.ceil(band.average + widen * (band.ceil - band.average)), band.average, band.limit)
-            # Every row in units of the broker's target: bytes as coefficients (1e10) beside slack costs and counts
-            # leave HiGHS badly scaled, and its MIP search then stalls past its time limit.
-            k = 1.0 / max(real.average, 1.0)
-            terms = [inp.units[d][i] * k * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
-            expr = pulp.lpSum(terms) + fixed[d][b] * k
-            if hard:
-                # A broker the mode lets move one way only, outside its band on the side it cannot correct before
-                # the plan (an old broker below it in add-brokers), may stay where it is; every other broker ends
-                # inside. ``lenient``: as the disk gate judges a one-way broker on that side, no further from its
-                # target than before (``load.accepted_range``), wherever it started.
-                now = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if b in inp.replicas[i])
-                low = band.floor if b in inp.receivers or now >= band.floor else now
-                high = band.ceil if b in inp.givers or now <= band.ceil else now
-                if lenient and d not in COUNTS:
-                    away = abs(now - real.average)
-                    low = low if b in inp.receivers else min(low, math.floor(real.average - away))
-                    high = high if b in inp.givers else max(high, math.ceil(real.average + away))
-                prob += expr >= low * k, f"low_{d}_{b}"
-                prob += expr <= high * k, f"high_{d}_{b}"
-                if band.limit is not None and terms:
-                    prob += expr <= max(float(band.limit), now) * k, f"limit_{d}_{b}"
-                continue
-            # the slacks in units of the target, as the rows
-            outer = (inp.gate_bands or {}).get(d, {}).get(b) if d in COUNTS else None
-            lo = prob.add_variable(f"slo_{d}_{b}", lowBound=0,
-                                   upBound=None if outer is None else max(0, band.floor - outer.floor) * k)
-            hi = prob.add_variable(f"shi_{d}_{b}", lowBound=0,
-                                   upBound=None if outer is None else max(0, outer.ceil - band.ceil) * k)
-            slacks += [lo, hi]
-            if outer is not None:
-                # A count may leave the planner's band at its own priority, but the gate's band only at a price
-                # above every load dimension's: counts stay within the Wix gate unless nothing else is possible.
-                lo2 = prob.add_variable(f"sglo_{d}_{b}", lowBound=0)
-                hi2 = prob.add_variable(f"sghi_{d}_{b}", lowBound=0)
-                slacks += [lo2, hi2]
-                prob += expr + lo + lo2 >= band.floor * k, f"low_{d}_{b}"
-                prob += expr - hi - hi2 <= band.ceil * k, f"high_{d}_{b}"
-                objective += [(M * GATE_WEIGHT) * lo2, (M * GATE_WEIGHT) * hi2]
-            else:
-                prob += expr + lo >= band.floor * k, f"low_{d}_{b}"
-                prob += expr - hi <= band.ceil * k, f"high_{d}_{b}"
-            objective += [(M * w) * lo, (M * w) * hi]
-            if (d, b) in start_load:
-                short = max(0.0, band.floor - start_load[(d, b)]) * k
-                over = max(0.0, start_load[(d, b)] - band.ceil) * k
-                lo.setInitialValue(min(short, lo.upBound) if lo.upBound is not None else short)
-                hi.setInitialValue(min(over, hi.upBound) if hi.upBound is not None else over)
-                if outer is not None:
-                    lo2.setInitialValue(short - (lo.varValue or 0.0))
-                    hi2.setInitialValue(over - (hi.varValue or 0.0))
-            if band.limit is not None and terms:
-                now = fixed[d][b] + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if b in inp.replicas[i])
-                prob += expr <= max(float(band.limit), now) * k, f"limit_{d}_{b}"
-    prob += pulp.lpSum(objective), "objective"
-    if warm_start is not None:
-        for i in parts:
-            reps = warm_start.get(i, inp.replicas[i])
-            for b in cand[i]:
-                x[(i, b)].setInitialValue(1 if b in reps else 0)
-    empty = sum(1 for i in parts for b in cand[i] if b not in (inp.replicas[i] if origin is None else origin[i])
-                and "disk" in inp.units and inp.units["disk"][i] < 1.0)
-    return LoadProgram(prob, x, cand, slacks, parts, hard, unit=mean_disk if "disk" in inp.units else 0.0,
-                       empty=empty)
+            add_racks(prob, by_rack, len({inp.rack.get(b) for b in reps}), len(reps), str(i),
+                      held={inp.rack.get(b) for b in stay},
+                      warm_racks=None if warm_start is None else {inp.rack.get(b) for b in warm_start.get(i, reps)})
+
+
+def _start_load(rows: _Rows, brokers: list[int],
+                warm_start: Mapping[int, tuple[int, ...]] | None) -> dict[tuple[str, int], float]:
+    """The warm start's load per (dimension, broker), to give the slacks their values too: HiGHS drops a MIP start
+    that leaves a constraint unmet, and a start with zero slacks outside a band is one."""
+    if warm_start is None:
+        return {}
+    inp = rows.inp
+    return {(d, b): rows.fixed[d][b] + sum(inp.units[d][i] for i, _ in rows.by_broker.get(b, ())
+                                           if b in warm_start.get(i, inp.replicas[i]))
+            for d in rows.dims for b in brokers}
+
+
+def _scaled(rows: _Rows, d: str, b: int, real: Band) -> tuple[Any, float, bool]:
+    """Broker ``b``'s load in ``d`` as an expression, every row in units of its target (``real``, before any
+    widening): bytes as coefficients (1e10) beside slack costs and counts leave HiGHS badly scaled, and its MIP
+    search then stalls past its time limit. (expression, scale, whether any variable is in it.)"""
+    import pulp
+
+    k = 1.0 / max(real.average, 1.0)
+    units = rows.inp.units[d]
+    terms = [units[i] * k * v for i, v in rows.by_broker.get(b, ()) if units[i]]
+    return pulp.lpSum(terms) + rows.fixed[d][b] * k, k, bool(terms)
+
+
+def _hard_rows(rows: _Rows, d: str, b: int, band: Band, widen: float, lenient: bool) -> None:
+    """The gate's band as a constraint. A broker the mode lets move one way only, outside its band on the side it
+    cannot correct before the plan (an old broker below it in add-brokers), may stay where it is; every other broker
+    ends inside. ``lenient``: as the disk gate judges a one-way broker on that side, no further from its target than
+    before (``load.accepted_range``), wherever it started. Counts: a band any counts inside of pass their gate, which
+    measures from the median (``median_safe_band``); load bands ``widen`` times as wide."""
+    inp, prob = rows.inp, rows.prob
+    if d in COUNTS:
+        band = (inp.safe_bands or inp.bands).get(d, inp.bands[d])[b]
+    real = band
+    if widen != 1.0 and d not in COUNTS:
+        band = Band(math.floor(band.average - widen * (band.average - band.floor)),
+                    math.ceil(band.average + widen * (band.ceil - band.average)), band.average, band.limit)
+    expr, k, moving = _scaled(rows, d, b, real)
+    now = rows.now(d, b)
+    low = band.floor if b in inp.receivers or now >= band.floor else now
+    high = band.ceil if b in inp.givers or now <= band.ceil else now
+    if lenient and d not in COUNTS:
+        away = abs(now - real.average)
+        low = low if b in inp.receivers else min(low, math.floor(real.average - away))
+        high = high if b in inp.givers else max(high, math.ceil(real.average + away))
+    prob += expr >= low * k, f"low_{d}_{b}"
+    prob += expr <= high * k, f"high_{d}_{b}"
+    if band.limit is not None and moving:
+        prob += expr <= max(float(band.limit), now) * k, f"limit_{d}_{b}"
+
+
+def _soft_rows(rows: _Rows, d: str, b: int, band: Band, start: float | None) -> None:
+    """The band with a slack on each side in units of the target, priced at ``M`` x the dimension's priority. A
+    count may leave the planner's band at its own priority, but the gate's band only at a price above every load
+    dimension's (``GATE_WEIGHT``): counts stay within the Wix gate unless nothing else is possible. ``start``: the
+    warm start's load, which gives the slacks their start values. The capacity threshold is hard."""
+    inp, prob = rows.inp, rows.prob
+    expr, k, moving = _scaled(rows, d, b, band)
+    w = inp.weight.get(d, 1.0)
+    outer = (inp.gate_bands or {}).get(d, {}).get(b) if d in COUNTS else None
+    lo = prob.add_variable(f"slo_{d}_{b}", lowBound=0,
+                           upBound=None if outer is None else max(0, band.floor - outer.floor) * k)
+    hi = prob.add_variable(f"shi_{d}_{b}", lowBound=0,
+                           upBound=None if outer is None else max(0, outer.ceil - band.ceil) * k)
+    rows.slacks += [lo, hi]
+    if outer is not None:
+        lo2 = prob.add_variable(f"sglo_{d}_{b}", lowBound=0)
+        hi2 = prob.add_variable(f"sghi_{d}_{b}", lowBound=0)
+        rows.slacks += [lo2, hi2]
+        prob += expr + lo + lo2 >= band.floor * k, f"low_{d}_{b}"
+        prob += expr - hi - hi2 <= band.ceil * k, f"high_{d}_{b}"
+        rows.objective += [(M * GATE_WEIGHT) * lo2, (M * GATE_WEIGHT) * hi2]
+    else:
+        prob += expr + lo >= band.floor * k, f"low_{d}_{b}"
+        prob += expr - hi <= band.ceil * k, f"high_{d}_{b}"
+    rows.objective += [(M * w) * lo, (M * w) * hi]
+    if start is not None:
+        short = max(0.0, band.floor - start) * k
+        over = max(0.0, start - band.ceil) * k
+        lo.setInitialValue(min(short, lo.upBound) if lo.upBound is not None else short)
+        hi.setInitialValue(min(over, hi.upBound) if hi.upBound is not None else over)
+        if outer is not None:
+            lo2.setInitialValue(short - (lo.varValue or 0.0))
+            hi2.setInitialValue(over - (hi.varValue or 0.0))
+    if band.limit is not None and moving:
+        prob += expr <= max(float(band.limit), rows.now(d, b)) * k, f"limit_{d}_{b}"
 
 
 def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None,
@@ -233,9 +272,7 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
         reps = inp.replicas[i]
         chosen = {b for b in program.cand[i] if (program.x[(i, b)].varValue or 0) > 0.5}
         kept = [b for b in reps if b in chosen or (b not in program.cand[i] and b not in inp.removed)]
-        new = iter(sorted(chosen - set(reps)))
-        order = [b if b in kept else next(new, None) for b in reps]
-        final = tuple(b for b in order if b is not None) + tuple(new)
+        final = tuple(in_place(reps, kept, sorted(chosen - set(reps))))
         if final != tuple(reps):
             out[i] = final
     return out

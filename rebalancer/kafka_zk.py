@@ -227,7 +227,7 @@ def _size_of(sizes: Mapping[int, int] | None, leader: int | None) -> int:
     return max(sizes.values())
 
 
-def read_cluster(
+def read_cluster(  # noqa: C901
     zk: Any,
     *,
     display: str,

@@ -273,7 +273,7 @@ def _per_broker(load: Mapping[Throttled, int]) -> dict[int, int]:
     return out
 
 
-def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int | None) -> list[list[Step]]:
+def _bound_batches(data: list[Step], per_broker: int, total: int, max_bytes: int | None) -> list[list[Step]]:  # noqa: C901
     """Batches that keep the critical broker busy. Each batch waits for its busiest broker, so the run takes the sum
     over batches of each batch's busiest broker's bytes; it cannot beat the busiest broker's bytes over the whole
     plan. A batch starts on the broker with the most bytes left (the critical one), its largest steps first (longest

@@ -649,7 +649,7 @@ class _Wave:
     elections: _Elections | None = None
 
 
-def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, state_path: Path, lock: ClusterLock,
+def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, state_path: Path, lock: ClusterLock,  # noqa: C901
                  ledger: thr.Ledger, room: DiskRoom | None = None) -> None:
     """The rolling schedule (``schedule.Scheduler``): a move starts as soon as its brokers have room, each start a
     batch of its own in the state (``pending`` -> ``submitting`` -> ``submitted`` -> ``done``, resumed as batches

@@ -115,7 +115,7 @@ def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[
                      "stuck_brokers": stats["stuck_brokers"], "cut_short": stats["cut_short"]}
 
 
-def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> dict[str, object]:
+def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> dict[str, object]:  # noqa: C901
     """Phase 1 empties every giver down to its ceiling, phase 2 fills every receiver up to its floor (see the module
     doc); moves ``state`` in place."""
     assign, count, on, topic_count = state.assign, state.count, state.on, state.topic_count

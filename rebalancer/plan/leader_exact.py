@@ -97,7 +97,7 @@ def _widened(accepted: tuple[float, float], band: Band, busiest_after: float) ->
     return min(lo, band.floor - busiest_after), max(hi, band.ceil + busiest_after)
 
 
-def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,
+def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,  # noqa: C901
                   seconds: float = SAFETY_SECONDS) -> tuple[dict[int, int] | None, dict[str, Any]]:
     """(new leader per partition index whose leader differs from ``inp.leader``, or None when the program found
     nothing better; stats). ``original``: each partition's leader before the plan (changes are counted from it);

@@ -120,84 +120,106 @@ def build(inp: LpInput) -> CountProgram:
         for b in brokers:
             x[(k, b)] = prob.add_variable(f"x_{k[0]}_{k[1]}_{b}", cat="Binary")
             lv[(k, b)] = prob.add_variable(f"l_{k[0]}_{k[1]}_{b}", cat="Binary")
-
+    program = CountProgram(prob, x, lv, cand, parts, [])
     objective: list[Any] = []
     for k in parts:
-        current = inp.replicas[k]
-        rf = len(current)
-        tag = f"{k[0]}_{k[1]}"
-        add_rf(prob, (x[(k, b)] for b in cand[k]), rf, tag)
-        prob += pulp.lpSum(lv[(k, b)] for b in cand[k]) == 1, f"one_leader_{tag}"
-        for b in cand[k]:
-            prob += lv[(k, b)] <= x[(k, b)], f"lead_in_{tag}_{b}"
-        added = [x[(k, b)] for b in cand[k] if b not in current]
-        add_change_cap(prob, added, inp.max_changes, tag)
-        unit = max(1, round(inp.sizes.get(k, 0) / MiB)) if inp.objective == "bytes" else 1
-        objective.extend(W_MOVE * unit * v for v in added)
-        if inp.keep_racks:
-            by_rack: dict[str | None, list[Any]] = {}
-            for b in cand[k]:
-                by_rack.setdefault(inp.rack.get(b), []).append(x[(k, b)])
-            add_racks(prob, by_rack, len({inp.rack.get(b) for b in current}), rf, tag)
-
+        _partition_rows(program, inp, k, objective)
     by_broker: dict[int, list[tuple[Key, int]]] = {}
     for (k, b) in x:
         by_broker.setdefault(b, []).append((k, b))
-    slack_vars: list[Any] = []
     for b, keys in sorted(by_broker.items()):
-        count = pulp.lpSum(x[kb] for kb in keys)
-        lo, hi = inp.count_lo.get(b, 0), inp.count_hi.get(b, len(keys))
-        if inp.soft_counts:
-            s_lo = prob.add_variable(f"slack_lo_{b}", lowBound=0)
-            s_hi = prob.add_variable(f"slack_hi_{b}", lowBound=0)
-            slack_vars += [s_lo, s_hi]
-            prob += count + s_lo >= lo, f"replicas_lo_{b}"
-            prob += count - s_hi <= hi, f"replicas_hi_{b}"
-        else:
-            prob += count >= lo, f"replicas_lo_{b}"
-            prob += count <= hi, f"replicas_hi_{b}"
-        leaders = pulp.lpSum(lv[kb] for kb in keys)
-        ls_lo = prob.add_variable(f"lslack_lo_{b}", lowBound=0)
-        ls_hi = prob.add_variable(f"lslack_hi_{b}", lowBound=0)
-        prob += leaders + ls_lo >= inp.leader_lo.get(b, 0), f"leaders_lo_{b}"
-        prob += leaders - ls_hi <= inp.leader_hi.get(b, len(keys)), f"leaders_hi_{b}"
-        objective += [W_LEADER_SLACK * ls_lo, W_LEADER_SLACK * ls_hi]
-        if b in inp.disk_room:
-            prob += pulp.lpSum(inp.sizes.get(k, 0) * x[(k, bb)] for (k, bb) in keys) <= inp.disk_room[b], f"disk_{b}"
-        if b in inp.net_room:
-            prob += pulp.lpSum(inp.rates.get(k, 0.0) * x[(k, bb)] for (k, bb) in keys) <= inp.net_room[b], f"network_{b}"
-    objective += [W_COUNT_SLACK * s for s in slack_vars]
-
+        _broker_rows(program, inp, b, keys, objective)
+    objective += [W_COUNT_SLACK * s for s in program.slack_vars]
     if inp.topic_balance:
-        topics: dict[str, list[Key]] = {}
-        for k in parts:
-            topics.setdefault(k[0], []).append(k)
-        brokers_all = sorted(by_broker)
-        n_eligible = len([b for b in brokers_all if inp.count_hi.get(b, 1) > 0])
-        for t, topic_keys in topics.items():
-            total = sum(len(inp.replicas[k]) for k in topic_keys)
-            if n_eligible == 0:
-                continue
-            lo_t, hi_t = total // n_eligible, math.ceil(total / n_eligible)
-            for b in brokers_all:
-                members = [x[(k, b)] for k in topic_keys if (k, b) in x]
-                if not members or inp.count_hi.get(b, 1) == 0:
-                    continue
-                over = prob.add_variable(f"tover_{t}_{b}", lowBound=0)
-                under = prob.add_variable(f"tunder_{t}_{b}", lowBound=0)
-                prob += pulp.lpSum(members) - over <= hi_t, f"topic_hi_{t}_{b}"
-                prob += pulp.lpSum(members) + under >= lo_t, f"topic_lo_{t}_{b}"
-                objective += [over, under]
+        _topic_rows(program, inp, sorted(by_broker), objective)
     prob += pulp.lpSum(objective), "objective"
-
-    warm = inp.warm_start is not None
-    if warm:
+    if inp.warm_start is not None:
         for k in parts:
             reps = inp.warm_start.get(k, inp.replicas[k]) if inp.warm_start else inp.replicas[k]
             for b in cand[k]:
                 x[(k, b)].setInitialValue(1 if b in reps else 0)
                 lv[(k, b)].setInitialValue(1 if reps and b == reps[0] else 0)
-    return CountProgram(prob, x, lv, cand, parts, slack_vars)
+    return program
+
+
+def _partition_rows(program: CountProgram, inp: LpInput, k: Key, objective: list[Any]) -> None:
+    """Partition ``k``'s rules (``program``: RF, the change cap, racks), one leader among its replicas, and its moves
+    in the objective."""
+    import pulp
+
+    prob, x, lv, cand = program.prob, program.x, program.lv, program.cand
+    current = inp.replicas[k]
+    rf = len(current)
+    tag = f"{k[0]}_{k[1]}"
+    add_rf(prob, (x[(k, b)] for b in cand[k]), rf, tag)
+    prob += pulp.lpSum(lv[(k, b)] for b in cand[k]) == 1, f"one_leader_{tag}"
+    for b in cand[k]:
+        prob += lv[(k, b)] <= x[(k, b)], f"lead_in_{tag}_{b}"
+    added = [x[(k, b)] for b in cand[k] if b not in current]
+    add_change_cap(prob, added, inp.max_changes, tag)
+    unit = max(1, round(inp.sizes.get(k, 0) / MiB)) if inp.objective == "bytes" else 1
+    objective.extend(W_MOVE * unit * v for v in added)
+    if inp.keep_racks:
+        by_rack: dict[str | None, list[Any]] = {}
+        for b in cand[k]:
+            by_rack.setdefault(inp.rack.get(b), []).append(x[(k, b)])
+        add_racks(prob, by_rack, len({inp.rack.get(b) for b in current}), rf, tag)
+
+
+def _broker_rows(program: CountProgram, inp: LpInput, b: int, keys: list[tuple[Key, int]],
+                 objective: list[Any]) -> None:
+    """Broker ``b``'s replica count within its band (with slacks when ``soft_counts``), its leader count within the
+    leader band (soft), its bytes and bytes-in rate within its capacities."""
+    import pulp
+
+    prob, x, lv = program.prob, program.x, program.lv
+    count = pulp.lpSum(x[kb] for kb in keys)
+    lo, hi = inp.count_lo.get(b, 0), inp.count_hi.get(b, len(keys))
+    if inp.soft_counts:
+        s_lo = prob.add_variable(f"slack_lo_{b}", lowBound=0)
+        s_hi = prob.add_variable(f"slack_hi_{b}", lowBound=0)
+        program.slack_vars += [s_lo, s_hi]
+        prob += count + s_lo >= lo, f"replicas_lo_{b}"
+        prob += count - s_hi <= hi, f"replicas_hi_{b}"
+    else:
+        prob += count >= lo, f"replicas_lo_{b}"
+        prob += count <= hi, f"replicas_hi_{b}"
+    leaders = pulp.lpSum(lv[kb] for kb in keys)
+    ls_lo = prob.add_variable(f"lslack_lo_{b}", lowBound=0)
+    ls_hi = prob.add_variable(f"lslack_hi_{b}", lowBound=0)
+    prob += leaders + ls_lo >= inp.leader_lo.get(b, 0), f"leaders_lo_{b}"
+    prob += leaders - ls_hi <= inp.leader_hi.get(b, len(keys)), f"leaders_hi_{b}"
+    objective += [W_LEADER_SLACK * ls_lo, W_LEADER_SLACK * ls_hi]
+    if b in inp.disk_room:
+        prob += pulp.lpSum(inp.sizes.get(k, 0) * x[(k, bb)] for (k, bb) in keys) <= inp.disk_room[b], f"disk_{b}"
+    if b in inp.net_room:
+        prob += pulp.lpSum(inp.rates.get(k, 0.0) * x[(k, bb)] for (k, bb) in keys) <= inp.net_room[b], f"network_{b}"
+
+
+def _topic_rows(program: CountProgram, inp: LpInput, brokers_all: list[int], objective: list[Any]) -> None:
+    """Per topic and broker, its replicas within the topic's even share, with slacks costing 1 each: a tie-breaker
+    (per-topic balance where it costs no extra move)."""
+    import pulp
+
+    prob, x = program.prob, program.x
+    topics: dict[str, list[Key]] = {}
+    for k in program.parts:
+        topics.setdefault(k[0], []).append(k)
+    n_eligible = len([b for b in brokers_all if inp.count_hi.get(b, 1) > 0])
+    for t, topic_keys in topics.items():
+        total = sum(len(inp.replicas[k]) for k in topic_keys)
+        if n_eligible == 0:
+            continue
+        lo_t, hi_t = total // n_eligible, math.ceil(total / n_eligible)
+        for b in brokers_all:
+            members = [x[(k, b)] for k in topic_keys if (k, b) in x]
+            if not members or inp.count_hi.get(b, 1) == 0:
+                continue
+            over = prob.add_variable(f"tover_{t}_{b}", lowBound=0)
+            under = prob.add_variable(f"tunder_{t}_{b}", lowBound=0)
+            prob += pulp.lpSum(members) - over <= hi_t, f"topic_hi_{t}_{b}"
+            prob += pulp.lpSum(members) + under >= lo_t, f"topic_lo_{t}_{b}"
+            objective += [over, under]
 
 
 def solve(program: CountProgram, time_limit: float, warm: bool, write_lp: str | None = None
@@ -282,11 +304,15 @@ def lp_balance(
     restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
     n_recv = len([b for b in receivers if state.counts[b] < limits.hi[b]]) if restrict else len(receivers)
     groups = _topic_groups(replicas, 2 * (n_recv + 3), max_variables)
-    decomposed = len(groups) > 1
     whole_leaders = {b: 0 for b in rack}
     for reps in replicas.values():
         whole_leaders[reps[0]] += 1
-    stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": decomposed,
+    whole = _Whole(sizes, rack, eligible, receivers - removed, limits, restrict, len(groups) > 1,
+                   {b: (leader_floor if b in eligible else 0) for b in rack},
+                   {b: (leader_ceil if b in eligible else whole_leaders[b]) for b in rack},
+                   dict(rates or {}), dict(disk or {}), dict(network or {}), max_changes, keep_racks, objective,
+                   warm_start, write_lp)
+    stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": whole.decomposed,
                              "receivers_restricted": restrict, "cut_short": False}
     solved: list[dict[str, Any]] = []
     for gi, keys in enumerate(groups):
@@ -294,61 +320,88 @@ def lp_balance(
             stats["cut_short"] = True
             break
         left = deadline.remaining()
-        group_counts, group_leaders, group_bytes = state.group_totals(keys)
-        rest = {b: state.counts[b] - group_counts[b] for b in rack}
-        if decomposed:  # the group's own leader band (groups balanced one by one add up to a balanced cluster)
-            n_el = max(1, len(eligible))
-            g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
-            leader_lo = {b: (g_floor if b in eligible else 0) for b in rack}
-            leader_hi = {b: (g_ceil if b in eligible else group_leaders[b]) for b in rack}
-        else:
-            leader_lo = {b: (leader_floor if b in eligible else 0) for b in rack}
-            leader_hi = {b: (leader_ceil if b in eligible else whole_leaders[b]) for b in rack}
-        room = (frozenset(b for b in receivers - removed if state.counts[b] < limits.hi[b]) if restrict
-                else frozenset(receivers - removed))
-        sub = LpInput(
-            replicas={k: state.assignment[k] for k in keys},
-            sizes={k: sizes.get(k, 0) for k in keys},
-            rack=rack,
-            candidates=room,
-            keep=frozenset(eligible | limits.dead),
-            count_lo={b: max(0, limits.lo[b] - rest[b]) for b in rack},
-            count_hi={b: max(0, limits.hi[b] - rest[b]) for b in rack},
-            leader_lo=leader_lo,
-            leader_hi=leader_hi,
-            soft_counts=True,
-            rates={k: (rates or {}).get(k, 0.0) for k in keys},
-            disk_room={b: d - (state.disk_used[b] - group_bytes[b]) for b, d in (disk or {}).items()},
-            net_room=dict(network or {}),
-            max_changes=max_changes,
-            keep_racks=keep_racks,
-            objective=objective,
-            time_limit=min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi))),
-            warm_start={k: warm_start[k] for k in keys if k in warm_start} if warm_start else None,
-            write_lp=write_lp if not decomposed else None,
-        )
-        out = solve_lp(sub)
+        out = solve_lp(whole.group_input(state, keys, min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
         sub_stats = {"partitions": len(keys), "status": out.status, "objective": out.objective,
                      "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
                      "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
         stats["sub_problems"].append(sub_stats)
-        cut = highs.timed_out({"status": out.status})
-        if cut:
-            deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
-        if not out.assignment:
-            if cut or deadline.remaining() == 0.0:
-                # No solution within the group's share: this group and those after it keep their replicas.
-                deadline.cut_short = stats["cut_short"] = True
-                break
-            # A sub-problem the solver proved unsolvable (infeasible) has no plan to fall back on.
-            raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
-                            "(try --max-changes-per-partition 2, or --strategy greedy)")
-        state.take(keys, out.assignment)
+        if not _take(state, keys, out, deadline, stats):
+            break
         solved.append(sub_stats)
     stats["groups_solved"] = len(solved)
     stats["status"], stats["gap"] = _overall_status(solved, len(groups))
     changed = {k: v for k, v in state.assignment.items() if v != tuple(replicas[k])}
     return changed, stats
+
+
+def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline, stats: dict[str, Any]) -> bool:
+    """A group's solution taken into the rolling placement; False (and the stats say ``cut_short``) when the group's
+    share ran out without one: this group and those after it keep their replicas. A group the solver proved
+    unsolvable (infeasible) has no plan to fall back on: ``PlanError``."""
+    cut = highs.timed_out({"status": out.status})
+    if cut:
+        deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
+    if not out.assignment:
+        if cut or deadline.remaining() == 0.0:
+            deadline.cut_short = stats["cut_short"] = True
+            return False
+        raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
+                        "(try --max-changes-per-partition 2, or --strategy greedy)")
+    state.take(keys, out.assignment)
+    return True
+
+
+@dataclass(frozen=True)
+class _Whole:
+    """What every group's sub-problem reads of the whole cluster (``lp_balance``'s arguments and limits);
+    ``leader_lo``/``leader_hi``: the cluster's leader band, used as it is when the program is not decomposed."""
+
+    sizes: Mapping[Key, int]
+    rack: Mapping[int, str | None]
+    eligible: frozenset[int]
+    receivers: frozenset[int]        # removed brokers taken out
+    limits: _CountLimits
+    restrict: bool                   # only receivers with room below their ceiling receive
+    decomposed: bool
+    leader_lo: dict[int, int]
+    leader_hi: dict[int, int]
+    rates: dict[Key, float]
+    disk: dict[int, int]
+    network: dict[int, float]
+    max_changes: int | None
+    keep_racks: bool
+    objective: str
+    warm_start: Mapping[Key, tuple[int, ...]] | None
+    write_lp: str | None
+
+    def group_input(self, state: _Rolling, keys: list[Key], time_limit: float) -> LpInput:
+        """The sub-problem of the partitions ``keys``: the per-broker count bands shifted by the counts of the rest
+        of the cluster, the disk room left by it; decomposed, the group's own leader band (groups balanced one by one
+        add up to a balanced cluster)."""
+        rack, eligible, limits = self.rack, self.eligible, self.limits
+        group_counts, group_leaders, group_bytes = state.group_totals(keys)
+        rest = {b: state.counts[b] - group_counts[b] for b in rack}
+        leader_lo, leader_hi = self.leader_lo, self.leader_hi
+        if self.decomposed:
+            n_el = max(1, len(eligible))
+            g_floor, g_ceil = len(keys) // n_el, -(-len(keys) // n_el)
+            leader_lo = {b: (g_floor if b in eligible else 0) for b in rack}
+            leader_hi = {b: (g_ceil if b in eligible else group_leaders[b]) for b in rack}
+        room = (frozenset(b for b in self.receivers if state.counts[b] < limits.hi[b]) if self.restrict
+                else self.receivers)
+        warm = self.warm_start
+        return LpInput(
+            replicas={k: state.assignment[k] for k in keys}, sizes={k: self.sizes.get(k, 0) for k in keys},
+            rack=rack, candidates=room, keep=frozenset(eligible | limits.dead),
+            count_lo={b: max(0, limits.lo[b] - rest[b]) for b in rack},
+            count_hi={b: max(0, limits.hi[b] - rest[b]) for b in rack},
+            leader_lo=leader_lo, leader_hi=leader_hi, soft_counts=True,
+            rates={k: self.rates.get(k, 0.0) for k in keys},
+            disk_room={b: d - (state.disk_used[b] - group_bytes[b]) for b, d in self.disk.items()},
+            net_room=dict(self.network), max_changes=self.max_changes, keep_racks=self.keep_racks,
+            objective=self.objective, time_limit=time_limit,
+            warm_start={k: warm[k] for k in keys if k in warm} if warm else None,
+            write_lp=self.write_lp if not self.decomposed else None)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def _skew(counts: dict[int, int], avg: float) -> float:
     return sum(abs(c - avg) for c in counts.values())
 
 
-def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
+def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:  # noqa: C901
     """New preferred leader for the partitions of one topic (unchanged ones map to their current leader)."""
     result = {it.key: it.current for it in items}
     eligible = sorted({b for it in items for b in it.candidates})

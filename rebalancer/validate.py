@@ -582,7 +582,7 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
     if not result["passed"]:
         failed = [g["name"] for g in result["gates"] if not g["passed"]]
         # the plan's own word where it proved the bands out of reach (the gate fails either way)
-        proven = why_out_of_reach((plan.solver or {}).get("bands_proof") or {}) if "disk-balance" in failed else None
+        proven = why_out_of_reach(plan.solver.get("bands_proof") or {}) if "disk-balance" in failed else None
         why = f"; the plan's proof: {proven}" if proven else ""
         if "transient-disk" in failed:
             why += "; " + _transient_why(result)

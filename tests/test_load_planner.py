@@ -217,7 +217,7 @@ def test_auto_keeps_the_load_plan_and_proves_where_the_bands_cannot_hold() -> No
     assert "counts planned instead" not in auto.solver["strategy_reason"]
     proof = auto.solver["bands_proof"]
     assert proof["feasible"] is False and proof["reachable_widen"] is not None
-    assert [st["status"] for st in proof["steps"] if st["widen"] == 1.0] == ["Infeasible", "Infeasible"]
+    assert [st["outcome"] for st in proof["steps"] if st["widen"] == 1.0] == ["infeasible", "infeasible"]
     assert auto.solver["status"] == "Heuristic" and auto.solver["outside_bands"]["disk"] and auto.solver["outside_why"]
     assert _counts_outside_gate(auto, auto_model := load_model(cluster)) == {}, auto_model.band
 
@@ -302,7 +302,7 @@ def test_each_program_of_the_ladder_has_its_own_safety_net(monkeypatch: pytest.M
     steps = plan.solver["bands_proof"]["steps"]
     assert len(steps) >= 3 and len(limits) >= len(steps), steps  # both steps at the gates' bands, then widened
     assert all(limit == pytest.approx(planner.LP_SAFETY_SECONDS, abs=1.0) for limit in limits), limits
-    assert "cut short" not in plan.solver["status"]
+    assert plan.solver.cut_short == (), plan.solver.status
 
 
 def test_a_program_its_safety_net_stopped_says_so_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,7 +314,8 @@ def test_a_program_its_safety_net_stopped_says_so_in_the_plan(monkeypatch: pytes
     cluster = build_scenario("new-brokers", ScenarioParams(partitions=48))
     new = sorted(cluster.meta["new_brokers"])
     plan = make_plan(cluster, "add-brokers", brokers=new)
-    assert plan.solver["status"].startswith("Time limit reached in lp (cut short: lp"), plan.solver["status"]
+    assert (plan.solver.state, plan.solver.cut_in) == ("Time limit reached", "lp"), plan.solver.status
+    assert "lp" in plan.solver.cut_short
     assert plan.solver["budget"]["phases"]["lp"]["cut_short"] is True
     _assert_valid(cluster, plan, "add-brokers", new)
 
@@ -995,7 +996,7 @@ def test_the_relaxation_proves_load_bands_out_of_reach_above_the_exact_size(monk
     plan = make_plan(cluster, mode, brokers=new or None)
     proof = plan.solver["bands_proof"]
     assert proof["feasible"] is False and proof["by_relaxation"] and "by_sum" not in proof, proof
-    assert plan.solver["relaxation"]["status"] == "Infeasible"
+    assert plan.solver["relaxation"]["outcome"] == "infeasible"
     assert "linear relaxation has no solution" in (why_out_of_reach(proof) or "")
 
 

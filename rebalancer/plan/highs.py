@@ -25,11 +25,19 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .targets import PlanError
 
-__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "solver", "status_of", "solve", "timed_out", "write_lp"]
+__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "Outcome", "solver", "status_of", "solve", "timed_out", "infeasible",
+           "write_lp"]
+
+# How a solve ended, read from the solver's own status code (never from its prose): ``optimal`` (proven, within the
+# gap asked for), ``infeasible`` (proven: no solution exists), ``time_limit`` (stopped by its wall clock, or killed
+# past it: what it returned depends on how busy the machine was), ``node_limit`` (stopped by its work limit: the
+# same on any machine), ``feasible`` (a solution, not proven optimal, for another reason), ``no_solution`` (none,
+# for another reason), ``failed`` (the solver's process died).
+Outcome = Literal["optimal", "infeasible", "time_limit", "node_limit", "feasible", "no_solution", "failed"]
 
 KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
 EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
@@ -46,18 +54,37 @@ def write_lp(prob: Any, target: Path) -> None:
         raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
 
 
-def status_of(prob: Any) -> tuple[str, bool, float | None, float | None]:
-    """(status, whether a feasible solution is at hand, dual bound, relative gap) of a solved PuLP problem: HiGHS's
-    own model status and info where HiGHS ran (PuLP's status says "Not Solved" on a time limit with a solution)."""
+def status_of(prob: Any) -> tuple[str, bool, float | None, float | None, Outcome]:
+    """(status, whether a feasible solution is at hand, dual bound, relative gap, outcome) of a solved PuLP problem:
+    HiGHS's own model status and info where HiGHS ran (PuLP's status says "Not Solved" on a time limit with a
+    solution); the outcome from the status code (``_outcome``)."""
     import pulp
 
     model = getattr(prob, "solverModel", None)
     if model is not None and hasattr(model, "getInfo"):
         info = model.getInfo()
-        return (model.modelStatusToString(model.getModelStatus()), int(info.primal_solution_status) == 2,
-                float(info.mip_dual_bound), float(info.mip_gap))  # 2: kSolutionStatusFeasible
-    return (pulp.LpStatus[prob.status], prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible),
-            None, None)
+        code = model.getModelStatus()
+        have = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible
+        return (model.modelStatusToString(code), have, float(info.mip_dual_bound), float(info.mip_gap),
+                _outcome(code.name, have))
+    have = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    cbc = {pulp.LpStatusOptimal: "kOptimal", pulp.LpStatusInfeasible: "kInfeasible"}.get(prob.status, "")
+    return pulp.LpStatus[prob.status], have, None, None, _outcome(cbc, have)
+
+
+def _outcome(code: str, have: bool) -> Outcome:
+    """The outcome of a HiGHS model status (``HighsModelStatus``'s name): an empty model is solved; "infeasible or
+    unbounded" is infeasible for these programs, whose variables are all bounded; a solution limit is the node
+    limit (``mip_max_nodes``), as is an iteration limit."""
+    if code in ("kOptimal", "kModelEmpty"):
+        return "optimal"
+    if code in ("kInfeasible", "kUnboundedOrInfeasible"):
+        return "infeasible"
+    if code == "kTimeLimit":
+        return "time_limit"
+    if code in ("kSolutionLimit", "kIterationLimit"):
+        return "node_limit"
+    return "feasible" if have else "no_solution"
 
 
 def solver(time_limit: float, warm: bool, gap: float | None = None, ends: float | None = None) -> Any:
@@ -110,10 +137,11 @@ def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float, gap: floa
     chosen = solver(max(0.1, time_limit), warm, gap=gap, ends=ends)
     chosen.optionsDict.update(options)
     prob.solve(chosen)
-    status, have, dual, rel_gap = status_of(prob)
+    status, have, dual, rel_gap, outcome = status_of(prob)
     values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
-    return {"status": status, "have_solution": have, "objective": pulp.value(prob.objective) if have else None,
-            "dual_bound": dual, "gap": rel_gap, "values": values}
+    return {"status": status, "outcome": outcome, "have_solution": have,
+            "objective": pulp.value(prob.objective) if have else None, "dual_bound": dual, "gap": rel_gap,
+            "values": values}
 
 
 def _child_main(out_path: str) -> None:
@@ -134,8 +162,8 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
     it is kept for reading the solution back), in a child process killed ``KILL_GRACE`` seconds past the limit
     (module doc). ``warm``: the variables' initial values are a MIP start; ``gap``: the relative MIP gap to stop at;
     ``options``: HiGHS's own (``mip_max_nodes``, ``threads``, ``random_seed``); ``write_to``: the program written
-    there first (``--write-lp``). Returns {"status", "have_solution", "objective", "dual_bound", "gap",
-    "seconds"} and sets every variable's value (0 where the solver gave none). A solver that fails raises
+    there first (``--write-lp``). Returns {"status" (the solver's words), "outcome" (``Outcome``), "have_solution",
+    "objective", "dual_bound", "gap", "seconds"} and sets every variable's value (0 where the solver gave none). A solver that fails raises
     ``PlanError``."""
     started = time.monotonic()
     if write_to:
@@ -164,7 +192,8 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
         why = ("stopped by the planner: HiGHS overran its time limit" if killed else
                f"the solver's process exited {proc.returncode}: "
                f"{(err or b'').decode(errors='replace').strip().splitlines()[-1:] or ''}")
-        result = {"status": f"Time limit reached ({why})" if killed else why, "have_solution": False,
+        result = {"status": f"Time limit reached ({why})" if killed else why,
+                  "outcome": "time_limit" if killed else "failed", "have_solution": False,
                   "objective": None, "dual_bound": None, "gap": None, "values": {}}
     elif "error" in result:
         raise PlanError(f"the 0/1 program's solver failed: {result['error']}")
@@ -177,7 +206,12 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
 def timed_out(stats: Mapping[str, Any]) -> bool:
     """Whether the program stopped at its wall clock (its safety net, or the phase's time) rather than its node limit
     or an answer: what it returned then depends on how busy the machine was, and the caller says so."""
-    return "time limit" in str(stats.get("status", "")).lower()
+    return stats.get("outcome") == "time_limit"
+
+
+def infeasible(stats: Mapping[str, Any]) -> bool:
+    """Whether the solver proved that no solution exists."""
+    return stats.get("outcome") == "infeasible"
 
 
 if __name__ == "__main__":

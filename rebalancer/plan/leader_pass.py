@@ -230,7 +230,7 @@ def place_leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budg
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"] = leader_pass(cluster, assignment, targets, setup.strategy, replicas_moved=False,
                                              deadline=deadline)
-        solver["status"] = "Optimal" if setup.strategy == "flow" else "Heuristic"
+        solver["state"] = solver["status"] = "Optimal" if setup.strategy == "flow" else "Heuristic"
     elif setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)

@@ -82,6 +82,7 @@ class LpInput:
 class LpOutput:
     assignment: dict[Key, tuple[int, ...]]   # every partition of the sub-problem, leader first (from l)
     status: str
+    outcome: highs.Outcome
     objective: float | None
     dual_bound: float | None
     gap: float | None
@@ -223,11 +224,11 @@ def _topic_rows(program: CountProgram, inp: LpInput, brokers_all: list[int], obj
 
 
 def solve(program: CountProgram, time_limit: float, warm: bool, write_lp: str | None = None
-          ) -> tuple[str, bool, float | None, float | None]:
+          ) -> tuple[str, highs.Outcome, bool, float | None, float | None]:
     """HiGHS (CBC where HiGHS is missing), time-limited, in a child process killed past its limit (``highs.solve``:
-    HiGHS overruns it): (status, a solution at hand, dual bound, gap)."""
+    HiGHS overruns it): (status, outcome, a solution at hand, dual bound, gap)."""
     result = highs.solve(program.prob, time_limit, warm=warm, write_to=write_lp)
-    return result["status"], result["have_solution"], result["dual_bound"], result["gap"]
+    return result["status"], result["outcome"], result["have_solution"], result["dual_bound"], result["gap"]
 
 
 def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, ...]], int]:
@@ -256,13 +257,14 @@ def solve_lp(inp: LpInput) -> LpOutput:
     started = time.monotonic()
     program = build(inp)
     size = len(program.x) + len(program.lv)
-    status, have_solution, dual_bound, gap = solve(program, inp.time_limit, inp.warm_start is not None, inp.write_lp)
+    status, outcome, have_solution, dual_bound, gap = solve(program, inp.time_limit, inp.warm_start is not None,
+                                                            inp.write_lp)
     if not have_solution:
-        return LpOutput({}, status, None, dual_bound, gap, time.monotonic() - started, size,
+        return LpOutput({}, status, outcome, None, dual_bound, gap, time.monotonic() - started, size,
                         program.prob.numConstraints(), 0)
     assignment, slack = extract(program, inp)
     value = pulp.value(program.prob.objective)
-    return LpOutput(assignment, status, None if value is None else float(value), dual_bound, gap,
+    return LpOutput(assignment, status, outcome, None if value is None else float(value), dual_bound, gap,
                     time.monotonic() - started, size, program.prob.numConstraints(), slack)
 
 
@@ -321,7 +323,7 @@ def lp_balance(
             break
         left = deadline.remaining()
         out = solve_lp(whole.group_input(state, keys, min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
-        sub_stats = {"partitions": len(keys), "status": out.status, "objective": out.objective,
+        sub_stats = {"partitions": len(keys), "status": out.status, "outcome": out.outcome, "objective": out.objective,
                      "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
                      "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
         stats["sub_problems"].append(sub_stats)
@@ -329,7 +331,7 @@ def lp_balance(
             break
         solved.append(sub_stats)
     stats["groups_solved"] = len(solved)
-    stats["status"], stats["gap"] = _overall_status(solved, len(groups))
+    stats["status"], stats["outcome"], stats["gap"] = _overall_status(solved, len(groups))
     changed = {k: v for k, v in state.assignment.items() if v != tuple(replicas[k])}
     return changed, stats
 
@@ -338,7 +340,7 @@ def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline, s
     """A group's solution taken into the rolling placement; False (and the stats say ``cut_short``) when the group's
     share ran out without one: this group and those after it keep their replicas. A group the solver proved
     unsolvable (infeasible) has no plan to fall back on: ``PlanError``."""
-    cut = highs.timed_out({"status": out.status})
+    cut = out.outcome == "time_limit"
     if cut:
         deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
     if not out.assignment:
@@ -478,12 +480,13 @@ def _topic_groups(replicas: Mapping[Key, tuple[int, ...]], per_partition: int, m
     return groups
 
 
-def _overall_status(solved: list[dict[str, Any]], groups: int) -> tuple[str, float | None]:
-    """The decomposed program's status and gap from its solved groups' (Optimal only when every group is)."""
+def _overall_status(solved: list[dict[str, Any]], groups: int) -> tuple[str, highs.Outcome, float | None]:
+    """The decomposed program's status, outcome and gap from its solved groups' (optimal only when every group is)."""
     if not solved:
-        return "Time limit reached", None  # before any group had a solution
+        return "Time limit reached", "time_limit", None  # before any group had a solution
     gap = max((s["gap"] or 0.0) for s in solved)
     if groups == 1:
-        return solved[0]["status"], gap
-    complete = len(solved) == groups
-    return ("Optimal" if complete and all(s["status"] == "Optimal" for s in solved) else "Feasible"), gap
+        return solved[0]["status"], solved[0]["outcome"], gap
+    if len(solved) == groups and all(s["outcome"] == "optimal" for s in solved):
+        return "Optimal", "optimal", gap
+    return "Feasible", "feasible", gap

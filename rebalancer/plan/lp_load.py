@@ -259,7 +259,7 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
     prob = program.prob
     result = highs.solve(prob, time_limit, warm=warm, gap=GAP if gap is None else float(gap), options=options,
                          write_to=write_lp)
-    if "infeasible" in str(result["status"]).lower() and not program.hard:
+    if highs.infeasible(result) and not program.hard:
         raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
                         "hold (allow more changes per partition, or raise a --threshold)")
     return {**result, "variables": len(prob.variables()), "constraints": prob.numConstraints()}

@@ -66,7 +66,8 @@ def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve:
         greedy_changed, gstats = greedy_balance(ginp, deadline)
     solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
     if setup.strategy == "greedy":
-        solver["status"] = "Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"] else "Balanced"
+        solver["state"] = solver["status"] = ("Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"]
+                                              else "Balanced")
         return dict(greedy_changed)
     disk = {b.id: b.disk_capacity_bytes for b in cluster.brokers if b.disk_capacity_bytes and b.id in targets.eligible}
     net = {b.id: float(b.network_capacity_bytes_per_s) for b in cluster.brokers
@@ -84,6 +85,7 @@ def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve:
             disk=disk or None, network=net or None, rates=rates, write_lp=req.write_lp, deadline=deadline)
     solver["lp"] = lstats
     solver["status"] = lstats.get("status")
+    solver["state"] = {"optimal": "Optimal", "time_limit": "Time limit reached"}.get(lstats["outcome"], "Feasible")
     solver["gap"] = lstats.get("gap")
     if lstats["cut_short"]:
         # Groups the program did not reach kept their replicas: keep whichever valid placement is more balanced,
@@ -96,6 +98,7 @@ def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve:
     elif _worse(cluster, changed, greedy_changed, objective, gstats):
         # A time-limited or decomposed program can end above the greedy plan: never hand out the worse.
         solver["status"] = f"{lstats.get('status')}; greedy placement kept (balanced, fewer moves)"
+        solver["state"] = "Balanced"
         solver["placement_used"] = "greedy"
         return dict(greedy_changed)
     return dict(changed)

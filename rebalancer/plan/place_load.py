@@ -14,7 +14,7 @@ from typing import Any
 from ..balance import counts_excess
 from ..load import Band
 from .budget import Budget, Deadline
-from .highs import timed_out
+from .highs import infeasible, timed_out
 from .load_greedy import GreedyStats, load_greedy
 from .load_problem import LoadInput, evaluate, load_input
 from .load_summary import bytes_bound
@@ -192,11 +192,12 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
         exact, hstats = lp_load(problem, clock(), write_lp=write_lp if not steps else None, hard=True,
                                 widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT)
         steps.append({"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"],
+                      "outcome": hstats["outcome"],
                       "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3),
                       **({"bytes_lower_bound": hstats["bytes_lower_bound"]}
                          if "bytes_lower_bound" in hstats else {})})
         deadline.cut_short |= timed_out(hstats)
-        if exact is not None or "infeasible" not in str(hstats["status"]).lower():
+        if exact is not None or not infeasible(hstats):
             break
     if steps:
         solver["bands_proof"] = _bands_proof(steps, exact is not None, by_sum=proven)
@@ -261,9 +262,10 @@ def _relaxation_proof(problem: LoadInput, solver: dict[str, Any], budget: Budget
         _, stats = lp_load(loads, min(LP_SAFETY_SECONDS, deadline.remaining()), hard=True, lenient=True, relax=True)
         deadline.cut_short |= timed_out(stats)
     step = {"widen": 1.0, "one_way_no_worse": True, "relaxed": True, "status": stats["status"],
+            "outcome": stats["outcome"],
             "seconds": round(stats["seconds"] + stats.get("build_seconds", 0.0), 3)}
     solver["relaxation"] = step
-    if "infeasible" in str(stats["status"]).lower():
+    if infeasible(stats):
         solver["bands_proof"] = {"feasible": False, "by_relaxation": True, "steps": [step], "reachable_widen": None}
     elif stats.get("bytes_lower_bound"):
         solver["bytes_proof"] = {"bytes": stats["bytes_lower_bound"], "by": BYTES_PROOF_BY_RELAXATION}
@@ -330,7 +332,7 @@ def _bands_proof(steps: Sequence[Mapping[str, Any]], found: bool, by_sum: bool =
     last = steps[-1] if steps else None
     if found and last is not None and last["widen"] == 1.0:
         feasible: bool | None = True
-    elif by_sum or gate_steps and all("infeasible" in str(st["status"]).lower() for st in gate_steps) and (
+    elif by_sum or gate_steps and all(infeasible(st) for st in gate_steps) and (
             len(gate_steps) == sum(1 for w, _ in BAND_STEPS if w == 1.0)):
         feasible = False
     else:

@@ -55,6 +55,7 @@ from .load_summary import load_summary
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
 from .place_counts import place_on_counts
 from .place_load import place_on_load
+from .record import SolverRecord
 from .result import Plan, build_plan, write_plan
 from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
 from .targets import PlanError, Targets, make_targets
@@ -115,17 +116,18 @@ def _out_of_time(budget: Budget, what: str) -> PlanError:
                      f"give it more time (e.g. --time-limit {suggest})")
 
 
-def _mark_cut_short(plan: Plan, budget: Budget) -> None:
+def _mark_cut_short(plan: Plan, solver: dict[str, Any], budget: Budget) -> None:
     """Status of a plan the time limit cut short: where, what was cut, and how far it is from the lower bounds."""
     s = plan.summary
 
     def ratio(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
-    kept = "; greedy placement kept" if plan.solver.get("placement_used") == "greedy" else ""
-    plan.solver["status"] = (f"Time limit reached in {budget.expired_in} (cut short: {', '.join(budget.cut_short)}){kept}; "
-                             f"moves/bound {ratio(s['moves_to_bound'])}, "
-                             f"leader changes/bound {ratio(s['leader_changes_to_bound'])}")
+    kept = "; greedy placement kept" if solver.get("placement_used") == "greedy" else ""
+    solver["state"], solver["cut_in"] = "Time limit reached", budget.expired_in
+    solver["status"] = (f"Time limit reached in {budget.expired_in} (cut short: {', '.join(budget.cut_short)}){kept}; "
+                        f"moves/bound {ratio(s['moves_to_bound'])}, "
+                        f"leader changes/bound {ratio(s['leader_changes_to_bound'])}")
 
 
 def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], targets: Targets,
@@ -146,7 +148,8 @@ def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...
     return network_out_proof(units, bands, fewest, names=[p.name for p in parts])
 
 
-def _load_status(plan: Plan, model: LoadModel, nw_out_proof: Mapping[str, Any] | None = None) -> None:
+def _load_status(plan: Plan, solver: dict[str, Any], model: LoadModel,
+                 nw_out_proof: Mapping[str, Any] | None = None) -> None:
     """A load plan is Balanced when every broker ends inside every band of the summary and every count passes its
     gate (which measures from the median after the plan: a count inside its band around the average may not);
     otherwise it says which brokers stay outside which band, and why (``nw_out_proof``: network out's band proved
@@ -156,10 +159,10 @@ def _load_status(plan: Plan, model: LoadModel, nw_out_proof: Mapping[str, Any] |
     for dim, brokers in _counts_outside_gate(plan, model).items():
         outside[dim] = sorted(set(outside.get(dim, [])) | set(brokers))
     if not outside:
-        plan.solver["status"] = "Balanced"
+        solver["state"] = solver["status"] = "Balanced"
         return
-    plan.solver["status"] = "Heuristic"
-    plan.solver["outside_bands"] = outside
+    solver["state"] = solver["status"] = "Heuristic"
+    solver["outside_bands"] = outside
     why = []
     if set(outside) - ({"nw_out"} if nw_out_proof else set()):
         why.append("no further move keeps every partition's racks, the change cap and the capacity thresholds while "
@@ -167,9 +170,9 @@ def _load_status(plan: Plan, model: LoadModel, nw_out_proof: Mapping[str, Any] |
                    "priority (the band may be narrower than the partition sizes allow: widen it with --band, or allow "
                    "more changes)")
     if nw_out_proof:
-        plan.solver["network_out_proof"] = dict(nw_out_proof)
+        solver["network_out_proof"] = dict(nw_out_proof)
         why.append(explain_network_out(nw_out_proof))
-    plan.solver["outside_why"] = "; ".join(why)
+    solver["outside_why"] = "; ".join(why)
 
 
 def make_plan(
@@ -310,10 +313,11 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
                                             proof=solver.get("bytes_proof"))
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
         if setup.balanced == "load" and req.mode != "leaders":
-            _load_status(plan, model, _network_out_proof(cluster, assignment, targets, model, plan))
+            _load_status(plan, solver, model, _network_out_proof(cluster, assignment, targets, model, plan))
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
-        _mark_cut_short(plan, budget)
+        _mark_cut_short(plan, solver, budget)
+    plan.solver = SolverRecord.from_dict(solver)  # the record, frozen once every step has written its part
     return plan
 
 

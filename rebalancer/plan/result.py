@@ -23,6 +23,7 @@ from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_js
 from ..model import INT32_MAX, INT64_MAX, Cluster, Partition, topic_name_problem
 from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
 from .load_summary import LoadSummary
+from .record import SolverRecord
 
 __all__ = ["Change", "Plan", "PlanSummary", "BrokerSummary", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
            "REASSIGNMENT_FILE", "ROLLBACK_FILE"]
@@ -141,8 +142,12 @@ class Plan:
     changes: tuple[Change, ...]
     summary: PlanSummary
     params: dict[str, Any] = field(default_factory=dict)
-    solver: dict[str, Any] = field(default_factory=dict)
+    solver: SolverRecord = field(default_factory=lambda: SolverRecord.from_dict({}))
     hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.solver, SolverRecord):  # a step's dict, or a plan.json's object
+            self.solver = SolverRecord.from_dict(self.solver)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,7 +156,7 @@ class Plan:
             "mode": self.mode,
             "strategy": self.strategy,
             "params": self.params,
-            "solver": self.solver,
+            "solver": self.solver.to_dict(),
             "content_hash": self.hash,
             "summary": self.summary,
             "changes": [c.to_dict() for c in self.changes],
@@ -228,7 +233,7 @@ def _max_dev(values: list[int]) -> float:
 
 
 def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]], *, mode: str, strategy: str,
-               eligible: frozenset[int], params: dict[str, Any], solver: dict[str, Any],
+               eligible: frozenset[int], params: dict[str, Any], solver: Mapping[str, Any],
                bounds: dict[str, Any]) -> Plan:
     """Turn a new assignment (changed partitions only, or all) into a Plan with its summary and hash."""
     changes = []
@@ -285,7 +290,8 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
             for b in cluster.brokers
         ],
     }
-    return Plan(mode=mode, strategy=strategy, changes=changes_t, summary=summary, params=params, solver=solver,
+    return Plan(mode=mode, strategy=strategy, changes=changes_t, summary=summary, params=params,
+                solver=SolverRecord.from_dict(solver),
                 hash=content_hash(changes_t))
 
 
@@ -346,4 +352,4 @@ def load_plan(run_dir: str | Path) -> Plan:
         raise InputError(f"{path}: malformed plan: {exc}") from None
     return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes,
                 summary=cast(PlanSummary, doc["summary"]), params=params,
-                solver=solver, hash=doc["content_hash"])
+                solver=SolverRecord.from_dict(solver), hash=doc["content_hash"])

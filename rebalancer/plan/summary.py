@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..balance import human_bytes
@@ -15,7 +16,7 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _status(solver: dict[str, Any]) -> str:
+def _status(solver: Mapping[str, Any]) -> str:
     """One line: the status (which says so when the time limit cut the plan short) and the time against the limit."""
     line = f"  status {solver.get('status')}"
     budget = solver.get("budget")

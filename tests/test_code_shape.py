@@ -13,14 +13,6 @@ MAX_LINES = 60
 # module:function -> its length when listed (def line to last line, docstring included): debt, to be split
 LONGER = {
     "greedy:solve": 126,                     # goes with greedy.py (counts as a dimension of the load engine)
-    "leader_exact:exact_leaders": 121,
-    "pinterest:pinterest_topic": 71,
-    "neighbourhoods:repair_neighbourhoods": 70,
-    "targets:make_targets": 67,
-    "leaders:balance_leaders": 67,
-    "lp:lp_balance": 66,
-    "split:split_greedy": 64,
-    "split:undo_overshoot": 61,
 }
 
 

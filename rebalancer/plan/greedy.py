@@ -28,12 +28,13 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..model import TopicPartition
 from .budget import CHECK_EVERY, Deadline
 from .racks import keeps_racks
 
 __all__ = ["GreedyInput", "GreedyState", "build", "solve", "extract", "greedy_balance"]
 
-Key = tuple[str, int]
+Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 
 
 @dataclass(frozen=True)

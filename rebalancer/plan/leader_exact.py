@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..load import Band
@@ -97,7 +98,33 @@ def _widened(accepted: tuple[float, float], band: Band, busiest_after: float) ->
     return min(lo, band.floor - busiest_after), max(hi, band.ceil + busiest_after)
 
 
-def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,  # noqa: C901
+@dataclass
+class _Program:
+    """The exact leader program as ``exact_leaders`` builds it: the problem, its leader variables (``y``, per
+    partition index and broker that may lead it), what cannot move (counts and loads of partitions with one
+    choice, per broker and per (topic, broker)), the variables per broker and per (topic, broker), the objective."""
+
+    prob: Any
+    y: dict[tuple[int, int], Any] = field(default_factory=dict)
+    fixed_count: dict[int, int] = field(default_factory=dict)
+    fixed_load: dict[str, dict[int, float]] = field(default_factory=dict)
+    fixed_topic: dict[tuple[str, int], int] = field(default_factory=dict)
+    by_broker: dict[int, list[tuple[int, Any]]] = field(default_factory=dict)
+    by_topic: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
+    objective: list[Any] = field(default_factory=list)
+
+    def soft(self, name: str, expr: Any, low: float, high: float, weight: float, start: float) -> None:
+        """``low <= expr <= high`` with a slack on each side costing ``weight``, started at ``start``'s values."""
+        lo = self.prob.add_variable(f"{name}_lo", lowBound=0)
+        hi = self.prob.add_variable(f"{name}_hi", lowBound=0)
+        lo.setInitialValue(max(0.0, low - start))
+        hi.setInitialValue(max(0.0, start - high))
+        self.prob.addConstraint(expr + lo >= low, f"{name}_low")
+        self.prob.addConstraint(expr - hi <= high, f"{name}_high")
+        self.objective.extend((weight * lo, weight * hi))
+
+
+def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,
                   seconds: float = SAFETY_SECONDS) -> tuple[dict[int, int] | None, dict[str, Any]]:
     """(new leader per partition index whose leader differs from ``inp.leader``, or None when the program found
     nothing better; stats). ``original``: each partition's leader before the plan (changes are counted from it);
@@ -106,14 +133,38 @@ def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int
 
     started = time.monotonic()
     dims, brokers = _terms(inp)
-    prob = pulp.LpProblem("leaders_on_load", pulp.LpMinimize)
-    y: dict[tuple[int, int], Any] = {}
-    fixed_count = {b: 0 for b in brokers}
-    fixed_load = {d: {b: 0.0 for b in brokers} for d in dims}
-    fixed_topic: dict[tuple[str, int], int] = {}
-    by_broker: dict[int, list[tuple[int, Any]]] = {}
-    by_topic: dict[tuple[str, int], list[Any]] = {}
-    objective: list[Any] = []
+    pg = _Program(pulp.LpProblem("leaders_on_load", pulp.LpMinimize),
+                  fixed_count={b: 0 for b in brokers}, fixed_load={d: {b: 0.0 for b in brokers} for d in dims})
+    _leader_variables(pg, inp, dims, original)
+    start_count = {b: pg.fixed_count.get(b, 0) + sum(1 for i, _ in pg.by_broker.get(b, ()) if inp.leader[i] == b)
+                   for b in brokers}
+    for b, band in (inp.count_band or {}).items():
+        if pg.by_broker.get(b):
+            pg.soft(f"count_{b}", pulp.lpSum(v for _, v in pg.by_broker[b]) + pg.fixed_count.get(b, 0), band.floor,
+                    band.ceil, W_COUNT, start_count.get(b, 0))
+    for d in dims:
+        for b, band in inp.bands[d].items():
+            _load_rows(pg, inp, d, b, band)
+    if inp.topic_band:
+        for (t, b), vs in pg.by_topic.items():
+            tband = inp.topic_band.get(t)
+            if tband is None:
+                continue
+            start = pg.fixed_topic.get((t, b), 0) + sum(1 for v in vs if (v.varValue or 0) > 0.5)
+            pg.soft(f"topic_{len(pg.objective)}", pulp.lpSum(vs) + pg.fixed_topic.get((t, b), 0), tband.floor,
+                    tband.ceil, W_TOPIC, start)
+    if not pg.y:
+        return None, {"status": "nothing to choose", "seconds": round(time.monotonic() - started, 3)}
+    pg.prob += pulp.lpSum(pg.objective), "objective"
+    return _solve(pg, inp, original, node_limit, seconds, started)
+
+
+def _leader_variables(pg: _Program, inp: LeaderLoadInput, dims: Sequence[str], original: Sequence[int]) -> None:
+    """A binary per partition and broker that may lead it (started at the hand-overs' leader), exactly one per
+    partition, each change from ``original`` costing ``W_CHANGE``; a partition with one choice is fixed load."""
+    import pulp
+
+    prob = pg.prob
     for i, cands in enumerate(inp.candidates):
         options = [b for b in dict.fromkeys(cands)] or [inp.leader[i]]
         if inp.leader[i] not in options:
@@ -121,95 +172,76 @@ def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int
         topic = inp.topics[i] if inp.topics else None
         if len(options) == 1:
             b = options[0]
-            fixed_count[b] = fixed_count.get(b, 0) + 1
+            pg.fixed_count[b] = pg.fixed_count.get(b, 0) + 1
             for d in dims:
-                fixed_load[d][b] = fixed_load[d].get(b, 0.0) + inp.units[d][i]
+                pg.fixed_load[d][b] = pg.fixed_load[d].get(b, 0.0) + inp.units[d][i]
             if topic is not None:
-                fixed_topic[(topic, b)] = fixed_topic.get((topic, b), 0) + 1
+                pg.fixed_topic[(topic, b)] = pg.fixed_topic.get((topic, b), 0) + 1
             continue
         for b in options:
             v = prob.add_variable(f"y_{i}_{b}", cat="Binary")
             v.setInitialValue(1 if b == inp.leader[i] else 0)
-            y[(i, b)] = v
-            by_broker.setdefault(b, []).append((i, v))
+            pg.y[(i, b)] = v
+            pg.by_broker.setdefault(b, []).append((i, v))
             if topic is not None:
-                by_topic.setdefault((topic, b), []).append(v)
+                pg.by_topic.setdefault((topic, b), []).append(v)
             if b != original[i]:
-                objective.append(W_CHANGE * v)
-        prob += pulp.lpSum(y[(i, b)] for b in options) == 1, f"one_{i}"
-    start_count = {b: fixed_count.get(b, 0) + sum(1 for i, _ in by_broker.get(b, ()) if inp.leader[i] == b)
-                   for b in brokers}
+                pg.objective.append(W_CHANGE * v)
+        prob += pulp.lpSum(pg.y[(i, b)] for b in options) == 1, f"one_{i}"
 
-    def soft(name: str, expr: Any, low: float, high: float, weight: float, start: float) -> None:
-        lo = prob.add_variable(f"{name}_lo", lowBound=0)
-        hi = prob.add_variable(f"{name}_hi", lowBound=0)
-        lo.setInitialValue(max(0.0, low - start))
-        hi.setInitialValue(max(0.0, start - high))
-        prob.addConstraint(expr + lo >= low, f"{name}_low")
-        prob.addConstraint(expr - hi <= high, f"{name}_high")
-        objective.extend((weight * lo, weight * hi))
 
-    for b, band in (inp.count_band or {}).items():
-        if by_broker.get(b):
-            soft(f"count_{b}", pulp.lpSum(v for _, v in by_broker[b]) + fixed_count.get(b, 0), band.floor, band.ceil,
-                 W_COUNT, start_count.get(b, 0))
-    for d in dims:
-        for b, band in inp.bands[d].items():
-            terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
-            if not terms:
-                continue
-            expr = pulp.lpSum(terms) + fixed_load[d].get(b, 0.0)
-            start = fixed_load[d].get(b, 0.0) + sum(inp.units[d][i] for i, _ in by_broker.get(b, ())
-                                                     if inp.leader[i] == b)
-            scale = max(band.average, 1e-9)
-            lo, hi = (inp.accepted or {}).get(d, {}).get(b, (None, None))
-            if lo is not None and hi is not None:
-                # The gate's slack is the busiest partition led before or after: leading partition i widens the
-                # range by what i adds beyond it (w: the one partition whose size counts; at most one, led by b).
-                wide = []
-                for i, v in by_broker.get(b, ()):
-                    w_lo, w_hi = _widened((lo, hi), band, inp.units[d][i])
-                    if w_hi > hi or w_lo < lo:
-                        w = prob.add_variable(f"w_{d}_{i}_{b}", cat="Binary")
-                        w.setInitialValue(0)
-                        prob.addConstraint(w <= v, f"wlead_{d}_{i}_{b}")
-                        wide.append((w, lo - w_lo, w_hi - hi))
-                if wide:
-                    prob.addConstraint(pulp.lpSum(w for w, _, _ in wide) <= 1, f"wone_{d}_{b}")
-                    g_lo = prob.add_variable(f"gate_{d}_{b}_lo", lowBound=0)
-                    g_hi = prob.add_variable(f"gate_{d}_{b}_hi", lowBound=0)
-                    g_lo.setInitialValue(max(0.0, lo - start))
-                    g_hi.setInitialValue(max(0.0, start - hi))
-                    prob.addConstraint(expr + g_lo + pulp.lpSum(x * w for w, x, _ in wide) >= lo, f"gate_{d}_{b}_low")
-                    prob.addConstraint(expr - g_hi - pulp.lpSum(x * w for w, _, x in wide) <= hi, f"gate_{d}_{b}_high")
-                    objective.extend((W_GATE / scale * g_lo, W_GATE / scale * g_hi))
-                else:
-                    soft(f"gate_{d}_{b}", expr, lo, hi, W_GATE / scale, start)
-            soft(f"band_{d}_{b}", expr, band.floor, band.ceil, W_BAND / scale, start)
-    if inp.topic_band:
-        for (t, b), vs in by_topic.items():
-            tband = inp.topic_band.get(t)
-            if tband is None:
-                continue
-            start = fixed_topic.get((t, b), 0) + sum(1 for v in vs if (v.varValue or 0) > 0.5)
-            soft(f"topic_{len(objective)}", pulp.lpSum(vs) + fixed_topic.get((t, b), 0), tband.floor, tband.ceil,
-                 W_TOPIC, start)
-    if not y:
-        return None, {"status": "nothing to choose", "seconds": round(time.monotonic() - started, 3)}
-    prob += pulp.lpSum(objective), "objective"
-    # in a child process killed past the safety net (``highs.solve``); its branch and bound is deterministic with a
-    # fixed seed
-    result = highs.solve(prob, max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9,
+def _load_rows(pg: _Program, inp: LeaderLoadInput, d: str, b: int, band: Band) -> None:
+    """Broker ``b``'s leader load in ``d``: within what its gate accepts (``accepted``; the gate's slack is the
+    busiest partition led before or after: leading partition i widens the range by what i adds beyond it, ``w``
+    the one partition whose size counts, at most one, led by b), then within its band."""
+    import pulp
+
+    prob, by_broker = pg.prob, pg.by_broker
+    terms = [inp.units[d][i] * v for i, v in by_broker.get(b, ()) if inp.units[d][i]]
+    if not terms:
+        return
+    expr = pulp.lpSum(terms) + pg.fixed_load[d].get(b, 0.0)
+    start = pg.fixed_load[d].get(b, 0.0) + sum(inp.units[d][i] for i, _ in by_broker.get(b, ()) if inp.leader[i] == b)
+    scale = max(band.average, 1e-9)
+    lo, hi = (inp.accepted or {}).get(d, {}).get(b, (None, None))
+    if lo is not None and hi is not None:
+        wide = []
+        for i, v in by_broker.get(b, ()):
+            w_lo, w_hi = _widened((lo, hi), band, inp.units[d][i])
+            if w_hi > hi or w_lo < lo:
+                w = prob.add_variable(f"w_{d}_{i}_{b}", cat="Binary")
+                w.setInitialValue(0)
+                prob.addConstraint(w <= v, f"wlead_{d}_{i}_{b}")
+                wide.append((w, lo - w_lo, w_hi - hi))
+        if wide:
+            prob.addConstraint(pulp.lpSum(w for w, _, _ in wide) <= 1, f"wone_{d}_{b}")
+            g_lo = prob.add_variable(f"gate_{d}_{b}_lo", lowBound=0)
+            g_hi = prob.add_variable(f"gate_{d}_{b}_hi", lowBound=0)
+            g_lo.setInitialValue(max(0.0, lo - start))
+            g_hi.setInitialValue(max(0.0, start - hi))
+            prob.addConstraint(expr + g_lo + pulp.lpSum(x * w for w, x, _ in wide) >= lo, f"gate_{d}_{b}_low")
+            prob.addConstraint(expr - g_hi - pulp.lpSum(x * w for w, _, x in wide) <= hi, f"gate_{d}_{b}_high")
+            pg.objective.extend((W_GATE / scale * g_lo, W_GATE / scale * g_hi))
+        else:
+            pg.soft(f"gate_{d}_{b}", expr, lo, hi, W_GATE / scale, start)
+    pg.soft(f"band_{d}_{b}", expr, band.floor, band.ceil, W_BAND / scale, start)
+
+
+def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_limit: int, seconds: float,
+           started: float) -> tuple[dict[int, int] | None, dict[str, Any]]:
+    """HiGHS in a child process killed past the safety net (``highs.solve``; its branch and bound is deterministic
+    with a fixed seed); the leaders it chose, kept only where they score better than the hand-overs'."""
+    result = highs.solve(pg.prob, max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9,
                          options={"mip_max_nodes": int(node_limit), "random_seed": 0})
     status, have, gap = result["status"], result["have_solution"], result["gap"]
     stats: dict[str, Any] = {"algorithm": "0/1 program over every leader (HiGHS)", "status": status,
-                             "variables": len(y), "gap": gap, "node_limit": node_limit,
-                             "cut_by_safety_net": highs.timed_out(result)}
+                             "outcome": result["outcome"], "variables": len(pg.y), "gap": gap,
+                             "node_limit": node_limit, "cut_by_safety_net": highs.timed_out(result)}
     if not have:
         stats["seconds"] = round(time.monotonic() - started, 3)
         return None, stats
     leader = list(inp.leader)
-    for (i, b), v in y.items():
+    for (i, b), v in pg.y.items():
         if (v.varValue or 0) > 0.5:
             leader[i] = b
     before, after = score(inp, inp.leader, original), score(inp, leader, original)

@@ -328,9 +328,22 @@ def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int]
     grouped = len(items) > chunk
     groups = _groups(items, chunk) if grouped else [list(items)]
     waves = _waves(groups, wave if len(items) >= PARALLEL_FROM else 1)
-    target = band(len(items), len(cluster_brokers))
+    leaders, n_solved, slowest = _solve_waves(waves, cluster_brokers, priority, grouped, len(items), deadline)
+    cut_short = n_solved < len(groups)
+    keep = kept or {}
+    judged = {**{it.key: keep.get(it.key, it.current) for it in items}, **leaders} if cut_short else leaders
+    tv, wv, changes, cv = leader_objective(judged, items, cluster_brokers)
+    return LeaderResult(leaders, changes, tv, cv, wv, len(groups), n_solved, cut_short, slowest)
+
+
+def _solve_waves(waves: list[list[list[LeaderItem]]], cluster_brokers: frozenset[int], priority: str, grouped: bool,
+                 partitions: int, deadline: Deadline) -> tuple[dict[tuple[str, int], int], int, float]:
+    """The groups solved a wave at a time (in a process pool where a wave has several), each group of a wave with
+    its share of the band the cluster has left, while the deadline allows the next wave at the pace so far: (the
+    leaders chosen, groups solved, the slowest wave's seconds)."""
+    target = band(partitions, len(cluster_brokers))
     assigned = {b: 0 for b in cluster_brokers}
-    remaining = len(items)
+    remaining = partitions
     leaders: dict[tuple[str, int], int] = {}
     n_solved = done = 0  # groups and partitions solved
     spent = slowest = 0.0
@@ -363,8 +376,4 @@ def balance_leaders(items: Sequence[LeaderItem], cluster_brokers: frozenset[int]
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    cut_short = n_solved < len(groups)
-    keep = kept or {}
-    judged = {**{it.key: keep.get(it.key, it.current) for it in items}, **leaders} if cut_short else leaders
-    tv, wv, changes, cv = leader_objective(judged, items, cluster_brokers)
-    return LeaderResult(leaders, changes, tv, cv, wv, len(groups), n_solved, cut_short, slowest)
+    return leaders, n_solved, slowest

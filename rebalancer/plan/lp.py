@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import TopicPartition
 from . import highs
 from .budget import Deadline
 from .program import add_change_cap, add_racks, add_rf, in_place
@@ -46,7 +48,7 @@ from .targets import PlanError
 
 __all__ = ["LpInput", "LpOutput", "CountProgram", "build", "solve", "extract", "solve_lp", "lp_balance"]
 
-Key = tuple[str, int]
+Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 MiB = 1024 * 1024
 W_MOVE = 100
 W_LEADER_SLACK = 20  # below a move: leader skew is fixed by reordering, rarely worth a copy
@@ -301,17 +303,11 @@ def lp_balance(
         deadline = Deadline(time.monotonic() + time_limit)
     state = _Rolling(replicas, sizes, rack)
     limits = _CountLimits.of(state.counts, rack, eligible, receivers, givers, removed, floor, ceil)
-    # Large models: only brokers with room below their ceiling receive (a full broker would have to give one
-    # replica to take another: never fewer moves). Small models keep every receiver, so they stay exact.
-    restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
-    n_recv = len([b for b in receivers if state.counts[b] < limits.hi[b]]) if restrict else len(receivers)
-    groups = _topic_groups(replicas, 2 * (n_recv + 3), max_variables)
-    whole_leaders = {b: 0 for b in rack}
-    for reps in replicas.values():
-        whole_leaders[reps[0]] += 1
+    groups, restrict = _plan_groups(replicas, receivers, state, limits, max_variables)
+    whole_leaders = Counter(reps[0] for reps in replicas.values())
     whole = _Whole(sizes, rack, eligible, receivers - removed, limits, restrict, len(groups) > 1,
                    {b: (leader_floor if b in eligible else 0) for b in rack},
-                   {b: (leader_ceil if b in eligible else whole_leaders[b]) for b in rack},
+                   {b: (leader_ceil if b in eligible else whole_leaders.get(b, 0)) for b in rack},
                    dict(rates or {}), dict(disk or {}), dict(network or {}), max_changes, keep_racks, objective,
                    warm_start, write_lp)
     stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": whole.decomposed,
@@ -323,10 +319,7 @@ def lp_balance(
             break
         left = deadline.remaining()
         out = solve_lp(whole.group_input(state, keys, min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
-        sub_stats = {"partitions": len(keys), "status": out.status, "outcome": out.outcome, "objective": out.objective,
-                     "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
-                     "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
-        stats["sub_problems"].append(sub_stats)
+        stats["sub_problems"].append(sub_stats := _sub_stats(len(keys), out))
         if not _take(state, keys, out, deadline, stats):
             break
         solved.append(sub_stats)
@@ -334,6 +327,22 @@ def lp_balance(
     stats["status"], stats["outcome"], stats["gap"] = _overall_status(solved, len(groups))
     changed = {k: v for k, v in state.assignment.items() if v != tuple(replicas[k])}
     return changed, stats
+
+
+def _plan_groups(replicas: Mapping[Key, tuple[int, ...]], receivers: frozenset[int], state: _Rolling,
+                 limits: _CountLimits, max_variables: int) -> tuple[list[list[Key]], bool]:
+    """The topic groups solved in turn, and whether receivers are restricted: in large models only brokers with room
+    below their ceiling receive (a full broker would have to give one replica to take another: never fewer moves);
+    small models keep every receiver, so they stay exact."""
+    restrict = len(replicas) * 2 * (len(receivers) + 3) > max_variables
+    n_recv = len([b for b in receivers if state.counts[b] < limits.hi[b]]) if restrict else len(receivers)
+    return _topic_groups(replicas, 2 * (n_recv + 3), max_variables), restrict
+
+
+def _sub_stats(partitions: int, out: LpOutput) -> dict[str, Any]:
+    return {"partitions": partitions, "status": out.status, "outcome": out.outcome, "objective": out.objective,
+            "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
+            "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
 
 
 def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline, stats: dict[str, Any]) -> bool:

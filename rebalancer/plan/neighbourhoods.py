@@ -423,21 +423,38 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
     started = time.monotonic()
     deadline = deadline or Deadline.never()
     state = _State(inp, placed)
-    stuck = {b for bs in one_way(inp).values() for b in bs}
+    rounds, kept, cut_short = _repair(state, deadline, node_limit)
+    # Bytes: first the moves that pass through a broker, cut short (no program: a pass over the moves); then the
+    # brokers that receive most, each with the brokers its replicas came from (undoing a move, or moving a replica
+    # on from where it was, may carry less for the same balance), kept only as near the bands as before.
+    shortcuts, shortcut_bytes = _shortcuts(state)
+    trim_rounds, trimmed, trim_cut = _trim(state, deadline, node_limit, bytes_enough)
+    out = sorted(b for _, b in _outside(state))
+    changed = {i: reps for i, reps in enumerate(state.assign) if reps != tuple(inp.replicas[i])}
+    return changed, {"rounds": rounds + trim_rounds, "kept": kept, "trimmed": trimmed, "shortcuts": shortcuts,
+                     "shortcut_bytes": int(shortcut_bytes), "outside_bands": out,
+                     "cut_short": cut_short or trim_cut, "seconds": round(time.monotonic() - started, 3)}
 
-    def outside() -> list[tuple[float, int]]:
-        worst = []
-        for b in state.movers:
-            k = state.key([b], state.load)
-            if k[0] > 0 or k[1] > 1e-12:
-                worst.append((-(k[0] * 1e6 + k[1]), b))
-        return sorted(worst)
 
-    rounds = kept = trimmed = 0
+def _outside(state: _State) -> list[tuple[float, int]]:
+    """The brokers outside a band, worst first (by the counts outside their gate, then the load outside)."""
+    worst = []
+    for b in state.movers:
+        k = state.key([b], state.load)
+        if k[0] > 0 or k[1] > 1e-12:
+            worst.append((-(k[0] * 1e6 + k[1]), b))
+    return sorted(worst)
+
+
+def _repair(state: _State, deadline: Deadline, node_limit: int) -> tuple[int, int, bool]:
+    """The worst broker outside a band with its partners, in turn, each neighbourhood a program (``_round``); a
+    broker that cannot move one way (``one_way``) is not tried. (rounds, rounds kept, cut short)."""
+    stuck = {b for bs in one_way(state.inp).values() for b in bs}
+    rounds = kept = 0
     cut_short = False
     tried: set[int] = set()
     while rounds < MAX_ROUNDS:
-        todo = [b for _, b in outside() if b not in tried and b not in stuck]
+        todo = [b for _, b in _outside(state) if b not in tried and b not in stuck]
         if not todo:
             break
         if not deadline.allows(1.0):
@@ -451,12 +468,15 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
         kept += better > 0
         if better == 2:
             tried.clear()  # nearer the gates' bands: every broker outside may be tried again
-    # Bytes: first the moves that pass through a broker, cut short (no program: a pass over the moves); then the
-    # brokers that receive most, each with the brokers its replicas came from (undoing a move, or moving a replica
-    # on from where it was, may carry less for the same balance), kept only as near the bands as before.
-    shortcuts, shortcut_bytes = _shortcuts(state)
-    tried.clear()
-    misses = 0
+    return rounds, kept, cut_short
+
+
+def _trim(state: _State, deadline: Deadline, node_limit: int, bytes_enough: float) -> tuple[int, int, bool]:
+    """The brokers receiving most, in turn, each with the brokers its replicas came from, until the plan copies at
+    most ``bytes_enough`` or ``TRIM_PATIENCE`` rounds in a row keep nothing. (rounds, rounds kept, cut short)."""
+    tried: set[int] = set()
+    rounds = trimmed = misses = 0
+    cut_short = False
     for _ in range(TRIM_ROUNDS):
         if misses >= TRIM_PATIENCE:
             break
@@ -480,8 +500,4 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
         cut_short |= cut
         trimmed += better > 0
         misses = 0 if better else misses + 1
-    out = sorted(b for _, b in outside())
-    changed = {i: reps for i, reps in enumerate(state.assign) if reps != tuple(inp.replicas[i])}
-    return changed, {"rounds": rounds, "kept": kept, "trimmed": trimmed, "shortcuts": shortcuts,
-                     "shortcut_bytes": int(shortcut_bytes), "outside_bands": out,
-                     "cut_short": cut_short, "seconds": round(time.monotonic() - started, 3)}
+    return rounds, trimmed, cut_short

@@ -20,7 +20,7 @@ is asked before each topic; on "stop" the topics left keep their preferred leade
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where a flow is solved: about a second, which every CLI command would pay
@@ -38,7 +38,7 @@ def _skew(counts: dict[int, int], avg: float) -> float:
     return sum(abs(c - avg) for c in counts.values())
 
 
-def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:  # noqa: C901
+def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]:
     """New preferred leader for the partitions of one topic (unchanged ones map to their current leader)."""
     result = {it.key: it.current for it in items}
     eligible = sorted({b for it in items for b in it.candidates})
@@ -49,6 +49,32 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]: 
         if it.current in counts:
             counts[it.current] += 1
     avg = len(items) / len(eligible)
+    import networkx as nx
+
+    g = _flow_network(items, eligible, counts, avg)
+    if SRC not in g or SNK not in g:
+        return result
+    core, swaps = _swaps(nx.max_flow_min_cost(g, SRC, SNK))
+    # Pruning: keep the components that reduce skew.
+    for comp in nx.weakly_connected_components(core):
+        comp_swaps = {k: s for k, s in swaps.items() if ("p", k) in comp}
+        if not comp_swaps:
+            continue
+        trial = dict(counts)
+        for old, new in comp_swaps.values():
+            trial[old] -= 1
+            trial[new] += 1
+        if _skew(trial, avg) < _skew(counts, avg) - 1e-9:
+            counts = trial
+            for k, (_old, new) in comp_swaps.items():
+                result[k] = new
+    return result
+
+
+def _flow_network(items: Sequence[LeaderItem], eligible: list[int], counts: dict[int, int], avg: float) -> Any:
+    """Pinterest's network: the source feeds the brokers above the average (by their whole excess, and one unit
+    each through the residue node), the brokers below it feed the sink likewise; a broker reaches a partition it
+    leads (cost 1: a change), a partition reaches the brokers that may lead it."""
     import networkx as nx
 
     g: nx.DiGraph[Any] = nx.DiGraph()
@@ -75,11 +101,14 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]: 
         for b in it.candidates:
             if b != it.current:
                 g.add_edge(("p", it.key), ("b", b), capacity=1, weight=0)
-    if SRC not in g or SNK not in g:
-        return result
-    flow = nx.max_flow_min_cost(g, SRC, SNK)
+    return g
 
-    # Swaps: partition nodes with a unit in and out.
+
+def _swaps(flow: Mapping[Any, Mapping[Any, int]]) -> tuple[Any, dict[tuple[str, int], tuple[int, int]]]:
+    """The flow between brokers and partitions as a graph, and its swaps: each partition node with a unit in (from
+    its old leader) and out (to its new one)."""
+    import networkx as nx
+
     core: nx.DiGraph[Any] = nx.DiGraph()
     swaps: dict[tuple[str, int], tuple[int, int]] = {}
     for u, outs in flow.items():
@@ -94,21 +123,7 @@ def pinterest_topic(items: Sequence[LeaderItem]) -> dict[tuple[str, int], int]: 
         out_of = list(core.successors(node))
         if into and out_of:
             swaps[node[1]] = (into[0][1], out_of[0][1])
-
-    # Pruning: keep the components that reduce skew.
-    for comp in nx.weakly_connected_components(core):
-        comp_swaps = {k: s for k, s in swaps.items() if ("p", k) in comp}
-        if not comp_swaps:
-            continue
-        trial = dict(counts)
-        for old, new in comp_swaps.values():
-            trial[old] -= 1
-            trial[new] += 1
-        if _skew(trial, avg) < _skew(counts, avg) - 1e-9:
-            counts = trial
-            for k, (_old, new) in comp_swaps.items():
-                result[k] = new
-    return result
+    return core, swaps
 
 
 def pinterest_leaders(items: Sequence[LeaderItem], deadline: Deadline | None = None) -> dict[tuple[str, int], int]:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..load import LoadModel
-from ..model import Cluster
+from ..model import Cluster, TopicPartition
 from .targets import Targets
 
-Key = tuple[str, int]
+Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 
 # Shares of the time left when a phase starts (after the summary's reserve). Placement comes first: replica balance
 # is what a replica mode is for, and leaders can be rebalanced later without moving data (--mode leaders).

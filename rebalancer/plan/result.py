@@ -232,6 +232,18 @@ def _max_dev(values: list[int]) -> float:
     return round(max_abs_deviation(values), 3)
 
 
+def _max_deviations(before: _Tally, after: _Tally, elig: list[int]) -> MaxDeviation:
+    """The largest |deviation from the median| over the eligible brokers, before and after, per count and bytes."""
+    return {
+        "replicas_before": _max_dev([before.replicas[b] for b in elig]),
+        "replicas_after": _max_dev([after.replicas[b] for b in elig]),
+        "leaders_before": _max_dev([before.leaders[b] for b in elig]),
+        "leaders_after": _max_dev([after.leaders[b] for b in elig]),
+        "bytes_before": _max_dev([before.bytes[b] for b in elig]),
+        "bytes_after": _max_dev([after.bytes[b] for b in elig]),
+    }
+
+
 def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int, ...]], *, mode: str, strategy: str,
                eligible: frozenset[int], params: dict[str, Any], solver: Mapping[str, Any],
                bounds: dict[str, Any]) -> Plan:
@@ -264,14 +276,7 @@ def build_plan(cluster: Cluster, assignment: Mapping[tuple[str, int], tuple[int,
         "lower_bounds": bounds,
         "moves_to_bound": ratio(moves, rb),
         "leader_changes_to_bound": ratio(leader_changes, lb),
-        "max_deviation_pct": {
-            "replicas_before": _max_dev([before.replicas[b] for b in elig]),
-            "replicas_after": _max_dev([after.replicas[b] for b in elig]),
-            "leaders_before": _max_dev([before.leaders[b] for b in elig]),
-            "leaders_after": _max_dev([after.leaders[b] for b in elig]),
-            "bytes_before": _max_dev([before.bytes[b] for b in elig]),
-            "bytes_after": _max_dev([after.bytes[b] for b in elig]),
-        },
+        "max_deviation_pct": _max_deviations(before, after, elig),
         "replica_spread": {
             "before": max(before.replicas[b] for b in elig) - min(before.replicas[b] for b in elig),
             "after": max(after.replicas[b] for b in elig) - min(after.replicas[b] for b in elig),

@@ -325,15 +325,10 @@ class SplitStats(TypedDict):
     steps: int
 
 
-def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
-    """Put back, in ``merged`` (in place), replicas the groups moved off a broker that may give but not take and that
-    they left below a band: each step returns the replica whose return lowers the violation (``evaluate``'s measure,
-    over the giver and the broker it came back from) the most, from a broker that may give it back and keeping the
-    racks. Returns the moves undone."""
-    dims = [d for d in inp.bands if d in inp.units]
-    keep = inp.givers - inp.receivers - inp.removed
-    if not dims or not keep:
-        return 0
+def _loads_and_scale(inp: LoadInput, merged: list[tuple[int, ...]], dims: list[str]
+                     ) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, float]]]:
+    """Per dimension and broker: the load of ``merged``, and the unit its violation is measured in (``evaluate``'s:
+    the broker's target, with the dimension's mean target as a floor, over the dimension's weight)."""
     load = {d: dict.fromkeys(inp.rack, 0.0) for d in dims}
     for i, reps in enumerate(merged):
         for b in reps:
@@ -343,6 +338,19 @@ def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
     for d in dims:
         mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
         scale[d] = {b: max(band.average, mean * 1e-3) / inp.weight.get(d, 1.0) for b, band in inp.bands[d].items()}
+    return load, scale
+
+
+def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
+    """Put back, in ``merged`` (in place), replicas the groups moved off a broker that may give but not take and that
+    they left below a band: each step returns the replica whose return lowers the violation (``evaluate``'s measure,
+    over the giver and the broker it came back from) the most, from a broker that may give it back and keeping the
+    racks. Returns the moves undone."""
+    dims = [d for d in inp.bands if d in inp.units]
+    keep = inp.givers - inp.receivers - inp.removed
+    if not dims or not keep:
+        return 0
+    load, scale = _loads_and_scale(inp, merged, dims)
 
     def off(d: str, b: int, v: float) -> float:
         band = inp.bands[d].get(b)
@@ -391,6 +399,15 @@ def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
 MapFn = Callable[[Callable[[GroupTask], Any], Iterable[GroupTask]], Iterator[Any] | list[Any]]
 
 
+def _whole_repair(inp: LoadInput, merged: list[tuple[int, ...]], deadline: Deadline) -> GreedyStats:
+    """One ``load_greedy`` pass over the whole problem from ``merged`` (updated in place), counting changes from the
+    replicas before the plan."""
+    repaired, rstats = load_greedy(replace(inp, replicas=merged, origin=inp.replicas), deadline)
+    for i, reps in repaired.items():
+        merged[i] = reps
+    return rstats
+
+
 def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: int | None = None,
                  map_fn: MapFn = map, repair_share: float = 0.3) -> tuple[dict[int, tuple[int, ...]], SplitStats]:
     """``load_greedy``'s result (new replicas of the partitions that change, by index) planned group by group
@@ -405,9 +422,7 @@ def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: in
     seconds = left * (1 - repair_share) if math.isfinite(left) else 1e9
     tasks = group_tasks(inp, parts, seconds)
     merged = [tuple(r) for r in inp.replicas]
-    group_moves = [0] * len(tasks)
-    group_seconds = [0.0] * len(tasks)
-    group_outside = [0] * len(tasks)
+    group_moves, group_outside, group_seconds = [0] * len(tasks), [0] * len(tasks), [0.0] * len(tasks)
     held: list[Loads] = [{} for _ in tasks]
     cut = False
     steps = 0
@@ -440,10 +455,7 @@ def split_greedy(inp: LoadInput, deadline: Deadline | None = None, *, groups: in
     outside = repair_outside = outside_bands(inp, {d: {b: sum(h[d][b] for h in held) for b in inp.rack} for d in dims})
     whole_moves = None
     if outside:  # what the groups could not mend on their own brokers: one pass that sees every broker
-        whole = replace(inp, replicas=merged, origin=inp.replicas)
-        repaired, rstats = load_greedy(whole, deadline)
-        for i, reps in repaired.items():
-            merged[i] = reps
+        rstats = _whole_repair(inp, merged, deadline)
         whole_moves, outside, stuck = rstats["moves"], rstats["outside_bands"], set(rstats["stuck_brokers"])
         cut |= rstats["cut_short"]
         steps += rstats["steps"]

@@ -12,7 +12,7 @@ Infeasible requests raise ``PlanError`` (an ``InputError``) before anything is w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -55,22 +55,7 @@ def make_targets(cluster: Cluster, mode: str, brokers: Iterable[int] | None = No
     if mode not in MODES:
         raise PlanError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
     named = _parse_ids(brokers)
-    known = set(cluster.broker_ids)
-    unknown = sorted(named - known)
-    if unknown:
-        raise PlanError(f"broker(s) {','.join(map(str, unknown))} not in the snapshot (known: {min(known)}..{max(known)})"
-                        if known else "the snapshot has no brokers")
-    if not cluster.partitions:
-        raise PlanError("the snapshot has no partitions: nothing to plan")
-    alive = {b.id for b in cluster.brokers if b.alive}
-    if mode in ("add-brokers", "remove-brokers") and not named:
-        raise PlanError(f"--mode {mode} needs --brokers (the broker ids to {'add' if mode == 'add-brokers' else 'remove'})")
-    if mode in ("leaders", "rebalance") and named:
-        raise PlanError(f"--brokers is only for add-brokers and remove-brokers, not {mode}")
-    dead_named = sorted(named - alive)
-    if mode == "add-brokers" and dead_named:
-        raise PlanError(f"new broker(s) {','.join(map(str, dead_named))} are not registered (alive) in the snapshot")
-
+    alive = _check_named(cluster, mode, named)
     removed = named if mode == "remove-brokers" else frozenset()
     eligible = frozenset(alive - removed)
     if not eligible:
@@ -90,22 +75,10 @@ def make_targets(cluster: Cluster, mode: str, brokers: Iterable[int] | None = No
         receivers = givers = frozenset()
 
     racks = {b.id: b.rack for b in cluster.brokers}
-    eligible_racks = {racks[b] for b in eligible}
     # Rack rules apply when every broker that holds or may hold a replica has a rack.
     keep_racks = all(racks[b] is not None for b in eligible | removed)
-    if mode != "leaders" and keep_racks:
-        # Never fewer racks than before: a partition spread over k racks needs k racks among eligible brokers.
-        for p in cluster.partitions:
-            before = len({racks[b] for b in p.replicas})
-            if before > len(eligible_racks):
-                raise PlanError(f"partition {p.name} spans {before} racks but the eligible brokers are in only "
-                                f"{len(eligible_racks)} ({', '.join(sorted(map(str, eligible_racks)))})")
-    disk = [b.disk_capacity_bytes for b in cluster.brokers if b.id in eligible]
-    if mode != "leaders" and disk and all(d is not None for d in disk):
-        need = sum(p.size_bytes * len(p.replicas) for p in cluster.partitions)
-        have = sum(d for d in disk if d is not None)
-        if need > have:
-            raise PlanError(f"the replicas need {need} bytes but the eligible brokers' disks hold {have}")
+    if mode != "leaders":
+        _check_room(cluster, eligible, racks, keep_racks)
     total_replicas = cluster.replica_count
     return Targets(
         mode=mode,
@@ -117,3 +90,42 @@ def make_targets(cluster: Cluster, mode: str, brokers: Iterable[int] | None = No
         leaders=band(len(cluster.partitions), len(eligible)),
         keep_racks=keep_racks,
     )
+
+
+def _check_named(cluster: Cluster, mode: str, named: frozenset[int]) -> set[int]:
+    """The brokers named fit the mode and the snapshot (and it has partitions); returns the alive brokers."""
+    known = set(cluster.broker_ids)
+    unknown = sorted(named - known)
+    if unknown:
+        raise PlanError(f"broker(s) {','.join(map(str, unknown))} not in the snapshot (known: {min(known)}..{max(known)})"
+                        if known else "the snapshot has no brokers")
+    if not cluster.partitions:
+        raise PlanError("the snapshot has no partitions: nothing to plan")
+    alive = {b.id for b in cluster.brokers if b.alive}
+    if mode in ("add-brokers", "remove-brokers") and not named:
+        raise PlanError(f"--mode {mode} needs --brokers (the broker ids to {'add' if mode == 'add-brokers' else 'remove'})")
+    if mode in ("leaders", "rebalance") and named:
+        raise PlanError(f"--brokers is only for add-brokers and remove-brokers, not {mode}")
+    dead_named = sorted(named - alive)
+    if mode == "add-brokers" and dead_named:
+        raise PlanError(f"new broker(s) {','.join(map(str, dead_named))} are not registered (alive) in the snapshot")
+    return alive
+
+
+def _check_room(cluster: Cluster, eligible: frozenset[int], racks: Mapping[int, str | None], keep_racks: bool) -> None:
+    """The eligible brokers can hold the replicas: as many racks as any partition spans (never fewer racks than
+    before: a partition spread over k racks needs k racks among eligible brokers), and disks that hold every
+    replica, where every disk's capacity is known."""
+    eligible_racks = {racks[b] for b in eligible}
+    if keep_racks:
+        for p in cluster.partitions:
+            before = len({racks[b] for b in p.replicas})
+            if before > len(eligible_racks):
+                raise PlanError(f"partition {p.name} spans {before} racks but the eligible brokers are in only "
+                                f"{len(eligible_racks)} ({', '.join(sorted(map(str, eligible_racks)))})")
+    disk = [b.disk_capacity_bytes for b in cluster.brokers if b.id in eligible]
+    if disk and all(d is not None for d in disk):
+        need = sum(p.size_bytes * len(p.replicas) for p in cluster.partitions)
+        have = sum(d for d in disk if d is not None)
+        if need > have:
+            raise PlanError(f"the replicas need {need} bytes but the eligible brokers' disks hold {have}")

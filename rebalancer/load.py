@@ -487,6 +487,33 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
     return out
 
 
+def gate_excess_pct(after: float, before: float, target: float, band: float, *, not_worse: bool,
+                    slack: float = 0.0, held: bool = False) -> float:
+    """The disk and network gates' predicate for one broker, which the plan's summary judges by too: percent of the
+    target by which ``after`` lies outside what the gate accepts (``accepted_range``: target -+ ``band``, a fraction,
+    widened to whole units and by ``slack``; ``not_worse``: or no further from the target than before); with
+    ``held`` (a broker the mode moves one way only, past its target on the side it cannot correct: ``held_one_way``),
+    also where no further past it than before. 0 inside."""
+    if not target:
+        return 0.0
+    low, high = accepted_range(target, band, before, slack, not_worse)
+    if held:
+        low, high = min(low, before), max(high, before)
+    return round(max(0.0, low - after, after - high) / target * 100, 3)
+
+
+def held_one_way(after: float, target: float, may_give: bool, may_take: bool) -> bool:
+    """A broker the mode lets move one way only, past its target on the side it cannot correct (an old broker below
+    it in add-brokers): the gates hold it to where it started there, or to one partition past its band."""
+    return (after < target and not may_take) or (after > target and not may_give)
+
+
+def headroom_excess_pct(after: float, before: float, capacity: float, limit: float) -> float:
+    """The capacity gate's predicate: percent of the capacity by which ``after`` lies above ``limit`` (a fraction)
+    of it, or above ``before`` where the broker was already over. 0 within."""
+    return round(max(0.0, after - max(limit * capacity, before)) / capacity * 100, 3)
+
+
 def accepted_range(target: float, band: float, before: float, slack: float = 0.0,
                    not_worse: bool = False) -> tuple[float, float]:
     """The loads a deviation gate accepts for one broker: target -+ ``band`` (a fraction) widened to whole units and by

@@ -68,7 +68,7 @@ from .balance import count_excess
 from .bulk import collector_paused
 from .errors import InputError, RebalancerError
 from .formats import StagedFiles, atomic_write_json, read_json
-from .load import accepted_range, dimension_loads, largest_replica, replica_table
+from .load import dimension_loads, gate_excess_pct, headroom_excess_pct, held_one_way, largest_replica, replica_table
 from .model import Cluster
 from .plan.result import Change, Plan, content_hash, load_plan
 from .plan.sum_proofs import why_out_of_reach
@@ -352,21 +352,6 @@ def _moves_data(cluster: Cluster, plan: Plan) -> bool:
     return plan.mode != "leaders" and any(p.size_bytes for p in cluster.partitions)
 
 
-def _band_excess(after: float, before: float, target: float, pct: float, not_worse: bool, slack: float = 0.0,
-                 held: bool = False) -> float:
-    """Percent of the target by which ``after`` lies outside target +- pct % (widened to whole units, as the
-    planners' bands are, and by ``slack``); 0 inside, or, with ``not_worse``, when no further from the target than
-    before; with ``held`` (a broker the mode moves one way only, past its target on the side it cannot correct),
-    when no further past it than before or than the band and ``slack``: a new broker filled from below to far above
-    its target is not excused."""
-    if not target:
-        return 0.0
-    low, high = accepted_range(target, pct / 100, before, slack, not_worse)
-    if held:
-        low, high = min(low, before), max(high, before)
-    return round(max(0.0, low - after, after - high) / target * 100, 3)
-
-
 def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_GateRow]:
     """Disk and network deviation (replica plans: the load frame has rows only where the snapshot knows a load) and capacity headroom (every plan, where capacities
     are known), each on its own frame cut from ``load``."""
@@ -398,11 +383,12 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
             # A broker the mode lets move one way only, past its target on the side it cannot correct, is held to
             # where it started there, or, if the plan took it across its target, to one partition past its band: it
             # moves in whole partitions, one way (a new broker filled from -100 % to +99 % is not "no worse").
-            held = [(a < t and not take) or (a > t and not give) for a, t, give, take in
+            held = [held_one_way(a, t, give, take) for a, t, give, take in
                     zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"], strict=True)]
             slack = [lg if not_worse or h else 0 for lg, h in zip(frame["largest"], held, strict=True)]
-            frame["dev_excess_pct"] = [_band_excess(a, b, t, p, not_worse, sl, h) for a, b, t, p, h, sl in
-                                       zip(frame["after"], frame["before"], frame["target"], pcts, held, slack, strict=True)]
+            frame["dev_excess_pct"] = [gate_excess_pct(a, b, t, p / 100, not_worse=not_worse, slack=sl, held=h)
+                                       for a, b, t, p, h, sl in zip(frame["after"], frame["before"], frame["target"],
+                                                                    pcts, held, slack, strict=True)]
             key = name.split("-")[0]
             frames[key] = frame
             shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(
@@ -426,7 +412,7 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
             limits.append(float(given) if given is not None else float(lim))
         capped["limit_pct"] = limits
         capped["headroom_excess_pct"] = [
-            round(max(0.0, a - max(lim / 100 * c, b)) / c * 100, 3)
+            headroom_excess_pct(a, b, c, lim / 100)
             for a, b, c, lim in zip(capped["after"], capped["before"], capped["capacity"], limits, strict=True)]
         frames["capacity"] = capped
         shown = ", ".join(sorted({f"{d} {lim:g}%" for d, lim in zip(capped["dimension"], limits, strict=True)}))

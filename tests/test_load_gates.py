@@ -470,9 +470,9 @@ def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for
 def test_the_planners_gate_verdicts_agree_with_the_validations(tmp_path: Path, seed: int) -> None:
     """A plan and its gates measure alike (issue 44): on production-shaped fuzz clusters (``load_cases.family``;
     these seeds give plans that pass and plans that fail each gate), the planner's own verdicts equal the
-    validation's. Counts: ``_counts_outside_gate`` (from the median, ``balance.count_excess``, as the gates);
-    disk: the load summary's brokers outside their band, in rebalance (in add-brokers the gate excuses an old
-    broker below its band, which may only give, and the summary lists it)."""
+    validation's, broker by broker. Counts: ``_counts_outside_gate`` (from the median, ``balance.count_excess``, as
+    the gates); disk and network: the load summary's ``outside_gate`` (``load.gate_excess_pct``, the gates'
+    predicate); disk in rebalance also its band (``outside_after``: there the gate excuses no broker)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -486,10 +486,68 @@ def test_the_planners_gate_verdicts_agree_with_the_validations(tmp_path: Path, s
     run.mkdir()
     write_cluster_json(cluster, run / "snapshot.json")
     plan = plan_run_dir(run, mode, brokers=new or None, time_limit=10)
-    gates = _gates(run)
+    gates = _gates(run, sample_rows=100_000)
     outside = _counts_outside_gate(plan, load_model(cluster))
     assert gates["replica-balance"]["passed"] == ("replicas" not in outside), (gates["replica-balance"], outside)
     assert gates["leader-balance"]["passed"] == ("leaders" not in outside), (gates["leader-balance"], outside)
+    dims = plan.summary["load"]["dimensions"]
+    for gate, names in (("disk-balance", ("disk",)), ("network-balance", ("nw_in", "nw_out"))):
+        planned = {(d, b) for d in names for b in dims[d]["outside_gate"]}
+        failing = {(r["dimension"], r["broker"]) for r in gates[gate]["failing_rows_sample"]}
+        assert (gates[gate]["passed"], failing) == (not planned, planned), (gate, failing, planned)
     if mode == "rebalance":
-        disk_outside = plan.summary["load"]["dimensions"]["disk"]["outside_after"]
-        assert gates["disk-balance"]["passed"] == (not disk_outside), (gates["disk-balance"], disk_outside)
+        assert gates["disk-balance"]["passed"] == (not dims["disk"]["outside_after"]), dims["disk"]
+
+
+def test_the_plan_summary_and_the_load_gates_judge_generated_plans_alike(tmp_path: Path) -> None:
+    """Property (issue 44: a test per gate predicate): for any plan over a small cluster with disk and network
+    capacities (brokers of three sizes, partitions of random sizes and rates, random new replica sets, rebalance or
+    add-brokers), the brokers the plan's load summary says its gates fail (``outside_gate`` for disk and network,
+    ``over_threshold`` for capacity) are exactly the rows the validation's disk, network and capacity gates fail."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from rebalancer.load import load_model
+    from rebalancer.model import Broker, Partition
+    from rebalancer.plan.load_summary import load_summary
+
+    mib = 2**20
+    # capacities near the loads: the capacity gate fails some plans (the cluster's total always fits)
+    brokers = [Broker(b, rack=None, disk_capacity_bytes=(100, 150, 250)[b % 3] * mib,
+                      network_capacity_bytes_per_s=(10, 15, 20)[b % 3] * mib) for b in range(5)]
+    runs = iter(range(10**6))
+
+    @settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.integers(1, 45), st.integers(0, 30), st.permutations(range(5)),
+                              st.permutations(range(5))), min_size=4, max_size=7),
+           st.sampled_from(["rebalance", "add-brokers"]))
+    def check(parts: list[tuple[int, int, list[int], list[int]]], mode: str) -> None:
+        # add-brokers: brokers 3 and 4 are new, nothing on them before the plan
+        old_of = [[b for b in old if mode == "rebalance" or b < 3][:2] for _, _, old, _ in parts]
+        partitions = [Partition(f"t{i % 3}", i, tuple(old), old[0], tuple(old), size_bytes=size * mib,
+                                bytes_in_per_s=rate * mib / 10) for i, ((size, rate, _, _), old) in
+                      enumerate(zip(parts, old_of, strict=True))]
+        cluster = Cluster.build(brokers, partitions)
+        new = [3, 4] if mode == "add-brokers" else None
+        targets = make_targets(cluster, mode, new)
+        model = load_model(cluster)
+        assignment = {p.tp: tuple(reps[:2]) for p, (_, _, _, reps) in zip(partitions, parts, strict=True)
+                      if tuple(reps[:2]) != p.replicas}
+        plan = build_plan(cluster, assignment, mode=mode, strategy="crafted", eligible=targets.eligible, solver={},
+                          bounds={}, params={"mode": mode, "brokers": new or [], "balance": "load",
+                                             "max_changes_per_partition": 2, "load": model.params()})
+        summary = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"])["dimensions"]
+        run = tmp_path / f"run{next(runs)}"
+        run.mkdir()
+        write_cluster_json(cluster, run / "snapshot.json")
+        write_plan(plan, run)
+        gates = _gates(run, sample_rows=100_000)
+        for gate, key, names in (("disk-balance", "outside_gate", ("disk",)),
+                                 ("network-balance", "outside_gate", ("nw_in", "nw_out")),
+                                 ("capacity-headroom", "over_threshold", ("disk", "nw_in", "nw_out"))):
+            planned = {(d, b) for d in names for b in summary[d].get(key, [])}
+            failing = {(r["dimension"], r["broker"]) for r in gates[gate]["failing_rows_sample"]} if gate in gates \
+                else set()
+            assert failing == planned, (gate, mode, failing, planned)
+
+    check()

@@ -7,7 +7,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from ..load import DIMENSIONS, Band, CapacityError, LoadModel, dimension_loads, replica_table
+from ..load import (
+    DIMENSIONS,
+    Band,
+    CapacityError,
+    LoadModel,
+    dimension_loads,
+    gate_excess_pct,
+    headroom_excess_pct,
+    held_one_way,
+    largest_replica,
+    replica_table,
+)
 from ..model import Cluster, TopicPartition
 from .bounds import bytes_moved_bound
 from .targets import Targets
@@ -33,6 +44,8 @@ class DimensionSummary(TypedDict, total=False):
     max_deviation_pct_after: float
     outside_before: list[int]
     outside_after: list[int]
+    outside_gate: list[int]       # disk, network: brokers the gate fails (``load.gate_excess_pct``)
+    over_threshold: list[int]     # with capacities: brokers the capacity gate fails (``load.headroom_excess_pct``)
     worst_after: WorstBroker
 
 
@@ -69,6 +82,36 @@ def _bands(model: LoadModel, before: Mapping[str, Mapping[int, int]],
     return bands, errors
 
 
+GATED = ("disk", "nw_in", "nw_out")  # the dimensions with a deviation gate (``rebalancer.validate``)
+
+
+def _gate_verdicts(name: str, model: LoadModel, targets: Targets, bands: Mapping[int, Band],
+                   before: Mapping[int, int], after: Mapping[int, int],
+                   largest: Mapping[int, int]) -> DimensionSummary:
+    """The brokers the validation's gates will fail in this dimension, judged by the gates' own predicates: the
+    deviation gate (disk, network: ``gate_excess_pct``, network with one partition of slack and "no further off than
+    before", a broker the mode moves one way held where it started) and the capacity gate
+    (``headroom_excess_pct``)."""
+    out: DimensionSummary = {}
+    if name in GATED:
+        network = name != "disk"
+        one_way = targets.mode == "add-brokers"
+        gate = []
+        for b, x in bands.items():
+            held = held_one_way(after[b], x.average, not one_way or b in targets.givers,
+                                not one_way or b in targets.receivers)
+            slack = largest.get(b, 0) if network or held else 0
+            if gate_excess_pct(after[b], before[b], x.average, model.band[name], not_worse=network, slack=slack,
+                               held=held) > 0:
+                gate.append(b)
+        out["outside_gate"] = sorted(gate)
+    capacity = model.capacity.get(name)
+    if capacity and name in model.threshold:
+        out["over_threshold"] = sorted(b for b in bands if capacity.get(b) and headroom_excess_pct(
+            after[b], before[b], capacity[b], model.threshold[name]) > 0)
+    return out
+
+
 def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets) -> int:
     """The lower bound on bytes moved that ``load_summary`` records, without the rest of the summary (the
     validation's bytes gate recomputes it)."""
@@ -85,7 +128,9 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
     bound, which counts whole partitions and the change cap), recorded where it is tighter than the sum's."""
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
-    after = dimension_loads(cluster, model.loads, assignment)
+    table_after = replica_table(cluster, model.loads, assignment)
+    after = dimension_loads(cluster, model.loads, table=table_after)
+    largest = largest_replica(cluster, [table_after, table], GATED)  # the busiest replica, before or after
     eligible = sorted(targets.eligible)
     dims: dict[str, DimensionSummary] = {}
     all_bands, errors = _bands(model, before, eligible)
@@ -108,6 +153,7 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
             "outside_before": sorted(b for b in eligible if not bands[b].contains(before[name][b])),
             "outside_after": sorted(b for b in eligible if not bands[b].contains(after[name][b])),
             "worst_after": {"broker": worst, "deviation_pct": dev_after[worst]},
+            **_gate_verdicts(name, model, targets, bands, before[name], after[name], largest.get(name, {})),
         }
         for b in eligible:
             per_broker[b][name] = {"before": before[name][b], "after": after[name][b], "target": round(bands[b].average),

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ..load import Band
 from .budget import CHECK_EVERY, Deadline
 from .load_greedy import SIZE_PULL, WINDOW
+from .load_problem import mean_target, violation_unit
 
 __all__ = ["LeaderLoadInput", "leader_load"]
 
@@ -73,9 +74,9 @@ class _Leadership:
         self.high = {d: {b: float(inp.bands[d][b].ceil) if b in inp.bands[d] else 1e300 for b in brokers} for d in dims}
         self.scale: dict[str, dict[int, float]] = {}
         for d in dims:
-            mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
-            self.scale[d] = {b: max(inp.bands[d][b].average if b in inp.bands[d] else mean, mean * 1e-3)
-                             / inp.weight.get(d, 1.0) for b in brokers}
+            mean = mean_target(inp.bands[d])
+            self.scale[d] = {b: violation_unit(inp.bands[d][b].average if b in inp.bands[d] else mean, mean,
+                                               inp.weight.get(d, 1.0)) for b in brokers}
         self.zone = {d: (inp.accepted or {}).get(d, {}) for d in dims}
         self.main = max(dims, key=lambda d: inp.weight.get(d, 1.0))
         self._index()

@@ -43,7 +43,7 @@ import itertools
 from typing import TypedDict
 
 from .budget import CHECK_EVERY, Deadline
-from .load_problem import REMOVED_WEIGHT, LoadInput, add_fixed
+from .load_problem import REMOVED_WEIGHT, LoadInput, add_fixed, mean_target, violation_unit
 from .racks import keeps_racks
 
 __all__ = ["GreedyStats", "load_greedy"]
@@ -169,17 +169,17 @@ class _Placement:
         self.scale: dict[str, dict[int, float]] = {d: {} for d in self.dims}
         for d in self.dims:
             low, high, hard, scale = self.low[d], self.high[d], self.hard[d], self.scale[d]
-            mean_target = max(1e-9, sum(bd.average for bd in inp.bands[d].values()) / max(1, len(inp.bands[d])))
+            mean = mean_target(inp.bands[d])
             for b in self.brokers:
                 band = inp.bands[d].get(b)
                 if b in inp.removed:
-                    low[b], high[b], hard[b], scale[b] = 0.0, 0.0, 0.0, mean_target / REMOVED_WEIGHT
+                    low[b], high[b], hard[b], scale[b] = 0.0, 0.0, 0.0, mean / REMOVED_WEIGHT
                 elif band is None or b not in self.movers:  # not eligible (down) or not part of this plan: as it is
-                    low[b], high[b], hard[b], scale[b] = -1e300, 1e300, 1e300, mean_target
+                    low[b], high[b], hard[b], scale[b] = -1e300, 1e300, 1e300, mean
                 else:
                     low[b], high[b] = float(band.floor), float(band.ceil)
                     hard[b] = float(band.limit) if band.limit is not None else 1e300
-                    scale[b] = max(band.average, mean_target * 1e-3) / inp.weight.get(d, 1.0)
+                    scale[b] = violation_unit(band.average, mean, inp.weight.get(d, 1.0))
 
     def out_of_band(self, d: str, b: int, value: float) -> float:
         high, low = self.high[d][b], self.low[d][b]

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from ..model import Cluster
     from .targets import Targets
 
-__all__ = ["LoadInput", "add_fixed", "load_input", "placement_dimensions", "evaluate", "broker_violation",
-           "count_gate_band", "median_safe_band", "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN", "LOAD_MARGIN"]
+__all__ = ["LoadInput", "add_fixed", "load_input", "placement_dimensions", "evaluate", "broker_violation", "mean_target",
+           "violation_unit", "count_gate_band", "median_safe_band", "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN",
+           "LOAD_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
 
@@ -168,11 +169,24 @@ def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool
             moved += inp.units["disk"][i] * sum(1 for b in new if b not in reps)
     total = 0.0
     for d in dims:
-        mean = max(1e-9, sum(x.average for x in bands_of[d].values()) / max(1, len(bands_of[d])))
+        mean = mean_target(bands_of[d])
         for b, band in bands_of[d].items():
             total += broker_violation(inp, d, b, band, mean, load[d].get(b, 0.0),
                                       before[d].get(b, 0.0) if gates else None)
     return total, moved
+
+
+def mean_target(bands: Mapping[int, Band]) -> float:
+    """A dimension's mean target over its brokers' bands: the floor under the unit of a broker with a tiny target
+    (``violation_unit``), and the unit of a removed broker's whole load."""
+    return max(1e-9, sum(x.average for x in bands.values()) / max(1, len(bands)))
+
+
+def violation_unit(average: float, mean: float, weight: float = 1.0) -> float:
+    """The load one unit of a broker's band violation stands for: its target (at least a thousandth of the
+    dimension's ``mean_target``), over the dimension's weight (its priority). The one scale of every search's
+    violation: ``broker_violation`` (``evaluate``, the neighbourhoods, the split), ``load_greedy``, ``leader_load``."""
+    return max(average, mean * 1e-3) / weight
 
 
 def broker_violation(inp: LoadInput, d: str, b: int, band: Band, mean: float, value: float,
@@ -191,4 +205,4 @@ def broker_violation(inp: LoadInput, d: str, b: int, band: Band, mean: float, va
         away = abs(before - band.average)
         low = low if b in inp.receivers else min(low, band.average - away)
         high = high if b in inp.givers else max(high, band.average + away)
-    return inp.weight.get(d, 1.0) * (max(0.0, value - high) + max(0.0, low - value)) / max(band.average, mean * 1e-3)
+    return inp.weight.get(d, 1.0) * (max(0.0, value - high) + max(0.0, low - value)) / violation_unit(band.average, mean)

@@ -42,7 +42,7 @@ from typing import TypedDict
 from ..load import Band
 from .budget import Deadline
 from .highs import timed_out
-from .load_problem import LoadInput, add_fixed, broker_violation, median_gate_band
+from .load_problem import LoadInput, add_fixed, broker_violation, mean_target, median_gate_band, violation_unit
 from .lp_load import COUNTS, lp_load
 from .sum_proofs import one_way
 
@@ -106,7 +106,7 @@ class _State:
             for b in now:
                 self.holders[b].add(i)
         gate = inp.gate_bands or inp.bands
-        self.mean = {d: max(1e-9, sum(x.average for x in gate[d].values()) / max(1, len(gate[d]))) for d in self.dims}
+        self.mean = {d: mean_target(gate[d]) for d in self.dims}
         self._gate: dict[str, Mapping[int, Band]] | None = None
         self.movers = sorted((inp.givers | inp.receivers) - inp.removed)
         self.mover_set = frozenset(self.movers)
@@ -159,8 +159,8 @@ class _State:
         for d in self.dims:
             band = self.gate()[d].get(b)
             if band is not None:
-                scale = max(band.average, self.mean[d] * 1e-3)
-                out[d] = inp.weight.get(d, 1.0) * (self.load[d][b] - band.average) / scale
+                out[d] = inp.weight.get(d, 1.0) * (self.load[d][b] - band.average) / violation_unit(band.average,
+                                                                                                   self.mean[d])
         return out
 
 

@@ -51,7 +51,7 @@ from ..bulk import collector_paused
 from ..load import Band
 from .budget import Deadline
 from .load_greedy import GreedyStats, load_greedy
-from .load_problem import LoadInput
+from .load_problem import LoadInput, broker_violation, mean_target
 from .racks import keeps_racks
 
 __all__ = ["GroupTask", "SplitStats", "split_groups", "group_tasks", "plan_group", "placement_loads", "repair_shares",
@@ -325,20 +325,14 @@ class SplitStats(TypedDict):
     steps: int
 
 
-def _loads_and_scale(inp: LoadInput, merged: list[tuple[int, ...]], dims: list[str]
-                     ) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, float]]]:
-    """Per dimension and broker: the load of ``merged``, and the unit its violation is measured in (``evaluate``'s:
-    the broker's target, with the dimension's mean target as a floor, over the dimension's weight)."""
+def _loads(inp: LoadInput, merged: list[tuple[int, ...]], dims: list[str]) -> dict[str, dict[int, float]]:
+    """Per dimension and broker, the load of ``merged``."""
     load = {d: dict.fromkeys(inp.rack, 0.0) for d in dims}
     for i, reps in enumerate(merged):
         for b in reps:
             for d in dims:
                 load[d][b] += inp.units[d][i]
-    scale = {}
-    for d in dims:
-        mean = max(1e-9, sum(x.average for x in inp.bands[d].values()) / max(1, len(inp.bands[d])))
-        scale[d] = {b: max(band.average, mean * 1e-3) / inp.weight.get(d, 1.0) for b, band in inp.bands[d].items()}
-    return load, scale
+    return load
 
 
 def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
@@ -350,13 +344,12 @@ def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
     keep = inp.givers - inp.receivers - inp.removed
     if not dims or not keep:
         return 0
-    load, scale = _loads_and_scale(inp, merged, dims)
+    load = _loads(inp, merged, dims)
+    mean = {d: mean_target(inp.bands[d]) for d in dims}
 
-    def off(d: str, b: int, v: float) -> float:
+    def off(d: str, b: int, v: float) -> float:  # ``evaluate``'s measure (``broker_violation``)
         band = inp.bands[d].get(b)
-        if band is None or b not in inp.givers | inp.receivers:
-            return 0.0
-        return (max(0.0, v - band.ceil) + max(0.0, band.floor - v)) / scale[d][b]
+        return 0.0 if band is None else broker_violation(inp, d, b, band, mean[d], v)
 
     def below(b: int) -> bool:
         return any(b in inp.bands[d] and load[d][b] < inp.bands[d][b].floor for d in dims)

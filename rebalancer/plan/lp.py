@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..model import TopicPartition
 from . import highs
@@ -46,7 +46,8 @@ from .budget import Deadline
 from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
-__all__ = ["LpInput", "LpOutput", "CountProgram", "build", "solve", "extract", "solve_lp", "lp_balance"]
+__all__ = ["LpInput", "LpOutput", "CountProgram", "CountProgramStats", "SubProblemStats", "build", "solve", "extract",
+           "solve_lp", "lp_balance"]
 
 Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 MiB = 1024 * 1024
@@ -92,6 +93,34 @@ class LpOutput:
     variables: int
     constraints: int
     count_slack: int
+
+
+class SubProblemStats(TypedDict):
+    """One topic group's program, as solved."""
+    partitions: int
+    status: str
+    outcome: highs.Outcome
+    objective: float | None
+    dual_bound: float | None
+    gap: float | None
+    seconds: float
+    variables: int
+    constraints: int
+    count_slack: int
+
+
+class CountProgramStats(TypedDict):
+    """``lp_balance``'s record (``solver["lp"]`` of a counts plan): its groups, each group's program, whether the
+    deadline cut it short, and the overall status, outcome and gap (``_overall_status``)."""
+    groups: int
+    sub_problems: list[SubProblemStats]
+    decomposed: bool
+    receivers_restricted: bool
+    cut_short: bool
+    groups_solved: int
+    status: str
+    outcome: highs.Outcome
+    gap: float | None
 
 
 @dataclass
@@ -294,7 +323,7 @@ def lp_balance(
     rates: Mapping[Key, float] | None = None,
     write_lp: str | None = None,
     deadline: Deadline | None = None,
-) -> tuple[dict[Key, tuple[int, ...]], dict[str, Any]]:
+) -> tuple[dict[Key, tuple[int, ...]], CountProgramStats]:
     """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``: set up
     the cluster's bands, then per group (in turn) build its sub-problem, solve it, apply its placement.
 
@@ -310,21 +339,24 @@ def lp_balance(
                    {b: (leader_ceil if b in eligible else whole_leaders.get(b, 0)) for b in rack},
                    dict(rates or {}), dict(disk or {}), dict(network or {}), max_changes, keep_racks, objective,
                    warm_start, write_lp)
-    stats: dict[str, Any] = {"groups": len(groups), "sub_problems": [], "decomposed": whole.decomposed,
-                             "receivers_restricted": restrict, "cut_short": False}
-    solved: list[dict[str, Any]] = []
+    solved: list[SubProblemStats] = []
+    tried: list[SubProblemStats] = []
+    cut_short = False
     for gi, keys in enumerate(groups):
         if deadline.expired():
-            stats["cut_short"] = True
+            cut_short = True
             break
         left = deadline.remaining()
         out = solve_lp(whole.group_input(state, keys, min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
-        stats["sub_problems"].append(sub_stats := _sub_stats(len(keys), out))
-        if not _take(state, keys, out, deadline, stats):
+        tried.append(sub_stats := _sub_stats(len(keys), out))
+        if not _take(state, keys, out, deadline):
+            cut_short = True
             break
         solved.append(sub_stats)
-    stats["groups_solved"] = len(solved)
-    stats["status"], stats["outcome"], stats["gap"] = _overall_status(solved, len(groups))
+    status, outcome, gap = _overall_status(solved, len(groups))
+    stats = CountProgramStats(groups=len(groups), sub_problems=tried, decomposed=whole.decomposed,
+                              receivers_restricted=restrict, cut_short=cut_short, groups_solved=len(solved),
+                              status=status, outcome=outcome, gap=gap)
     changed = {k: v for k, v in state.assignment.items() if v != tuple(replicas[k])}
     return changed, stats
 
@@ -339,14 +371,14 @@ def _plan_groups(replicas: Mapping[Key, tuple[int, ...]], receivers: frozenset[i
     return _topic_groups(replicas, 2 * (n_recv + 3), max_variables), restrict
 
 
-def _sub_stats(partitions: int, out: LpOutput) -> dict[str, Any]:
-    return {"partitions": partitions, "status": out.status, "outcome": out.outcome, "objective": out.objective,
-            "dual_bound": out.dual_bound, "gap": out.gap, "seconds": round(out.seconds, 3),
-            "variables": out.variables, "constraints": out.constraints, "count_slack": out.count_slack}
+def _sub_stats(partitions: int, out: LpOutput) -> SubProblemStats:
+    return SubProblemStats(partitions=partitions, status=out.status, outcome=out.outcome, objective=out.objective,
+                           dual_bound=out.dual_bound, gap=out.gap, seconds=round(out.seconds, 3),
+                           variables=out.variables, constraints=out.constraints, count_slack=out.count_slack)
 
 
-def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline, stats: dict[str, Any]) -> bool:
-    """A group's solution taken into the rolling placement; False (and the stats say ``cut_short``) when the group's
+def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline) -> bool:
+    """A group's solution taken into the rolling placement; False (the program was cut short) when the group's
     share ran out without one: this group and those after it keep their replicas. A group the solver proved
     unsolvable (infeasible) has no plan to fall back on: ``PlanError``."""
     cut = out.outcome == "time_limit"
@@ -354,7 +386,7 @@ def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline, s
         deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
     if not out.assignment:
         if cut or deadline.remaining() == 0.0:
-            deadline.cut_short = stats["cut_short"] = True
+            deadline.cut_short = True
             return False
         raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
                         "(try --max-changes-per-partition 2, or --strategy greedy)")
@@ -489,7 +521,7 @@ def _topic_groups(replicas: Mapping[Key, tuple[int, ...]], per_partition: int, m
     return groups
 
 
-def _overall_status(solved: list[dict[str, Any]], groups: int) -> tuple[str, highs.Outcome, float | None]:
+def _overall_status(solved: list[SubProblemStats], groups: int) -> tuple[str, highs.Outcome, float | None]:
     """The decomposed program's status, outcome and gap from its solved groups' (optimal only when every group is)."""
     if not solved:
         return "Time limit reached", "time_limit", None  # before any group had a solution

@@ -20,10 +20,10 @@ replica band violation (a tie-breaker: per-topic balance where it costs no extra
 bands. Leaders are then chosen exactly by the leader flow; the ``l`` variables here only guarantee that a balanced
 leader choice exists for the placement.
 
-``solve_lp`` is a pure function of plain data (``LpInput`` -> ``LpOutput``), so sub-problems can be shipped
-anywhere. ``lp_balance`` decomposes by groups of topics when the model would be large: each group is solved with
-the per-broker bands shifted by the counts of the rest of the cluster, groups in turn (rolling horizon), each warm
-started from the greedy plan.
+``solve_lp`` is a pure function of plain data (``LpInput`` -> placement and ``SubProblemStats``), so sub-problems can
+be shipped anywhere. ``lp_balance`` decomposes by groups of topics when the model would be large: each group is
+solved with the per-broker bands shifted by the counts of the rest of the cluster, groups in turn (rolling horizon),
+each warm started from the greedy plan.
 
 Time limit: ``lp_balance`` takes a ``Deadline`` (see ``budget``); each group's HiGHS limit is its share of the time
 left (time left / groups left). Before a group it asks the deadline; on "stop", or when HiGHS reaches its limit
@@ -46,7 +46,7 @@ from .budget import Deadline
 from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
-__all__ = ["LpInput", "LpOutput", "CountProgram", "CountProgramStats", "SubProblemStats", "build", "solve", "extract",
+__all__ = ["LpInput", "CountProgram", "CountProgramStats", "SubProblemStats", "build", "solve", "extract",
            "solve_lp", "lp_balance"]
 
 Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
@@ -81,22 +81,8 @@ class LpInput:
     write_lp: str | None = None
 
 
-@dataclass(frozen=True)
-class LpOutput:
-    assignment: dict[Key, tuple[int, ...]]   # every partition of the sub-problem, leader first (from l)
-    status: str
-    outcome: highs.Outcome
-    objective: float | None
-    dual_bound: float | None
-    gap: float | None
-    seconds: float
-    variables: int
-    constraints: int
-    count_slack: int
-
-
 class SubProblemStats(TypedDict):
-    """One topic group's program, as solved."""
+    """One sub-problem's (topic group's) program, as solved (``solve_lp``)."""
     partitions: int
     status: str
     outcome: highs.Outcome
@@ -281,22 +267,21 @@ def extract(program: CountProgram, inp: LpInput) -> tuple[dict[Key, tuple[int, .
     return assignment, sum(int(round(s.varValue or 0)) for s in program.slack_vars)
 
 
-def solve_lp(inp: LpInput) -> LpOutput:
-    """Build, solve, extract one sub-problem."""
+def solve_lp(inp: LpInput) -> tuple[dict[Key, tuple[int, ...]], SubProblemStats]:
+    """Build, solve, extract one sub-problem: every partition's replicas, leader first (empty without a solution),
+    and the program's stats."""
     import pulp
 
     started = time.monotonic()
     program = build(inp)
-    size = len(program.x) + len(program.lv)
     status, outcome, have_solution, dual_bound, gap = solve(program, inp.time_limit, inp.warm_start is not None,
                                                             inp.write_lp)
-    if not have_solution:
-        return LpOutput({}, status, outcome, None, dual_bound, gap, time.monotonic() - started, size,
-                        program.prob.numConstraints(), 0)
-    assignment, slack = extract(program, inp)
-    value = pulp.value(program.prob.objective)
-    return LpOutput(assignment, status, outcome, None if value is None else float(value), dual_bound, gap,
-                    time.monotonic() - started, size, program.prob.numConstraints(), slack)
+    assignment, slack = extract(program, inp) if have_solution else ({}, 0)
+    value = pulp.value(program.prob.objective) if have_solution else None
+    return assignment, SubProblemStats(
+        partitions=len(inp.replicas), status=status, outcome=outcome, objective=None if value is None else float(value),
+        dual_bound=dual_bound, gap=gap, seconds=round(time.monotonic() - started, 3),
+        variables=len(program.x) + len(program.lv), constraints=program.prob.numConstraints(), count_slack=slack)
 
 
 def lp_balance(
@@ -347,9 +332,10 @@ def lp_balance(
             cut_short = True
             break
         left = deadline.remaining()
-        out = solve_lp(whole.group_input(state, keys, min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
-        tried.append(sub_stats := _sub_stats(len(keys), out))
-        if not _take(state, keys, out, deadline):
+        placed, sub_stats = solve_lp(whole.group_input(state, keys,
+                                                       min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
+        tried.append(sub_stats)
+        if not _take(state, keys, placed, sub_stats, deadline):
             cut_short = True
             break
         solved.append(sub_stats)
@@ -371,26 +357,21 @@ def _plan_groups(replicas: Mapping[Key, tuple[int, ...]], receivers: frozenset[i
     return _topic_groups(replicas, 2 * (n_recv + 3), max_variables), restrict
 
 
-def _sub_stats(partitions: int, out: LpOutput) -> SubProblemStats:
-    return SubProblemStats(partitions=partitions, status=out.status, outcome=out.outcome, objective=out.objective,
-                           dual_bound=out.dual_bound, gap=out.gap, seconds=round(out.seconds, 3),
-                           variables=out.variables, constraints=out.constraints, count_slack=out.count_slack)
-
-
-def _take(state: _Rolling, keys: list[Key], out: LpOutput, deadline: Deadline) -> bool:
+def _take(state: _Rolling, keys: list[Key], placed: Mapping[Key, tuple[int, ...]], stats: SubProblemStats,
+          deadline: Deadline) -> bool:
     """A group's solution taken into the rolling placement; False (the program was cut short) when the group's
     share ran out without one: this group and those after it keep their replicas. A group the solver proved
     unsolvable (infeasible) has no plan to fall back on: ``PlanError``."""
-    cut = out.outcome == "time_limit"
+    cut = stats["outcome"] == "time_limit"
     if cut:
         deadline.cut_short = True  # HiGHS stopped at the group's share: a solution, not proven optimal (or none)
-    if not out.assignment:
+    if not placed:
         if cut or deadline.remaining() == 0.0:
             deadline.cut_short = True
             return False
-        raise PlanError(f"the 0/1 program is {out.status}: the constraints cannot all hold "
+        raise PlanError(f"the 0/1 program is {stats['status']}: the constraints cannot all hold "
                         "(try --max-changes-per-partition 2, or --strategy greedy)")
-    state.take(keys, out.assignment)
+    state.take(keys, placed)
     return True
 
 

@@ -310,9 +310,8 @@ def lp_balance(
     deadline: Deadline | None = None,
 ) -> tuple[dict[Key, tuple[int, ...]], CountProgramStats]:
     """Whole-cluster placement; decomposed by topic groups when the model would exceed ``max_variables``: set up
-    the cluster's bands, then per group (in turn) build its sub-problem, solve it, apply its placement.
-
-    ``deadline`` bounds the whole call (default: ``time_limit`` seconds from now)."""
+    the cluster's bands, then per group (in turn) build its sub-problem, solve it, apply its placement. ``deadline``
+    bounds the whole call (default: ``time_limit`` seconds from now)."""
     if deadline is None:
         deadline = Deadline(time.monotonic() + time_limit)
     state = _Rolling(replicas, sizes, rack)
@@ -324,7 +323,7 @@ def lp_balance(
                    {b: (leader_ceil if b in eligible else whole_leaders.get(b, 0)) for b in rack},
                    dict(rates or {}), dict(disk or {}), dict(network or {}), max_changes, keep_racks, objective,
                    warm_start, write_lp)
-    solved: list[SubProblemStats] = []
+    solved: list[SubProblemStats] = []  # of ``tried``: the groups whose placement was taken
     tried: list[SubProblemStats] = []
     cut_short = False
     for gi, keys in enumerate(groups):
@@ -332,8 +331,8 @@ def lp_balance(
             cut_short = True
             break
         left = deadline.remaining()
-        placed, sub_stats = solve_lp(whole.group_input(state, keys,
-                                                       min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))))
+        share = min(left, max(MIN_SOLVE_SECONDS, left / (len(groups) - gi)))  # the group's HiGHS limit
+        placed, sub_stats = solve_lp(whole.group_input(state, keys, share))
         tried.append(sub_stats)
         if not _take(state, keys, placed, sub_stats, deadline):
             cut_short = True

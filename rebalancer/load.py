@@ -488,14 +488,17 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
 
 
 def gate_excess_pct(after: float, before: float, target: float, band: float, *, not_worse: bool,
-                    slack: float = 0.0, held: bool = False) -> float:
+                    largest: float = 0.0, held: bool = False) -> float:
     """The disk and network gates' predicate for one broker, which the plan's summary judges by too: percent of the
     target by which ``after`` lies outside what the gate accepts (``accepted_range``: target -+ ``band``, a fraction,
-    widened to whole units and by ``slack``; ``not_worse``: or no further from the target than before); with
-    ``held`` (a broker the mode moves one way only, past its target on the side it cannot correct: ``held_one_way``),
-    also where no further past it than before. 0 inside."""
+    widened to whole units; ``not_worse``: or no further from the target than before); with ``held`` (a broker the
+    mode moves one way only, past its target on the side it cannot correct: ``held_one_way``), also where no further
+    past it than before. With ``not_worse`` or ``held`` the range is widened by ``largest``, the busiest replica the
+    broker carries before or after (a broker that serves a few busy partitions, or moves in whole ones, cannot come
+    finer). 0 inside."""
     if not target:
         return 0.0
+    slack = largest if not_worse or held else 0.0
     low, high = accepted_range(target, band, before, slack, not_worse)
     if held:
         low, high = min(low, before), max(high, before)

@@ -385,10 +385,9 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
             # moves in whole partitions, one way (a new broker filled from -100 % to +99 % is not "no worse").
             held = [held_one_way(a, t, give, take) for a, t, give, take in
                     zip(frame["after"], frame["target"], frame["may_give"], frame["may_take"], strict=True)]
-            slack = [lg if not_worse or h else 0 for lg, h in zip(frame["largest"], held, strict=True)]
-            frame["dev_excess_pct"] = [gate_excess_pct(a, b, t, p / 100, not_worse=not_worse, slack=sl, held=h)
-                                       for a, b, t, p, h, sl in zip(frame["after"], frame["before"], frame["target"],
-                                                                    pcts, held, slack, strict=True)]
+            frame["dev_excess_pct"] = [gate_excess_pct(a, b, t, p / 100, not_worse=not_worse, largest=lg, held=h)
+                                       for a, b, t, p, h, lg in zip(frame["after"], frame["before"], frame["target"],
+                                                                    pcts, held, frame["largest"], strict=True)]
             key = name.split("-")[0]
             frames[key] = frame
             shown = f"{pct:g}%" if pct is not None else "plan's band: " + ", ".join(

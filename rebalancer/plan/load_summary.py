@@ -100,9 +100,8 @@ def _gate_verdicts(name: str, model: LoadModel, targets: Targets, bands: Mapping
         for b, x in bands.items():
             held = held_one_way(after[b], x.average, not one_way or b in targets.givers,
                                 not one_way or b in targets.receivers)
-            slack = largest.get(b, 0) if network or held else 0
-            if gate_excess_pct(after[b], before[b], x.average, model.band[name], not_worse=network, slack=slack,
-                               held=held) > 0:
+            if gate_excess_pct(after[b], before[b], x.average, model.band[name], not_worse=network,
+                               largest=largest.get(b, 0), held=held) > 0:
                 gate.append(b)
         out["outside_gate"] = sorted(gate)
     capacity = model.capacity.get(name)

@@ -325,16 +325,6 @@ class SplitStats(TypedDict):
     steps: int
 
 
-def _loads(inp: LoadInput, merged: list[tuple[int, ...]], dims: list[str]) -> dict[str, dict[int, float]]:
-    """Per dimension and broker, the load of ``merged``."""
-    load = {d: dict.fromkeys(inp.rack, 0.0) for d in dims}
-    for i, reps in enumerate(merged):
-        for b in reps:
-            for d in dims:
-                load[d][b] += inp.units[d][i]
-    return load
-
-
 def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
     """Put back, in ``merged`` (in place), replicas the groups moved off a broker that may give but not take and that
     they left below a band: each step returns the replica whose return lowers the violation (``evaluate``'s measure,
@@ -344,7 +334,7 @@ def undo_overshoot(inp: LoadInput, merged: list[tuple[int, ...]]) -> int:
     keep = inp.givers - inp.receivers - inp.removed
     if not dims or not keep:
         return 0
-    load = _loads(inp, merged, dims)
+    load = placement_loads(inp, merged)
     mean = {d: mean_target(inp.bands[d]) for d in dims}
 
     def off(d: str, b: int, v: float) -> float:  # ``evaluate``'s measure (``broker_violation``)

@@ -459,7 +459,7 @@ def _kafka_config_option(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from .load import DIMENSIONS
-    from .strategies import BALANCES, MODES, STRATEGIES
+    from .strategies import BALANCES, MODES, STRATEGY_REGISTRY
 
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--mode", required=True, choices=list(MODES))
     p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
-    p.add_argument("--strategy", default="auto", choices=list(STRATEGIES))
+    p.add_argument("--strategy", default="auto", choices=list(STRATEGY_REGISTRY))
     p.add_argument("--balance", default="auto", choices=list(BALANCES),
                    help="what replica modes balance: load (disk, network in/out, then replica and leader counts, "
                         "by utilisation of each broker's capacity), counts (replica and leader counts only), or "

@@ -1,38 +1,65 @@
 """The planning choices, in one registry: the modes, the strategies and the balances; the CLI's choices, the DAG
-params and the planner all read it.
+params and the planner all read it, and the plan stage dispatches through it.
 
-Each strategy names the modes it serves; ``auto`` serves every mode and picks one of the others (see
-``rebalancer.plan.planner.choose_strategy``). Balances say what a replica mode evens out. Kept free of heavy imports:
-the CLI parser and the DAG files read it at start-up.
+Each strategy names the modes it serves and its step: a callable of one signature, ``(PlanRequest, PlanSetup,
+Budget, reserve) -> Placement`` (``rebalancer.plan.pipeline``), that the plan stage calls for the strategy asked
+for. ``auto`` serves every mode: ``rebalancer.plan.planner.choose_strategy`` picks one of the others (and says why),
+and auto's step runs that one's step the way auto runs it. Adding a strategy is one new ``Strategy`` here. A step is
+named as ``module:function`` and imported when first called: the CLI parser and the DAG files read the registry at
+start-up and must not load the planner. Balances say what a replica mode evens out.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
-__all__ = ["Strategy", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES", "strategies_for"]
+if TYPE_CHECKING:
+    from .plan.budget import Budget
+    from .plan.pipeline import Placement, PlanRequest, PlanSetup
+
+__all__ = ["Strategy", "Step", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES",
+           "strategies_for"]
 
 REPLICA_MODES = ("rebalance", "add-brokers", "remove-brokers")
 MODES = ("leaders", *REPLICA_MODES)  # what a plan may do: move leaders only, or replicas (and leaders)
 
+Step = Callable[["PlanRequest", "PlanSetup", "Budget", float], "Placement"]
+
 
 @dataclass(frozen=True)
 class Strategy:
+    """A planning strategy: its name, the modes it serves, what it does (the CLI's and the DAG form's words), and its
+    step (``run``: ``module:function``)."""
+
     name: str
     modes: tuple[str, ...]
     description: str
+    run: str
+
+    def step(self) -> Step:
+        """The strategy's step, imported on first use."""
+        module, _, name = self.run.partition(":")
+        return cast("Step", getattr(importlib.import_module(module), name))
 
 
 STRATEGY_REGISTRY: dict[str, Strategy] = {s.name: s for s in (
     Strategy("auto", MODES,
              "flow for leaders; for load: the greedy placement, then the 0/1 program where greedy stays above the "
-             "bytes bound on a small cluster; for counts: the program up to 20,000 replicas, greedy above"),
-    Strategy("flow", ("leaders",), "exact min-cost flow over the replica sets (leaders only)"),
-    Strategy("pinterest", ("leaders",), "Pinterest's max-flow-min-cost with residue nodes (leaders only)"),
-    Strategy("lp", REPLICA_MODES, "0/1 program (HiGHS), decomposed by topic groups, warm-started from greedy"),
-    Strategy("greedy", REPLICA_MODES, "near-linear greedy moves, measured against the lower bounds"),
+             "bytes bound on a small cluster; for counts: the program up to 20,000 replicas, greedy above",
+             "rebalancer.plan.planner:place_auto"),
+    Strategy("flow", ("leaders",), "exact min-cost flow over the replica sets (leaders only)",
+             "rebalancer.plan.leader_pass:lead_by_flow"),
+    Strategy("pinterest", ("leaders",), "Pinterest's max-flow-min-cost with residue nodes (leaders only)",
+             "rebalancer.plan.leader_pass:lead_by_pinterest"),
+    Strategy("lp", REPLICA_MODES, "0/1 program (HiGHS), decomposed by topic groups, warm-started from greedy",
+             "rebalancer.plan.planner:place_lp"),
+    Strategy("greedy", REPLICA_MODES, "near-linear greedy moves, measured against the lower bounds",
+             "rebalancer.plan.planner:place_greedy"),
 )}
-STRATEGIES = tuple(STRATEGY_REGISTRY)
+STRATEGIES = tuple(STRATEGY_REGISTRY)  # the names as the registry stood at import (read the registry for choices)
 
 BALANCES = {
     "auto": "load when the snapshot has partition sizes, else counts",

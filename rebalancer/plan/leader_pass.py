@@ -22,7 +22,7 @@ from .pinterest import pinterest_leaders
 from .pipeline import LEADERS_SHARE, Key, Placement, PlanRequest, PlanSetup
 from .targets import Targets
 
-__all__ = ["place_leaders", "leader_pass", "LEADER_FLOW_MAX_PARTITIONS"]
+__all__ = ["place_leaders", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LEADER_FLOW_MAX_PARTITIONS"]
 
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
@@ -220,29 +220,48 @@ def _accepted(parts: Sequence[Partition], units: Sequence[float], bands: Mapping
             for b, x in bands.items()}
 
 
+def lead_by_flow(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Strategy ``flow`` (leaders mode): the exact min-cost flow over the replica sets as they are."""
+    return _leaders_only(req, setup, budget, reserve, "flow")
+
+
+def lead_by_pinterest(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Strategy ``pinterest`` (leaders mode): Pinterest's max-flow-min-cost over the replica sets as they are."""
+    return _leaders_only(req, setup, budget, reserve, "pinterest")
+
+
+def _leaders_only(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float, algorithm: str) -> Placement:
+    assignment: dict[Key, tuple[int, ...]] = {}
+    with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
+        setup.solver["leaders"] = leader_pass(req.cluster, assignment, setup.targets, algorithm, replicas_moved=False,
+                                              deadline=deadline)
+    setup.solver["state"] = setup.solver["status"] = "Optimal" if algorithm == "flow" else "Heuristic"
+    return Placement(assignment, algorithm)
+
+
 def place_leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, reserve: float) -> None:
-    """Who leads, over the placed replica sets (reorders ``placement.assignment`` in place): the chosen leader
-    strategy in leaders mode; in the replica modes the exact flow, then on load the network-out hand-overs (above
-    ``LEADER_FLOW_MAX_PARTITIONS`` partitions the hand-overs balance leader counts too, instead of the flow)."""
-    cluster, targets, solver, bounds = req.cluster, setup.targets, setup.solver, setup.bounds
-    assignment = placement.assignment
-    if req.mode == "leaders":
-        with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
-            solver["leaders"] = leader_pass(cluster, assignment, targets, setup.strategy, replicas_moved=False,
-                                             deadline=deadline)
-        solver["state"] = solver["status"] = "Optimal" if setup.strategy == "flow" else "Heuristic"
-    elif setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
+    """Who leads, over the placed replica sets (reorders ``placement.assignment`` in place): in leaders mode the
+    strategy's own step chose them (``lead_by_flow``, ``lead_by_pinterest``); in the replica modes the exact flow,
+    then on load the network-out hand-overs (above ``LEADER_FLOW_MAX_PARTITIONS`` partitions the hand-overs balance
+    leader counts too, instead of the flow)."""
+    if req.mode != "leaders":
+        _leaders_after_placement(req, setup, placement.assignment, budget, reserve)
+    setup.bounds["leader_changes"] = setup.solver["leaders"]["leader_bound"]
+
+
+def _leaders_after_placement(req: PlanRequest, setup: PlanSetup, assignment: dict[Key, tuple[int, ...]],
+                             budget: Budget, reserve: float) -> None:
+    cluster, targets, solver = req.cluster, setup.targets, setup.solver
+    if setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)
-    else:
-        share = LEADER_FLOW_SHARE if setup.balanced == "load" else LEADERS_SHARE
-        with budget.phase("leaders", share, reserve) as deadline:
-            solver["leaders"] = leader_pass(cluster, assignment, targets, "flow", replicas_moved=True,
-                                             deadline=deadline)
-        if setup.balanced == "load":
-            with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
-                solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline)
-            after = solver["leaders"]["network_out"].get("topic_band_violation_after")
-            if after is not None:  # the exact program traded topic balance for network out: claim what holds
-                solver["leaders"]["topic_band_violation"] = after
-    bounds["leader_changes"] = solver["leaders"]["leader_bound"]
+        return
+    share = LEADER_FLOW_SHARE if setup.balanced == "load" else LEADERS_SHARE
+    with budget.phase("leaders", share, reserve) as deadline:
+        solver["leaders"] = leader_pass(cluster, assignment, targets, "flow", replicas_moved=True, deadline=deadline)
+    if setup.balanced == "load":
+        with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
+            solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline)
+        after = solver["leaders"]["network_out"].get("topic_band_violation_after")
+        if after is not None:  # the exact program traded topic balance for network out: claim what holds
+            solver["leaders"]["topic_band_violation"] = after

@@ -45,14 +45,15 @@ def _band_violation(cluster: Cluster, changed: Mapping[Key, tuple[int, ...]], ta
     return rb["excess"] + rb["deficit"]
 
 
-def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> dict[Key, tuple[int, ...]]:
-    """Replica placement on counts: Wix's greedy, then (strategy ``lp``) the Sqooba program warm-started from it; the
-    better valid placement is kept (a program cut short or decomposed can end above greedy)."""
+def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float,
+                    program: bool) -> dict[Key, tuple[int, ...]]:
+    """Replica placement on counts: Wix's greedy, then (``program``: strategy ``lp``) the Sqooba program warm-started
+    from it; the better valid placement is kept (a program cut short or decomposed can end above greedy)."""
     cluster, targets, solver, objective = req.cluster, setup.targets, setup.solver, req.objective
     replicas = {p.tp: p.replicas for p in cluster.partitions}
     sizes = {p.tp: p.size_bytes for p in cluster.partitions}
     rack = {b.id: b.rack for b in cluster.brokers}
-    with budget.phase("greedy", GREEDY_SHARE if setup.strategy == "greedy" else GREEDY_BEFORE_LP_SHARE,
+    with budget.phase("greedy", GREEDY_BEFORE_LP_SHARE if program else GREEDY_SHARE,
                       reserve) as deadline:
         ginp = GreedyInput(replicas=replicas, sizes=sizes, rack=rack, floor=targets.replicas.floor,
                            ceil=targets.replicas.ceil, receivers=targets.receivers, givers=targets.givers,
@@ -65,7 +66,7 @@ def place_on_counts(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve:
                            rates={p.tp: p.bytes_in_per_s or 0.0 for p in cluster.partitions})
         greedy_changed, gstats = greedy_balance(ginp, deadline)
     solver["greedy"] = {**gstats, "seconds": round(budget.phases["greedy"].seconds, 3)}
-    if setup.strategy == "greedy":
+    if not program:
         solver["state"] = solver["status"] = ("Heuristic" if gstats["unmet_excess"] or gstats["unmet_deficit"]
                                               else "Balanced")
         return dict(greedy_changed)

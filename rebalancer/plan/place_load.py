@@ -55,15 +55,15 @@ def split_plan(replicas: int, brokers: int, groups: int | None, master: str | No
     return groups, (master if groups > 1 else None)
 
 
-def place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
-                  reserve: float) -> tuple[dict[Key, tuple[int, ...]], str]:
+def place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float,
+                  program: bool) -> tuple[dict[Key, tuple[int, ...]], str]:
     """Replica placement on load: ``load_greedy`` (split in groups run as Spark tasks on a large cluster:
-    ``split_plan``), then the program (``lp_load``, warm-started from it) when ``lp`` was chosen, or under ``auto``
-    when greedy left a broker outside a band of a cluster small enough for the program. The better placement (fewer
+    ``split_plan``), then the program (``lp_load``, warm-started from it) when ``program`` (strategy ``lp``), or
+    under ``auto`` when greedy left a broker outside a band of a cluster small enough for the program. The better placement (fewer
     units outside the bands, then fewer bytes) is kept. Returns the changed partitions' new replicas and the
     strategy that made them."""
     cluster, solver = req.cluster, setup.solver
-    run_lp = setup.strategy == "lp"
+    run_lp = program
     problem, by_index, stats = _greedy_phase(req, setup, budget, reserve, run_lp)
     # a sum that proves the disk bands out of reach at any size (``sum_proofs``): only where greedy fell short
     by_sum = sum_proof(problem) if stats["outside_bands"] else None
@@ -85,7 +85,7 @@ def place_on_load(req: PlanRequest, setup: PlanSetup, budget: Budget,
                                       "; greedy left replica counts outside their gate (from the median): the program")
     used = "greedy"
     if run_lp and budget.remaining() > 0:
-        by_index, used = _program_phase(req, setup, problem, by_index, by_sum, budget, reserve)
+        by_index, used = _program_phase(req, setup, problem, by_index, by_sum, budget, reserve, program)
     if budget.remaining() > 0 and _counts_outside_gate_of(problem, by_index, req.model.band["replicas"]) > 0:
         with budget.phase("count_repair", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
             by_index = _count_repair(problem, by_index, req.model.band["replicas"], deadline, solver)
@@ -134,8 +134,8 @@ def _neighbourhood_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput,
 
 
 def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_index: dict[int, tuple[int, ...]],
-                   by_sum: dict[str, Any] | None, budget: Budget,
-                   reserve: float) -> tuple[dict[int, tuple[int, ...]], str]:
+                   by_sum: dict[str, Any] | None, budget: Budget, reserve: float,
+                   asked: bool) -> tuple[dict[int, tuple[int, ...]], str]:
     """The exact program's ladder of bands (``_exact_ladder``) on a cluster small enough for it, else (or when no
     step settled) the weighted program warm-started from greedy; its placement kept where it stands no worse against
     the gates (``_gate_key``). Under auto, a placement the program left far from its bound has its bytes trimmed by
@@ -146,8 +146,9 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
         def clock() -> float:
             """One program's wall clock: under auto its node limit decides and this is only the safety net (each
             program its own: a net shared along the ladder cut the next step at whatever a busy machine had left
-            of it, and the plan then depended on the load: fuzz small seeds 111, 167); ``lp``: the phase's time."""
-            return deadline.remaining() if setup.strategy == "lp" else min(LP_SAFETY_SECONDS, deadline.remaining())
+            of it, and the plan then depended on the load: fuzz small seeds 111, 167); ``lp`` (``asked``): the phase's
+            time."""
+            return deadline.remaining() if asked else min(LP_SAFETY_SECONDS, deadline.remaining())
 
         changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver)
                            if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, {}))

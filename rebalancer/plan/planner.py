@@ -61,7 +61,7 @@ from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
-           "choose_balance"]
+           "choose_balance", "place_auto", "place_greedy", "place_lp"]
 
 
 LP_AUTO_MAX_REPLICAS = 20_000
@@ -79,8 +79,8 @@ def choose_balance(cluster: Cluster, balance: str) -> str:
 
 def choose_strategy(cluster: Cluster, mode: str, strategy: str, balance: str = "counts") -> tuple[str, str]:
     """(strategy, reason)."""
-    if strategy not in STRATEGIES:
-        raise PlanError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    if strategy not in STRATEGY_REGISTRY:
+        raise PlanError(f"unknown strategy {strategy!r}: choose one of {', '.join(STRATEGY_REGISTRY)}")
     if mode not in STRATEGY_REGISTRY[strategy].modes:  # the registry says which modes a strategy serves
         named = [s for s in strategies_for(mode) if s != "auto"]
         raise PlanError(f"strategy {strategy} serves --mode {' or '.join(STRATEGY_REGISTRY[strategy].modes)}; "
@@ -269,14 +269,32 @@ def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
 
 
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
-    """Where the replicas go: nowhere new in leaders mode; by load (``place_load``) or by counts
-    (``place_counts``) in the replica modes."""
-    if req.mode == "leaders":
-        return Placement({}, setup.strategy)
+    """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
+    (``rebalancer.strategies``)."""
+    return STRATEGY_REGISTRY[req.strategy].step()(req, setup, budget, reserve)
+
+
+def place_auto(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Strategy ``auto``: the step of the strategy ``choose_strategy`` picked, run as auto runs it (on load the
+    programs run where ``place_load`` finds them needed and affordable)."""
+    return STRATEGY_REGISTRY[setup.strategy].step()(req, setup, budget, reserve)
+
+
+def place_greedy(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Strategy ``greedy``: the greedy placement of the balance chosen (``load_greedy`` or Wix's count greedy)."""
+    return _place_replicas(req, setup, budget, reserve, program=False)
+
+
+def place_lp(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
+    """Strategy ``lp``: the greedy placement, then the 0/1 program warm-started from it, against the time limit."""
+    return _place_replicas(req, setup, budget, reserve, program=True)
+
+
+def _place_replicas(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float, program: bool) -> Placement:
     if setup.balanced == "load":
-        assignment, used = place_on_load(req, setup, budget, reserve)
+        assignment, used = place_on_load(req, setup, budget, reserve, program)
         return Placement(assignment, used)
-    return Placement(place_on_counts(req, setup, budget, reserve), setup.strategy)
+    return Placement(place_on_counts(req, setup, budget, reserve, program), "lp" if program else "greedy")
 
 
 def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, started: float) -> Plan:

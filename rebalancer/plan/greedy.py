@@ -27,12 +27,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..model import TopicPartition
 from .budget import CHECK_EVERY, Deadline
 from .racks import keeps_racks
 
-__all__ = ["GreedyInput", "GreedyState", "build", "solve", "extract", "greedy_balance"]
+__all__ = ["GreedyInput", "GreedyState", "CountGreedyStats", "build", "solve", "extract", "greedy_balance"]
 
 Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 
@@ -54,6 +55,23 @@ class GreedyInput:
     disk: Mapping[int, int] | None = None        # broker -> disk capacity (bytes), where known
     network: Mapping[int, float] | None = None   # broker -> network capacity (bytes/s), where known
     rates: Mapping[Key, float] | None = None     # partition -> bytes-in rate
+
+
+class CountGreedyStats(TypedDict):
+    """What the count greedy did (``solver["greedy"]`` of a counts plan): moves, the replica excess and deficit it
+    left outside the band, the brokers it could not improve, and whether its deadline cut it short."""
+
+    moves: int
+    unmet_excess: int
+    unmet_deficit: int
+    stuck_brokers: list[int]
+    cut_short: bool
+
+
+class _Moves(TypedDict):
+    moves: int
+    stuck_brokers: list[int]
+    cut_short: bool
 
 
 @dataclass
@@ -106,17 +124,18 @@ def extract(state: GreedyState, inp: GreedyInput) -> tuple[dict[Key, tuple[int, 
     return changed, excess, deficit
 
 
-def greedy_balance(inp: GreedyInput, deadline: Deadline | None = None) -> tuple[dict[Key, tuple[int, ...]], dict[str, object]]:
+def greedy_balance(inp: GreedyInput,
+                   deadline: Deadline | None = None) -> tuple[dict[Key, tuple[int, ...]], CountGreedyStats]:
     """New replica lists for the partitions that change, and stats (moves, unmet excess/deficit, cut short):
     ``build``, ``solve``, ``extract``."""
     state = build(inp)
     stats = solve(state, inp, deadline or Deadline.never())
     changed, excess, deficit = extract(state, inp)
-    return changed, {"moves": stats["moves"], "unmet_excess": excess, "unmet_deficit": deficit,
-                     "stuck_brokers": stats["stuck_brokers"], "cut_short": stats["cut_short"]}
+    return changed, CountGreedyStats(moves=stats["moves"], unmet_excess=excess, unmet_deficit=deficit,
+                                     stuck_brokers=stats["stuck_brokers"], cut_short=stats["cut_short"])
 
 
-def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> dict[str, object]:  # noqa: C901
+def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> _Moves:  # noqa: C901
     """Phase 1 empties every giver down to its ceiling, phase 2 fills every receiver up to its floor (see the module
     doc); moves ``state`` in place."""
     assign, count, on, topic_count = state.assign, state.count, state.on, state.topic_count
@@ -241,4 +260,4 @@ def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> dict[str,
             continue
         if count[r] < inp.floor:
             heapq.heappush(heap, (count[r], r))
-    return {"moves": moves, "stuck_brokers": sorted(stuck), "cut_short": cut_short}
+    return _Moves(moves=moves, stuck_brokers=sorted(stuck), cut_short=cut_short)

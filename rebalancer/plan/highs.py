@@ -25,11 +25,11 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from .targets import PlanError
 
-__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "Outcome", "solver", "status_of", "solve", "timed_out", "infeasible",
+__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "Outcome", "SolveResult", "solver", "status_of", "solve", "timed_out", "infeasible",
            "write_lp"]
 
 # How a solve ended, read from the solver's own status code (never from its prose): ``optimal`` (proven, within the
@@ -38,6 +38,19 @@ __all__ = ["KILL_GRACE", "EXTRACT_SHARE", "Outcome", "solver", "status_of", "sol
 # same on any machine), ``feasible`` (a solution, not proven optimal, for another reason), ``no_solution`` (none,
 # for another reason), ``failed`` (the solver's process died).
 Outcome = Literal["optimal", "infeasible", "time_limit", "node_limit", "feasible", "no_solution", "failed"]
+
+
+class SolveResult(TypedDict):
+    """One solve, as ``solve`` returns it: the solver's words, the ``Outcome`` read from its model status code,
+    whether it has a solution, the objective and dual bound (None without them), the relative gap and the seconds."""
+
+    status: str
+    outcome: Outcome
+    have_solution: bool
+    objective: float | None
+    dual_bound: float | None
+    gap: float | None
+    seconds: float
 
 KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
 EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
@@ -157,7 +170,7 @@ def _child_main(out_path: str) -> None:
 
 
 def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
-          options: dict[str, Any] | None = None, write_to: str | None = None) -> dict[str, Any]:
+          options: dict[str, Any] | None = None, write_to: str | None = None) -> SolveResult:
     """HiGHS on ``prob`` until ``time_limit`` seconds from now, the model's hand-over included (``EXTRACT_SHARE`` of
     it is kept for reading the solution back), in a child process killed ``KILL_GRACE`` seconds past the limit
     (module doc). ``warm``: the variables' initial values are a MIP start; ``gap``: the relative MIP gap to stop at;
@@ -200,7 +213,9 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
     values = result.pop("values")
     for v in prob.variables():
         v.varValue = values.get(v.name, 0.0)
-    return {**result, "seconds": round(time.monotonic() - started, 3)}
+    return SolveResult(status=result["status"], outcome=result["outcome"], have_solution=result["have_solution"],
+                       objective=result["objective"], dual_bound=result["dual_bound"], gap=result["gap"],
+                       seconds=round(time.monotonic() - started, 3))
 
 
 def timed_out(stats: Mapping[str, Any]) -> bool:

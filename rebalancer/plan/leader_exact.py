@@ -28,13 +28,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from ..load import Band
 from . import highs
 from .leader_load import LeaderLoadInput
 
-__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "exact_leaders", "score"]
+__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "ExactLeaderStats", "exact_leaders", "score"]
 
 EXACT_MAX_PARTITIONS = 300    # above this the hand-overs' result stands (the program would take too long)
 NODE_LIMIT = 200              # branch-and-bound nodes: a work limit, the same leaders on any machine
@@ -124,8 +124,25 @@ class _Program:
         self.objective.extend((weight * lo, weight * hi))
 
 
+class ExactLeaderStats(TypedDict, total=False):
+    """The program over every leader, as solved: its solve (status, ``highs.Outcome``, gap), size and node limit,
+    whether its safety net cut it, (with a solution) the score before and after, and its seconds; only the status
+    and the seconds where there was nothing to choose."""
+
+    algorithm: str
+    status: Required[str]
+    outcome: highs.Outcome
+    variables: int
+    gap: float | None
+    node_limit: int
+    cut_by_safety_net: bool
+    score_before: float
+    score_after: float
+    seconds: Required[float]
+
+
 def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int = NODE_LIMIT,
-                  seconds: float = SAFETY_SECONDS) -> tuple[dict[int, int] | None, dict[str, Any]]:
+                  seconds: float = SAFETY_SECONDS) -> tuple[dict[int, int] | None, ExactLeaderStats]:
     """(new leader per partition index whose leader differs from ``inp.leader``, or None when the program found
     nothing better; stats). ``original``: each partition's leader before the plan (changes are counted from it);
     ``seconds``: the wall-clock safety net (the plan stage's time left), reported when it cut."""
@@ -154,7 +171,7 @@ def exact_leaders(inp: LeaderLoadInput, original: Sequence[int], node_limit: int
             pg.soft(f"topic_{len(pg.objective)}", pulp.lpSum(vs) + pg.fixed_topic.get((t, b), 0), tband.floor,
                     tband.ceil, W_TOPIC, start)
     if not pg.y:
-        return None, {"status": "nothing to choose", "seconds": round(time.monotonic() - started, 3)}
+        return None, ExactLeaderStats(status="nothing to choose", seconds=round(time.monotonic() - started, 3))
     pg.prob += pulp.lpSum(pg.objective), "objective"
     return _solve(pg, inp, original, node_limit, seconds, started)
 
@@ -228,15 +245,15 @@ def _load_rows(pg: _Program, inp: LeaderLoadInput, d: str, b: int, band: Band) -
 
 
 def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_limit: int, seconds: float,
-           started: float) -> tuple[dict[int, int] | None, dict[str, Any]]:
+           started: float) -> tuple[dict[int, int] | None, ExactLeaderStats]:
     """HiGHS in a child process killed past the safety net (``highs.solve``; its branch and bound is deterministic
     with a fixed seed); the leaders it chose, kept only where they score better than the hand-overs'."""
     result = highs.solve(pg.prob, max(0.1, min(SAFETY_SECONDS, seconds)), warm=True, gap=1e-9,
                          options={"mip_max_nodes": int(node_limit), "random_seed": 0})
     status, have, gap = result["status"], result["have_solution"], result["gap"]
-    stats: dict[str, Any] = {"algorithm": "0/1 program over every leader (HiGHS)", "status": status,
-                             "outcome": result["outcome"], "variables": len(pg.y), "gap": gap,
-                             "node_limit": node_limit, "cut_by_safety_net": highs.timed_out(result)}
+    stats = ExactLeaderStats(algorithm="0/1 program over every leader (HiGHS)", status=status,
+                             outcome=result["outcome"], variables=len(pg.y), gap=gap, node_limit=node_limit,
+                             cut_by_safety_net=highs.timed_out(result), seconds=0.0)
     if not have:
         stats["seconds"] = round(time.monotonic() - started, 3)
         return None, stats
@@ -245,8 +262,8 @@ def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_lim
         if (v.varValue or 0) > 0.5:
             leader[i] = b
     before, after = score(inp, inp.leader, original), score(inp, leader, original)
-    stats.update(score_before=round(before, 6), score_after=round(after, 6),
-                 seconds=round(time.monotonic() - started, 3))
+    stats["score_before"], stats["score_after"] = round(before, 6), round(after, 6)
+    stats["seconds"] = round(time.monotonic() - started, 3)
     if after >= before - 1e-9:
         return None, stats
     return {i: b for i, b in enumerate(leader) if b != inp.leader[i]}, stats

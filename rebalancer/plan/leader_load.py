@@ -22,13 +22,25 @@ import bisect
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ..load import Band
 from .budget import CHECK_EVERY, Deadline
 from .load_greedy import SIZE_PULL, WINDOW
 from .load_problem import mean_target, violation_unit
 
-__all__ = ["LeaderLoadInput", "leader_load"]
+__all__ = ["HandOverStats", "LeaderLoadInput", "leader_load"]
+
+
+class HandOverStats(TypedDict):
+    """What the hand-overs did: leaders handed over, exchanges, rounds over the stuck brokers, the brokers left
+    outside a band, and whether the deadline cut them short."""
+
+    moves: int
+    swaps: int
+    rounds: int
+    outside_bands: list[int]
+    cut_short: bool
 
 SWAP_SCAN = 4096  # partitions read for a swap
 ROUNDS = 4        # passes over the brokers that were stuck, while the previous pass moved something
@@ -49,7 +61,7 @@ class LeaderLoadInput:
     #                                              gate accepts (``load.accepted_range``); beyond it weighs ZONE_WEIGHT
 
 
-def leader_load(inp: LeaderLoadInput, deadline: Deadline | None = None) -> tuple[dict[int, int], dict[str, object]]:
+def leader_load(inp: LeaderLoadInput, deadline: Deadline | None = None) -> tuple[dict[int, int], HandOverStats]:
     """New leaders (partition index -> broker) for the partitions whose leader changes, and stats."""
     state = _Leadership(inp)
     stats = state.run(deadline or Deadline.never())
@@ -273,7 +285,7 @@ class _Leadership:
             self.led_topic[(a, t)].discard(i)
             self.led_topic.setdefault((c, t), set()).add(i)
 
-    def run(self, deadline: Deadline) -> dict[str, object]:
+    def run(self, deadline: Deadline) -> HandOverStats:
         """Steps until every broker is inside, no move helps, or the deadline; stuck brokers get ``ROUNDS`` tries."""
         violation = self.violation
         moves = steps = swaps = 0
@@ -311,4 +323,4 @@ class _Leadership:
                 if violation(b) > 0:
                     heapq.heappush(heap, (-violation(b), b))
         outside = sorted(b for b in self.brokers if violation(b) > 1e-12)
-        return {"moves": moves, "swaps": swaps, "rounds": rounds, "outside_bands": outside, "cut_short": cut_short}
+        return HandOverStats(moves=moves, swaps=swaps, rounds=rounds, outside_bands=outside, cut_short=cut_short)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Required, TypedDict
 
 from ..balance import counts_excess
 from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, replica_table
 from ..model import Cluster, Partition
 from .bounds import leader_change_bound
 from .budget import Budget, Deadline
-from .leader_exact import EXACT_MAX_PARTITIONS, exact_leaders, topic_violation
+from .leader_exact import EXACT_MAX_PARTITIONS, ExactLeaderStats, exact_leaders, topic_violation
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
 from .load_problem import COUNT_MARGIN, count_gate_band, median_safe_band
@@ -22,10 +22,51 @@ from .pinterest import pinterest_leaders
 from .pipeline import LEADERS_SHARE, Key, Placement, PlanRequest, PlanSetup
 from .targets import Targets
 
-__all__ = ["place_leaders", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LEADER_FLOW_MAX_PARTITIONS"]
+__all__ = ["place_leaders", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
+           "LEADER_FLOW_MAX_PARTITIONS"]
 
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
+
+
+class NetworkOutStats(TypedDict, total=False):
+    """The network-out hand-overs' record (``solver["leaders"]["network_out"]``; the whole leader record above
+    ``LEADER_FLOW_MAX_PARTITIONS``, where they balance the counts too and say so in ``algorithm``): the hand-overs'
+    stats, the program over every leader where it ran (``exact``) and the topic bands it left, the seconds; or why
+    they were skipped."""
+
+    moves: Required[int]
+    swaps: int
+    rounds: int
+    outside_bands: list[int]
+    cut_short: bool
+    skipped: str
+    exact: ExactLeaderStats
+    topic_band_violation_after: int
+    seconds: float
+    algorithm: str
+    partitions_without_eligible_leader: int
+    leader_bound: int | None
+
+
+class LeaderPassStats(TypedDict, total=False):
+    """The leader pass's record (``solver["leaders"]``): the algorithm; for the flow, its priorities, what it left
+    outside each band and its topic groups; whether the deadline cut it, its seconds, the partitions no eligible
+    broker could lead, the bound on leader changes; on load, the network-out hand-overs after it."""
+
+    algorithm: Required[str]
+    priority: str
+    topic_band_violation: int
+    tolerance_band_violation: int
+    cluster_band_violation: int
+    groups: int
+    groups_solved: int
+    slowest_group_seconds: float
+    cut_short: bool
+    seconds: float
+    partitions_without_eligible_leader: int
+    leader_bound: int
+    network_out: NetworkOutStats
 
 
 def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
@@ -62,28 +103,26 @@ def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, lea
 
 
 def leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, strategy: str,
-                 replicas_moved: bool, deadline: Deadline) -> dict[str, Any]:
+                 replicas_moved: bool, deadline: Deadline) -> LeaderPassStats:
     items = _leader_items(cluster, assignment, targets.eligible, replicas_moved)
     usable = [it for it in items if it.candidates]
     stranded = len(items) - len(usable)
     started = time.monotonic()
     if strategy == "pinterest":
         leaders = pinterest_leaders(usable, deadline)
-        info: dict[str, Any] = {"algorithm": "pinterest (max-flow-min-cost, residue nodes, pruning)"}
+        info = LeaderPassStats(algorithm="pinterest (max-flow-min-cost, residue nodes, pruning)")
     else:
         res = balance_leaders(usable, targets.eligible, priority="balance" if replicas_moved else "changes",
                               deadline=deadline, kept={k: reps[0] for k, reps in assignment.items()})
         leaders = res.leaders
-        info = {"algorithm": "min-cost flow (network simplex), exact" if res.groups == 1 else
-                f"min-cost flow (network simplex) over {res.groups} topic groups, each exact",
-                "priority": ("topic band, cluster tolerance band, cluster band, changes" if replicas_moved else
-                             "topic band, cluster tolerance band, changes, cluster band"),
-                "topic_band_violation": res.topic_violation,
-                "tolerance_band_violation": res.tolerance_violation,
-                "cluster_band_violation": res.cluster_violation,
-                "groups": res.groups,
-                "groups_solved": res.groups_solved,
-                "slowest_group_seconds": round(res.slowest_group_seconds, 3)}
+        info = LeaderPassStats(
+            algorithm="min-cost flow (network simplex), exact" if res.groups == 1 else
+            f"min-cost flow (network simplex) over {res.groups} topic groups, each exact",
+            priority=("topic band, cluster tolerance band, cluster band, changes" if replicas_moved else
+                      "topic band, cluster tolerance band, changes, cluster band"),
+            topic_band_violation=res.topic_violation, tolerance_band_violation=res.tolerance_violation,
+            cluster_band_violation=res.cluster_violation, groups=res.groups, groups_solved=res.groups_solved,
+            slowest_group_seconds=round(res.slowest_group_seconds, 3))
     info["cut_short"] = deadline.cut_short
     info["seconds"] = round(time.monotonic() - started, 3)
     info["partitions_without_eligible_leader"] = stranded
@@ -93,7 +132,7 @@ def leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], target
 
 
 def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, model: LoadModel,
-                     deadline: Deadline, counts_too: bool = False) -> dict[str, Any]:
+                     deadline: Deadline, counts_too: bool = False) -> NetworkOutStats:
     """Leadership moved (``leader_load``) until network out is within its band, leader counts kept in theirs.
     ``counts_too`` (no leader flow ran before): leader counts are a dimension too (below network out), brought
     within two thirds of their band while never leaving five sixths of it."""
@@ -112,7 +151,7 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
         bands["nw_out"] = model.bands("nw_out", int(sum(units["nw_out"])), targets.eligible)
         accepted["nw_out"] = _accepted(parts, units["nw_out"], bands["nw_out"], model.band["nw_out"])
     elif not counts_too:
-        return {"moves": 0, "skipped": "no partition has a known bytes-in rate"}
+        return NetworkOutStats(moves=0, skipped="no partition has a known bytes-in rate")
     if counts_too:
         units["leaders"] = [1.0] * len(parts)
         bands["leaders"] = load_bands("leaders", len(parts), targets.eligible, band=model.band["leaders"] * COUNT_MARGIN)
@@ -137,18 +176,20 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     del tbands, items, usable
     inp = LeaderLoadInput(current, cands, units, bands, weight, count_band=counts, topics=[p.topic for p in parts],
                           topic_band=topic_band, accepted=accepted)
-    changed, stats = leader_load(inp if counts_too else _counts_as_dimension(inp, counts), deadline)
+    handed, handed_stats = leader_load(inp if counts_too else _counts_as_dimension(inp, counts), deadline)
+    stats = NetworkOutStats(moves=handed_stats["moves"], swaps=handed_stats["swaps"], rounds=handed_stats["rounds"],
+                            outside_bands=handed_stats["outside_bands"], cut_short=handed_stats["cut_short"])
     if len(parts) <= EXACT_MAX_PARTITIONS and not deadline.cut_short:
-        changed = _every_leader_at_once(cluster, inp, changed, targets, model, deadline, stats)
-    _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in changed.items()})
-    info = {**stats, "seconds": round(time.monotonic() - started, 3)}
+        handed = _every_leader_at_once(cluster, inp, handed, targets, model, deadline, stats)
+    _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in handed.items()})
+    stats["seconds"] = round(time.monotonic() - started, 3)
     if counts_too:
-        info = {"algorithm": "load hand-overs: network out, then leader counts (no exact flow above "
-                             f"{LEADER_FLOW_MAX_PARTITIONS} partitions)", **info,
-                "cut_short": deadline.cut_short or bool(stats.get("cut_short")),
-                "partitions_without_eligible_leader": stranded,
-                "leader_bound": bound}
-    return info
+        stats["algorithm"] = ("load hand-overs: network out, then leader counts (no exact flow above "
+                              f"{LEADER_FLOW_MAX_PARTITIONS} partitions)")
+        stats["cut_short"] = deadline.cut_short or handed_stats["cut_short"]
+        stats["partitions_without_eligible_leader"] = stranded
+        stats["leader_bound"] = bound
+    return stats
 
 
 def _counts_as_dimension(inp: LeaderLoadInput, counts: Mapping[int, Band]) -> LeaderLoadInput:
@@ -164,7 +205,7 @@ def _counts_as_dimension(inp: LeaderLoadInput, counts: Mapping[int, Band]) -> Le
 
 
 def _every_leader_at_once(cluster: Cluster, inp: LeaderLoadInput, changed: dict[int, int], targets: Targets,
-                          model: LoadModel, deadline: Deadline, stats: dict[str, Any]) -> dict[int, int]:
+                          model: LoadModel, deadline: Deadline, stats: NetworkOutStats) -> dict[int, int]:
     """Small enough for every leader at once (``leader_exact``): used where it scores better than the hand-overs
     (``changed``, the leaders they changed). Leader counts within the gate's band around the average; where the
     result fails the gate, which measures from the median, again within a band any counts inside of pass it
@@ -176,7 +217,7 @@ def _every_leader_at_once(cluster: Cluster, inp: LeaderLoadInput, changed: dict[
         handed[i] = b
     original = [p.replicas[0] for p in parts]
     exact: dict[int, int] | None = None
-    exact_stats: dict[str, Any] = {}
+    exact_stats = ExactLeaderStats(status="not run", seconds=0.0)
     for count_band in (count_gate_band(len(parts), targets.eligible, model.band["leaders"]),
                        median_safe_band(len(parts), targets.eligible, model.band["leaders"])):
         exact, exact_stats = exact_leaders(dataclasses.replace(inp, leader=handed, count_band=count_band),

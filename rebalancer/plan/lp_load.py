@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired
 
 from ..load import Band
 from . import highs
@@ -31,7 +31,18 @@ from .load_problem import LoadInput, add_fixed
 from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
-__all__ = ["LoadProgram", "build", "solve", "extract", "lp_load"]
+__all__ = ["LoadProgram", "LoadProgramStats", "build", "solve", "extract", "lp_load"]
+
+
+class LoadProgramStats(highs.SolveResult):
+    """One load program's record (``solver["lp"]`` of a load plan, a ladder step's, a neighbourhood's): the solve
+    (``highs.SolveResult``), the program's size, the seconds spent building it, and (a program with the gates' bands
+    as constraints) the fewest bytes its dual bound proves any placement within them copies."""
+
+    variables: int
+    constraints: int
+    build_seconds: NotRequired[float]
+    bytes_lower_bound: NotRequired[int]
 
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
@@ -248,7 +259,7 @@ def _soft_rows(rows: _Rows, d: str, b: int, band: Band, start: float | None) -> 
 
 
 def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | None = None,
-          node_limit: int | None = None, gap: float | None = None) -> dict[str, Any]:
+          node_limit: int | None = None, gap: float | None = None) -> LoadProgramStats:
     """HiGHS until ``time_limit`` seconds from now, in a child process killed past it (``highs.solve``: HiGHS
     overruns its limit). A node limit is work, not time: with one thread and a fixed seed HiGHS then gives the same
     placement on any machine, busy or not; ``time_limit`` stays as the safety net (the status says when it cut).
@@ -262,7 +273,10 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
     if highs.infeasible(result) and not program.hard:
         raise PlanError("the load program is infeasible: racks, the change cap and the capacity thresholds cannot all "
                         "hold (allow more changes per partition, or raise a --threshold)")
-    return {**result, "variables": len(prob.variables()), "constraints": prob.numConstraints()}
+    return LoadProgramStats(status=result["status"], outcome=result["outcome"], have_solution=result["have_solution"],
+                            objective=result["objective"], dual_bound=result["dual_bound"], gap=result["gap"],
+                            seconds=result["seconds"], variables=len(prob.variables()),
+                            constraints=prob.numConstraints())
 
 
 def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
@@ -281,7 +295,7 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
 def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None, relax: bool = False,
-            ) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
+            ) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
     """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
     ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
     HiGHS proved that no placement meets them all. ``node_limit``: HiGHS's branch-and-bound nodes (work, the same

@@ -18,7 +18,7 @@ from .highs import infeasible, timed_out
 from .load_greedy import GreedyStats, load_greedy
 from .load_problem import LoadInput, evaluate, load_input
 from .load_summary import bytes_bound
-from .lp_load import COUNTS, lp_load
+from .lp_load import COUNTS, LoadProgramStats, lp_load
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pipeline import GREEDY_BEFORE_LP_SHARE, GREEDY_SHARE, LEADERS_RESERVE, LP_SHARE, Key, PlanRequest, PlanSetup
 from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
@@ -151,31 +151,32 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
             return deadline.remaining() if asked else min(LP_SAFETY_SECONDS, deadline.remaining())
 
         changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver)
-                           if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, {}))
+                           if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, None))
         if changed is None and not deadline.expired():
             # No step settled within its nodes: the weighted program, which brings the brokers as near their
             # bands as it can (the priorities' order), then the fewest bytes.
             changed, lstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
             deadline.cut_short |= timed_out(lstats)
-    solver["lp"] = lstats
-    solver["gap"] = lstats.get("gap")
+    solver["lp"] = dict(lstats or {})
+    solver["gap"] = lstats["gap"] if lstats else None
     if changed is None or _gate_key(problem, changed, band) > _gate_key(problem, by_index, band):
         solver["placement_used"] = "greedy"
         return by_index, "greedy"
-    gap = lstats.get("gap")
+    gap = solver["gap"]
     if req.strategy == "auto" and isinstance(gap, float) and gap > TRIM_ENOUGH - 1 and budget.remaining() > 0:
         # The program stopped at its node limit far from its bound (fuzz small seed 75: a placement meeting every
         # band at 1.86x the bytes bound, gap 46 %): the neighbourhoods' bytes trimming, balance kept.
         changed, _ = _neighbourhoods(problem, changed, budget, reserve,
                                      max(bytes_bound(req.cluster, req.model, setup.targets),
-                                         int(lstats.get("bytes_lower_bound") or 0)),
+                                         int(solver["lp"].get("bytes_lower_bound") or 0)),
                                      solver, "the load program on the brokers receiving most, for fewer bytes "
                                              "(the exact program stopped short of its bound)")
     return changed, "lp"
 
 
 def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Deadline, write_lp: str | None,
-                  proven: bool, solver: dict[str, Any]) -> tuple[dict[int, tuple[int, ...]] | None, dict[str, Any]]:
+                  proven: bool, solver: dict[str, Any]) -> tuple[dict[int, tuple[int, ...]] | None,
+                                                                  LoadProgramStats | None]:
     """The gates' bands as constraints and the fewest bytes (``BAND_STEPS``): a solution meets every band (and says
     how near the fewest bytes it is); "Infeasible" proves that no placement does. Strictly inside every band first;
     then as the gates judge a broker the mode lets move one way only; then, where even that is proven impossible (by
@@ -183,7 +184,7 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
     placement found meets the counts' gates and the narrowest load band the ladder proves reachable. Records
     ``bands_proof`` and ``bytes_proof``; returns the placement found (None: none) and the last program's stats."""
     exact: dict[int, tuple[int, ...]] | None = None
-    hstats: dict[str, Any] = {}
+    hstats: LoadProgramStats | None = None
     steps: list[dict[str, Any]] = []
     for widen, lenient in BAND_STEPS:
         if proven and widen == 1.0:

@@ -741,6 +741,41 @@ def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest
         assert len(reps) == len(problem.replicas[i]) == len(set(reps))
 
 
+def test_brokers_stuck_between_disk_and_network_in_trade_replicas_of_unlike_ratio(monkeypatch) -> None:
+    """Fuzz family small, seed 157 (34 brokers, 6,924 replicas): greedy left brokers with disk at the top of its band
+    and network in short of it (or the reverse): every replica that would bring network in brings disk over, and the
+    exchanges paired replicas by one dimension only. The exchange across two dimensions (a replica of little network
+    in per byte for one of much, of about the same disk) brings greedy's placement nearer every band than the same
+    greedy without it, at no more bytes per violation removed than a waste-free move of an average replica."""
+    import load_cases
+
+    import rebalancer.plan.place_load as place_load
+    from rebalancer.plan.load_greedy import _Placement, load_greedy
+    from rebalancer.plan.load_problem import evaluate
+
+    class Captured(Exception):
+        pass
+
+    seen: dict[str, Any] = {}
+
+    def spy(problem: Any, deadline: Any = None) -> Any:
+        seen["problem"] = problem
+        raise Captured
+
+    with monkeypatch.context() as m:
+        m.setattr(place_load, "load_greedy", spy)
+        cluster, mode, new = load_cases.family("small", 157)
+        with pytest.raises(Captured):
+            make_plan(cluster, mode, brokers=new or None)
+    problem = seen["problem"]
+    changed, stats = load_greedy(problem)
+    with monkeypatch.context() as m:
+        m.setattr(_Placement, "cross_swap", lambda self, x, giving, fan: None)
+        plain, plain_stats = load_greedy(problem)
+    assert stats["swaps"] > plain_stats["swaps"]
+    assert evaluate(problem, changed)[0] < evaluate(problem, plain)[0]
+
+
 def test_counts_inside_greedys_band_but_outside_their_gate_send_the_plan_to_the_program() -> None:
     """Fuzz family small, seed 135 (14 brokers, 192 replicas): greedy ended every broker inside its count band
     around the average (13.7 replicas: 12-16), and the plan said Balanced, but 16 is 2.5 from the median of 13.5,

@@ -26,7 +26,11 @@ makes its best move:
 Where a broker has no improving move, an *exchange* is sought (Cruise Control's swap action): one of its
 replicas and a replica of unlike size on a partner that may also give and take trade brokers, which moves their
 difference in load and keeps both counts; the pair is chosen near the difference the broker needs, preferring the
-pair that copies the fewest bytes beyond it.
+pair that copies the fewest bytes beyond it. Where that finds nothing either, the broker may be stuck between two
+dimensions (disk at the top of its band and network in short of it, say: whatever would bring network in brings
+disk over): ``cross_swap`` trades one of its replicas of the least network in per byte for a partner's of the
+most, of about the same disk, so network in moves and disk stays inside both bands (and the reverse), at no more
+bytes per violation removed than a waste-free move of an average replica.
 
 Candidates are read from each broker's partitions sorted by the dimension that drives the step, around the desired
 size (``WINDOW`` usable entries on each side), against the ``FAN`` most needy partners. A broker with no improving
@@ -106,6 +110,9 @@ class _Placement:
         self.priority = {d: inp.weight.get(d, 1.0) for d in dims}
         self.undo = inp.givers & inp.receivers  # brokers that may move back what a move overshoots
         self.swaps = 0
+        self.bytes = inp.units["disk"] if "disk" in inp.units else inp.units[dims[0]]  # what an exchange copies
+        self._by_ratio: dict[int, dict[tuple[str, str], list[tuple[float, int]]]] = {}  # b -> (d1, d2) -> ``by_ratio``
+        self._bytes_per: dict[str, float] = {}
         self.receivers = sorted(r for r in inp.receivers if r not in inp.removed)
         self.givers = sorted(inp.givers | inp.removed)
         self._order_partners()
@@ -437,6 +444,106 @@ class _Placement:
                         best = (score, out, into, y)
         return None if best is None else best[1:]
 
+    def exchange(self, x: int, giving: bool) -> tuple[int, int, int] | None:
+        """Broker x's exchange where it has no move: ``best_swap``, else ``cross_swap`` (stuck between two
+        dimensions). Among the 2 x FAN neediest partners only: a search over every broker, per stuck broker and
+        retry, would cost seconds on hundreds of brokers."""
+        return self.best_swap(x, giving, 2 * FAN) or self.cross_swap(x, giving, 2 * FAN)
+
+    def by_ratio(self, d1: str, d2: str, b: int) -> list[tuple[float, int]]:
+        """Broker b's movable partitions that carry load in d1 or d2, ascending by the ratio of their d1 to their d2
+        (those with no d2 last), built when first needed and dropped when a move changes b."""
+        cached = self._by_ratio.setdefault(b, {})
+        got = cached.get((d1, d2))
+        if got is None:
+            u1, u2 = self.units[d1], self.units[d2]
+            got = sorted((u1[i] / u2[i] if u2[i] > 0 else float("inf"), i) for _, i in self.listing(d1, b)
+                         if u1[i] > 0 or u2[i] > 0)
+            cached[(d1, d2)] = got
+        return got
+
+    def bytes_per(self, d: str) -> float:
+        """The cluster's bytes per unit of d over all partitions (computed once per dimension)."""
+        got = self._bytes_per.get(d)
+        if got is None:
+            got = self._bytes_per[d] = sum(self.bytes) / max(sum(self.units[d]), 1e-300)
+        return got
+
+    def room(self, d: str, b: int) -> tuple[float, float]:
+        """How much broker b may lose (as a negative number) and gain in d without ending further outside its band
+        than it is: [0, 0] on the side it is already past."""
+        lv = self.load[d][b]
+        return min(0.0, self.low[d][b] - lv), max(0.0, min(self.high[d][b], self.hard[d][b]) - lv)
+
+    def cross_swap(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+        """Broker x's best exchange where it is stuck between two dimensions: outside its band in d1 (the one
+        ``need`` picks) while at the edge of another, d2, so every replica that would close the d1 gap pushes it out
+        of d2 (disk full and network in short, say). x gives the replicas of the least d1 per d2 it holds and takes a
+        partner's of the most (the reverse when it must shed d1), of about the same d2: d1 moves, d2 stays inside
+        both brokers' bands. Read 2 x ``WINDOW`` partitions from the end of x's ratio order that fits its need and,
+        for each, the 2 x ``WINDOW`` of the partner's nearest it in d2 within that room (``matching``), among ``fan``
+        partners; the exchange that removes the most violation per byte copied wins. Tried only where neither a move
+        nor ``best_swap`` helps x, and only at a price: no more bytes per violation removed than a waste-free move of
+        a replica of the cluster's mean d1 per byte (an exchange copies both replicas while only their difference
+        moves d1: one that removes a sliver of violation for many bytes waits for the repair)."""
+        if x not in self.undo:
+            return None
+        d1, _ = self.need(x, giving)
+        lx = self.load[d1][x]
+        gap = (lx - self.high[d1][x]) if giving else (self.low[d1][x] - lx)
+        if gap <= 0:
+            return None
+        pairs = self.partners(x, d1, giving, len(self.brokers))
+        partners = [r if giving else g for g, r in pairs if (r if giving else g) in self.undo][:fan]
+        cap = self.bytes_per(d1) * self.scale[d1][x] / 2
+        best: tuple[float, int, int, int] | None = None
+        for d2 in self.dims:
+            if d2 in (d1, "replicas"):
+                continue
+            for y in partners:
+                found = self.cross_pair(x, y, (d1, d2), giving, cap)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = (*found, y)
+        return None if best is None else best[1:]
+
+    def cross_pair(self, x: int, y: int, dims: tuple[str, str], giving: bool,
+                   cap: float) -> tuple[float, int, int] | None:
+        """(bytes copied per violation removed, partition leaving x, partition coming to x): the best exchange
+        between x and y that moves d1 the way x needs while x gains in d2 no more than both bands leave room for,
+        at no more than ``cap`` bytes per violation removed."""
+        d1, d2 = dims
+        ox, oy = self.room(d2, x), self.room(d2, y)
+        lo, hi = max(ox[0], -oy[1]), min(ox[1], -oy[0])  # x's change in d2; y's is its negative
+        if lo > hi:
+            return None
+        mine, theirs = self.by_ratio(d1, d2, x), self.listing(d2, y)
+        # shedding d1: give the most d1 per d2; gaining it: the least
+        outs = mine[-2 * WINDOW:] if giving else mine[:2 * WINDOW]
+        u1, u2, size = self.units[d1], self.units[d2], self.bytes
+        best: tuple[float, int, int] | None = None
+        for _, out in outs:
+            if not self.may_join(out, x, y):
+                continue
+            for into in self.matching(theirs, u2[out], lo, hi):
+                if (u1[into] - u1[out] > 0) == giving or out == into or not self.may_join(into, y, x):
+                    continue
+                dv = self.swap_delta(out, into, x, y)
+                if dv is None or dv >= -1e-12:
+                    continue
+                score = (size[out] + size[into]) / -dv
+                if score <= cap and (best is None or score < best[0]):
+                    best = (score, out, into)
+        return best
+
+    def matching(self, lst: list[tuple[float, int]], size: float, lo: float, hi: float) -> list[int]:
+        """Up to 2 x WINDOW partitions of ``lst`` (sorted by a dimension) within [size + lo, size + hi] in it,
+        those nearest to ``size`` (clamped into the range) first."""
+        first = bisect.bisect_left(lst, (size + lo, -1))
+        last = bisect.bisect_right(lst, (size + hi, self.n))
+        mid = bisect.bisect_left(lst, (min(max(size, size + lo), size + hi), -1), first, last)
+        start = max(first, min(mid - WINDOW, last - 2 * WINDOW))
+        return [i for _, i in lst[start:min(last, start + 2 * WINDOW)]]
+
     def apply(self, i: int, g: int, r: int) -> None:
         inp, origin, changes = self.inp, self.origin, self.changes
         reps = self.assign[i]
@@ -454,6 +561,8 @@ class _Placement:
         self.topic_count[g * self.topics_n + t] -= 1
         self.topic_count[r * self.topics_n + t] = self.topic_count.get(r * self.topics_n + t, 0) + 1
         self.forget(i, g)
+        self._by_ratio.pop(g, None)
+        self._by_ratio.pop(r, None)
         if changes[i] < inp.max_changes or origin is not None:  # it may move again: a candidate on its new broker
             self.holders[r].append(i)
             for d in self.dims:
@@ -487,9 +596,7 @@ class _Placement:
                 if what:
                     move = self.widening_move(x, what == "give")
                 if move is None and what:
-                    # among the 2 x FAN neediest partners only: a search over every broker, per stuck broker and
-                    # retry, would cost seconds on hundreds of brokers
-                    swap = self.best_swap(x, what == "give", 2 * FAN)
+                    swap = self.exchange(x, what == "give")
                     if swap is not None:
                         out, into, y = swap
                         self.apply(out, x, y)

@@ -712,46 +712,11 @@ def test_the_exact_program_proves_a_bound_that_counts_whole_partitions() -> None
     assert plan.summary["lower_bounds"]["bytes_moved"] == 400
 
 
-def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fuzz family small, seed 144 (27 brokers, 1,701 replicas at RF 3): a replica that left a broker, came back and
-    left again was still listed on it (twice in its holders, forgotten once), and greedy offered to move it from
-    there: "ValueError: 20 is not in list", an internal error from the plan stage."""
-    import load_cases
-
-    import rebalancer.plan.place_load as planner
-    from rebalancer.plan.load_greedy import load_greedy
-
-    class Captured(Exception):
-        pass
-
-    seen: dict[str, Any] = {}
-
-    def spy(problem: Any, deadline: Any = None) -> Any:
-        seen["problem"] = problem
-        raise Captured
-
-    monkeypatch.setattr(planner, "load_greedy", spy)
-    cluster, mode, new = load_cases.family("small", 144)
-    with pytest.raises(Captured):
-        make_plan(cluster, mode, brokers=new or None)
-    problem = seen["problem"]
-    changed, stats = load_greedy(problem)
-    assert stats["moves"] > 0
-    for i, reps in changed.items():
-        assert len(reps) == len(problem.replicas[i]) == len(set(reps))
-
-
-def test_brokers_stuck_between_disk_and_network_in_trade_replicas_of_unlike_ratio(monkeypatch) -> None:
-    """Fuzz family small, seed 157 (34 brokers, 6,924 replicas): greedy left brokers with disk at the top of its band
-    and network in short of it (or the reverse): every replica that would bring network in brings disk over, and the
-    exchanges paired replicas by one dimension only. The exchange across two dimensions (a replica of little network
-    in per byte for one of much, of about the same disk) brings greedy's placement nearer every band than the same
-    greedy without it, at no more bytes per violation removed than a waste-free move of an average replica."""
+def _greedy_input(monkeypatch: pytest.MonkeyPatch, seed: int) -> Any:
+    """The ``LoadInput`` the planner hands ``load_greedy`` for fuzz family small ``seed`` (the plan stopped there)."""
     import load_cases
 
     import rebalancer.plan.place_load as place_load
-    from rebalancer.plan.load_greedy import _Placement, load_greedy
-    from rebalancer.plan.load_problem import evaluate
 
     class Captured(Exception):
         pass
@@ -764,10 +729,35 @@ def test_brokers_stuck_between_disk_and_network_in_trade_replicas_of_unlike_rati
 
     with monkeypatch.context() as m:
         m.setattr(place_load, "load_greedy", spy)
-        cluster, mode, new = load_cases.family("small", 157)
+        cluster, mode, new = load_cases.family("small", seed)
         with pytest.raises(Captured):
             make_plan(cluster, mode, brokers=new or None)
-    problem = seen["problem"]
+    return seen["problem"]
+
+
+def test_greedy_never_offers_a_replica_from_a_broker_it_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz family small, seed 144 (27 brokers, 1,701 replicas at RF 3): a replica that left a broker, came back and
+    left again was still listed on it (twice in its holders, forgotten once), and greedy offered to move it from
+    there: "ValueError: 20 is not in list", an internal error from the plan stage."""
+    from rebalancer.plan.load_greedy import load_greedy
+
+    problem = _greedy_input(monkeypatch, 144)
+    changed, stats = load_greedy(problem)
+    assert stats["moves"] > 0
+    for i, reps in changed.items():
+        assert len(reps) == len(problem.replicas[i]) == len(set(reps))
+
+
+def test_brokers_stuck_between_disk_and_network_in_trade_replicas_of_unlike_ratio(monkeypatch) -> None:
+    """Fuzz family small, seed 157 (34 brokers, 6,924 replicas): greedy left brokers with disk at the top of its band
+    and network in short of it (or the reverse): every replica that would bring network in brings disk over, and the
+    exchanges paired replicas by one dimension only. The exchange across two dimensions (a replica of little network
+    in per byte for one of much, of about the same disk) brings greedy's placement nearer every band than the same
+    greedy without it, at no more bytes per violation removed than a waste-free move of an average replica."""
+    from rebalancer.plan.load_greedy import _Placement, load_greedy
+    from rebalancer.plan.load_problem import evaluate
+
+    problem = _greedy_input(monkeypatch, 157)
     changed, stats = load_greedy(problem)
     with monkeypatch.context() as m:
         m.setattr(_Placement, "cross_swap", lambda self, x, giving, fan: None)

@@ -402,12 +402,10 @@ class _Placement:
                 return None
         return change
 
-    def best_swap(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
-        """Broker x's best exchange with a broker that may both give and take: (partition leaving x, partition
-        coming to x, partner). Two replicas of unlike size trade brokers (Cruise Control's swap actions): the
-        difference of their sizes moves while every count stays, which is what a broker stuck between its load band
-        and its count band needs. Sought near the difference x needs, among ``fan`` partners, preferring the
-        exchange that copies the fewest bytes besides the difference."""
+    def exchange_need(self, x: int, giving: bool, fan: int) -> tuple[str, float, list[int]] | None:
+        """What an exchange of broker x works on: the dimension ``need`` picks, how far x is past its band there,
+        and its ``fan`` neediest partners that may both give and take; None when x may not exchange or is not past
+        that band."""
         if x not in self.undo:
             return None
         d, _ = self.need(x, giving)
@@ -415,10 +413,21 @@ class _Placement:
         gap = (lx - self.high[d][x]) if giving else (self.low[d][x] - lx)
         if gap <= 0:
             return None
+        pairs = self.partners(x, d, giving, len(self.brokers))
+        return d, gap, [r if giving else g for g, r in pairs if (r if giving else g) in self.undo][:fan]
+
+    def best_swap(self, x: int, giving: bool, fan: int) -> tuple[int, int, int] | None:
+        """Broker x's best exchange with a broker that may both give and take: (partition leaving x, partition
+        coming to x, partner). Two replicas of unlike size trade brokers (Cruise Control's swap actions): the
+        difference of their sizes moves while every count stays, which is what a broker stuck between its load band
+        and its count band needs. Sought near the difference x needs, among ``fan`` partners, preferring the
+        exchange that copies the fewest bytes besides the difference."""
+        need = self.exchange_need(x, giving, fan)
+        if need is None:
+            return None
+        d, gap, partners = need
         s = self.scale[d][x]
         units = self.units[d]
-        pairs = self.partners(x, d, giving, len(self.brokers))
-        partners = [r if giving else g for g, r in pairs if (r if giving else g) in self.undo][:fan]
         best: tuple[float, int, int, int] | None = None
         mine = self.listing(d, x)
         for y in partners:
@@ -486,15 +495,10 @@ class _Placement:
         nor ``best_swap`` helps x, and only at a price: no more bytes per violation removed than a waste-free move of
         a replica of the cluster's mean d1 per byte (an exchange copies both replicas while only their difference
         moves d1: one that removes a sliver of violation for many bytes waits for the repair)."""
-        if x not in self.undo:
+        need = self.exchange_need(x, giving, fan)
+        if need is None:
             return None
-        d1, _ = self.need(x, giving)
-        lx = self.load[d1][x]
-        gap = (lx - self.high[d1][x]) if giving else (self.low[d1][x] - lx)
-        if gap <= 0:
-            return None
-        pairs = self.partners(x, d1, giving, len(self.brokers))
-        partners = [r if giving else g for g, r in pairs if (r if giving else g) in self.undo][:fan]
+        d1, _, partners = need
         cap = self.bytes_per(d1) * self.scale[d1][x] / 2
         best: tuple[float, int, int, int] | None = None
         for d2 in self.dims:

@@ -247,23 +247,40 @@ def _bound_batches_by_definition(data: list[Step], per_broker: int, total: int,
 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(0, 7), st.sampled_from([1, 5, 5, 9, 10**6]),
-                          st.integers(1, 10**6), st.booleans(), st.integers(0, 2)), min_size=1, max_size=60),
+                          st.integers(1, 10**6), st.booleans(), st.integers(0, 2), st.booleans()),
+                min_size=1, max_size=60),
        st.integers(1, 4), st.integers(1, 20), st.sampled_from([None, 10, 10**6]))
 def test_batches_for_the_bound_are_those_of_their_definition(raw, per_broker: int, total: int, max_bytes) -> None:
     """The fast batching (per-broker lists, read only while they can fit) chooses what reading every ready step
-    chooses, ties in sizes and bytes left included."""
+    chooses, ties in sizes and bytes left included, and steps adding two replicas at once (a step read back from an
+    execution's state may: each destination is loaded by one replica's size, the source by both)."""
     from rebalancer.execute.batches import _bound_batches
 
     steps: list[Step] = []
-    for i, (a, b, c, tied, size, two, topic) in enumerate(raw):
+    for i, (a, b, c, tied, size, two, topic, whole) in enumerate(raw):
         if len({a, b, c}) < 3:
             continue
         after = (c, a + 8) if two else (c, b)
-        steps += steps_of(f"t{topic}", i, (a, b), after, tied if tied != 10**6 else size)
+        size = tied if tied != 10**6 else size
+        steps += [Step(f"t{topic}", i, (a, b), after, size)] if whole else steps_of(f"t{topic}", i, (a, b), after, size)
     data = [s for s in sorted(steps, key=lambda s: (s.topic, s.partition, s.seq)) if not s.leader_only]
     fast = _bound_batches(data, per_broker, total, max_bytes)
     assert [[(s.tp, s.seq) for s in bt] for bt in fast] == \
         [[(s.tp, s.seq) for s in bt] for bt in _bound_batches_by_definition(data, per_broker, total, max_bytes)]
+
+
+def test_a_step_adding_two_replicas_fits_a_destination_by_one_replicas_size() -> None:
+    """Broker 1 has 80 bytes left under the batch's length once it takes B; C adds replicas on 1 and 2 at once
+    (120 bytes from its source 4, 60 onto each destination): it fits, though its 120 bytes are more than 80."""
+    from rebalancer.execute.batches import _bound_batches
+
+    a1, a2 = Step("a", 0, (0, 9), (0, 7), 100), Step("a", 1, (0, 9), (0, 6), 100)  # broker 0: critical, length 200
+    b = Step("b", 0, (1, 9), (1, 5), 120)
+    c = Step("c", 0, (4, 9), (1, 2), 60)
+    data = [a1, a2, b, c]
+    fast = _bound_batches(data, 5, 50, None)
+    assert fast == _bound_batches_by_definition(data, 5, 50, None)
+    assert fast[0] == [a1, a2, b, c]
 
 
 @settings(max_examples=examples(150), deadline=None)

@@ -389,7 +389,8 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
         model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,
                            threshold=thresholds, history=read_history(run_dir))
     plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
-    plan.summary["execution"] = estimate(plan.changes, rate, schedule=schedule, per_broker=max_moves_per_broker,
-                                         total=max_moves or TOTAL).to_dict()
+    with collector_paused():  # its steps and batches are many long-lived objects and no cycles (``rebalancer.bulk``)
+        plan.summary["execution"] = estimate(plan.changes, rate, schedule=schedule, per_broker=max_moves_per_broker,
+                                             total=max_moves or TOTAL).to_dict()
     write_plan(plan, run_dir)
     return plan

@@ -121,13 +121,17 @@ def run_one(case: str) -> dict:
         path = run.parent / f"{run.name}-capacity.json"
         path.write_text(json.dumps({"brokerCapacities": [{"brokerId": "-1", "capacity": {"DISK": "1000"}}]}))
         options["capacity"] = path
+    # The plan reads the snapshot as the CLI does, without the generated cluster alive beside it (the cyclic
+    # collector would scan its millions of objects wherever it runs: reading the snapshot, writing the plan).
+    rack, replicas = {b.id: b.rack for b in cluster.brokers}, cluster.replica_count
+    del cluster
     started = time.perf_counter()
     try:
         plan = plan_run_dir(run, mode, brokers=brokers, strategy=strategy, **options)
     except RebalancerError as exc:
         written = sorted(p.name for p in run.iterdir() if p.name != "snapshot.json")
         return {"error": str(exc), "lines": len(str(exc).splitlines()), "written": written,
-                "seconds": time.perf_counter() - started, "replicas": cluster.replica_count}
+                "seconds": time.perf_counter() - started, "replicas": replicas}
     plan_seconds = time.perf_counter() - started
     started = time.perf_counter()
     try:
@@ -138,7 +142,6 @@ def run_one(case: str) -> dict:
     s = plan.summary
     load = s["load"]
     dims = load["dimensions"]
-    rack = {b.id: b.rack for b in cluster.brokers}
     fewer_racks = sum(1 for c in plan.changes
                       if len({rack[b] for b in c.replicas_after}) < len({rack[b] for b in c.replicas_before}))
 
@@ -163,7 +166,7 @@ def run_one(case: str) -> dict:
     if plan.solver.get("outside_why") and case == "band-unreachable":
         note += "; why given"
     return {
-        "replicas": cluster.replica_count, "bytes": load["bytes_moved"], "bound": load["bytes_bound"],
+        "replicas": replicas, "bytes": load["bytes_moved"], "bound": load["bytes_bound"],
         "ratio": load["bytes_to_bound"], "by": load["bytes_bound_by"],
         "disk": dev("disk"), "nw_in": dev("nw_in"), "nw_out": dev("nw_out"),
         "by_capacity": bool(dims.get("disk", {}).get("by_capacity")),

@@ -44,6 +44,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from collections.abc import Sequence
 from typing import TypedDict
 
 from .budget import CHECK_EVERY, Deadline
@@ -56,6 +57,10 @@ SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x it
 WINDOW = 12              # usable candidate partitions read on each side of the desired size
 FAN = 4                  # partners tried per step
 WIDEN = 4                # ... and so many times as many more, in turn, while none of them has a move
+# a move between two brokers in one dimension (``_Placement.pair``): the partitions' units, the giver's and the
+# receiver's load, band (low, high) and violation unit each, how far outside its band each is now, the dimension's
+# priority, the receiver's hard limit
+Pair = tuple[Sequence[float], float, float, float, float, float, float, float, float, float, float, float, float]
 
 
 class GreedyStats(TypedDict):
@@ -252,40 +257,49 @@ class _Placement:
             return False
         return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
-    def placeable(self, i: int, giver: int, receiver: int) -> bool:
-        for d in self.dims:
-            if self.load[d][receiver] + self.units[d][i] > self.hard[d][receiver]:
+    def pair(self, giver: int, receiver: int) -> list[Pair]:
+        """What a move from giver to receiver is measured against, per dimension (``Pair``): read once for all of a
+        step's candidates between the two (the loads do not change while a step chooses)."""
+        load, low, high, scale = self.load, self.low, self.high, self.scale
+        return [(self.units[d], load[d][giver], load[d][receiver], low[d][giver], high[d][giver], scale[d][giver],
+                 low[d][receiver], high[d][receiver], scale[d][receiver], self.out_of_band(d, giver, load[d][giver]),
+                 self.out_of_band(d, receiver, load[d][receiver]), self.priority[d], self.hard[d][receiver])
+                for d in self.dims]
+
+    def placeable(self, i: int, giver: int, receiver: int, pair: list[Pair]) -> bool:
+        for units, _, lr, *_, hard in pair:
+            if lr + units[i] > hard:
                 return False
         return self.may_join(i, giver, receiver)
 
-    def delta(self, i: int, giver: int, receiver: int) -> float | None:
+    def delta(self, i: int, giver: int, receiver: int, pair: list[Pair]) -> float | None:
         """The change of the total violation, or None when the move is not allowed. A broker may end further out
         of a band only in a dimension of lower priority than the best the move improves, or in one the move
         improves overall when that broker can undo it later (it may both give and take): shifting excess from one
-        broker to another is no progress, and a giver that may not take (add-brokers) stays below its band."""
+        broker to another is no progress, and a giver that may not take (add-brokers) stays below its band. Each
+        broker's distance from its band as ``out_of_band`` measures it, written out: millions of moves are weighed."""
         change = 0.0
         top = 0.0
-        worse: list[tuple[str, float, bool]] = []
-        out_of_band, load, low, high = self.out_of_band, self.load, self.low, self.high
-        for d in self.dims:
-            u = self.units[d][i]
+        worse: list[tuple[float, float, bool]] = []
+        for units, lg, lr, low_g, high_g, scale_g, low_r, high_r, scale_r, now_g, now_r, priority, _ in pair:
+            u = units[i]
             if u == 0:
                 continue
-            lg, lr = load[d][giver], load[d][receiver]
-            dg = out_of_band(d, giver, lg - u) - out_of_band(d, giver, lg)
-            dr = out_of_band(d, receiver, lr + u) - out_of_band(d, receiver, lr)
+            v, w = lg - u, lr + u
+            dg = ((v - high_g) / scale_g if v > high_g else (low_g - v) / scale_g if v < low_g else 0.0) - now_g
+            dr = ((w - high_r) / scale_r if w > high_r else (low_r - w) / scale_r if w < low_r else 0.0) - now_r
             net = dg + dr
             change += net
             if net < -1e-12:
-                top = max(top, self.priority[d])
+                top = max(top, priority)
             # Worse = further below the band for the giver, further above it for the receiver (a giver crossing
             # its whole band from above is worse too, though its violation may shrink).
-            if lg - u < low[d][giver] and min(lg, high[d][giver]) - u < low[d][giver] and (lg - u) < min(lg, low[d][giver]):
-                worse.append((d, net, giver in self.undo))
-            if lr + u > high[d][receiver] and (lr + u) > max(lr, high[d][receiver]):
-                worse.append((d, net, receiver in self.undo))
-        for d, net, can_undo in worse:
-            if self.priority[d] >= top and not (can_undo and net < -1e-12):
+            if v < low_g and min(lg, high_g) - u < low_g and v < min(lg, low_g):
+                worse.append((priority, net, giver in self.undo))
+            if w > high_r and w > max(lr, high_r):
+                worse.append((priority, net, receiver in self.undo))
+        for priority, net, can_undo in worse:
+            if priority >= top and not (can_undo and net < -1e-12):
                 return None
         return change
 
@@ -349,10 +363,11 @@ class _Placement:
             cands = found.get(g)
             if cands is None:
                 cands = found[g] = self.candidates(d, g, desired)
+            pair = self.pair(g, r)
             for i in cands:
-                if not self.placeable(i, g, r):
+                if not self.placeable(i, g, r, pair):
                     continue
-                dv = self.delta(i, g, r)
+                dv = self.delta(i, g, r, pair)
                 if dv is None or dv >= -1e-12:
                     continue
                 score = dv + SIZE_PULL * abs(units[i] - desired) / s

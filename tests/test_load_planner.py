@@ -1045,3 +1045,19 @@ def test_the_relaxation_bounds_the_bytes_tighter_than_the_sum(monkeypatch: pytes
     assert proof["by"] == BYTES_PROOF_BY_RELAXATION and proof["bytes"] > summed
     load = plan.summary["load"]
     assert load["bytes_bound"] == proof["bytes"] and load["bytes_bound_by"] == BYTES_PROOF_BY_RELAXATION
+
+
+def test_load_greedy_never_fills_a_receiver_past_its_hard_limit() -> None:
+    """Broker 0 holds 60 units and each broker's band is 19-21; broker 1's disk may hold 10 at most (its capacity
+    limit): it takes one partition of 10, broker 2 the rest it can, though two would bring broker 1 into its band."""
+    from rebalancer.load import Band
+    from rebalancer.plan.load_greedy import load_greedy
+    from rebalancer.plan.load_problem import LoadInput
+
+    band = Band(19, 21, 20.0)
+    inp = LoadInput(replicas=[(0,)] * 6, topics=["t"] * 6, units={"disk": [10.0] * 6},
+                    bands={"disk": {0: band, 1: replace(band, limit=10), 2: band}}, rack=dict.fromkeys(range(3)),
+                    receivers=frozenset(range(3)), givers=frozenset(range(3)), removed=frozenset(), keep_racks=False)
+    placed, _ = load_greedy(inp)
+    held = [sum(1 for i in range(6) if b in placed.get(i, inp.replicas[i])) for b in range(3)]
+    assert held[1] == 1 and held[2] == 2, held

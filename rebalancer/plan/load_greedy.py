@@ -57,6 +57,7 @@ SIZE_PULL = 3.0          # > 2: a waste-free move lowers the violation by 2 x it
 WINDOW = 12              # usable candidate partitions read on each side of the desired size
 FAN = 4                  # partners tried per step
 WIDEN = 4                # ... and so many times as many more, in turn, while none of them has a move
+NO_LIMIT = 1e300          # a band's edge or hard limit where it has none
 # a move between two brokers in one dimension (``_Placement.pair``): the partitions' units, the giver's and the
 # receiver's load, band (low, high) and violation unit each, how far outside its band each is now, the dimension's
 # priority, the receiver's hard limit
@@ -187,10 +188,10 @@ class _Placement:
                 if b in inp.removed:
                     low[b], high[b], hard[b], scale[b] = 0.0, 0.0, 0.0, mean / REMOVED_WEIGHT
                 elif band is None or b not in self.movers:  # not eligible (down) or not part of this plan: as it is
-                    low[b], high[b], hard[b], scale[b] = -1e300, 1e300, 1e300, mean
+                    low[b], high[b], hard[b], scale[b] = -NO_LIMIT, NO_LIMIT, NO_LIMIT, mean
                 else:
                     low[b], high[b] = float(band.floor), float(band.ceil)
-                    hard[b] = float(band.limit) if band.limit is not None else 1e300
+                    hard[b] = float(band.limit) if band.limit is not None else NO_LIMIT
                     scale[b] = violation_unit(band.average, mean, inp.weight.get(d, 1.0))
 
     def out_of_band(self, d: str, b: int, value: float) -> float:
@@ -251,26 +252,33 @@ class _Placement:
                     del lst[j]
 
     def may_join(self, i: int, giver: int, receiver: int) -> bool:
-        """May partition i's replica go from giver to receiver: not there yet, racks kept (limits aside)?"""
+        """May partition i's replica go from giver to receiver: not there yet, racks kept (limits aside)? (Written
+        out in ``placeable`` too: it is asked millions of times there.)"""
         reps = self.assign[i]
         if receiver in reps:
             return False
         return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
-    def pair(self, giver: int, receiver: int) -> list[Pair]:
-        """What a move from giver to receiver is measured against, per dimension (``Pair``): read once for all of a
-        step's candidates between the two (the loads do not change while a step chooses)."""
+    def pair(self, giver: int, receiver: int) -> tuple[list[Pair], list[tuple[Sequence[float], float, float]]]:
+        """What a move from giver to receiver is measured against, per dimension (``Pair``), and the receiver's hard
+        limits (units, load, limit; the dimensions it has one in): read once for all of a step's candidates between
+        the two (the loads do not change while a step chooses)."""
         load, low, high, scale = self.load, self.low, self.high, self.scale
-        return [(self.units[d], load[d][giver], load[d][receiver], low[d][giver], high[d][giver], scale[d][giver],
+        rows = [(self.units[d], load[d][giver], load[d][receiver], low[d][giver], high[d][giver], scale[d][giver],
                  low[d][receiver], high[d][receiver], scale[d][receiver], self.out_of_band(d, giver, load[d][giver]),
                  self.out_of_band(d, receiver, load[d][receiver]), self.priority[d], self.hard[d][receiver])
                 for d in self.dims]
+        return rows, [(units, lr, hard) for units, _, lr, *_, hard in rows if hard < NO_LIMIT]
 
-    def placeable(self, i: int, giver: int, receiver: int, pair: list[Pair]) -> bool:
-        for units, _, lr, *_, hard in pair:
+    def placeable(self, i: int, giver: int, receiver: int,
+                  limits: list[tuple[Sequence[float], float, float]]) -> bool:
+        for units, lr, hard in limits:
             if lr + units[i] > hard:
                 return False
-        return self.may_join(i, giver, receiver)
+        reps = self.assign[i]
+        if receiver in reps:
+            return False
+        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
     def delta(self, i: int, giver: int, receiver: int, pair: list[Pair]) -> float | None:
         """The change of the total violation, or None when the move is not allowed. A broker may end further out
@@ -363,9 +371,9 @@ class _Placement:
             cands = found.get(g)
             if cands is None:
                 cands = found[g] = self.candidates(d, g, desired)
-            pair = self.pair(g, r)
+            pair, limits = self.pair(g, r)
             for i in cands:
-                if not self.placeable(i, g, r, pair):
+                if not self.placeable(i, g, r, limits):
                     continue
                 dv = self.delta(i, g, r, pair)
                 if dv is None or dv >= -1e-12:

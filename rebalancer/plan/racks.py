@@ -13,4 +13,7 @@ def keeps_racks(rack: Mapping[int, str | None], replicas: Iterable[int], giver: 
     rr = rack.get(receiver)
     if rr == rack.get(giver):
         return True
-    return all(rack.get(b) != rr for b in replicas if b != giver)
+    for b in replicas:  # a loop, not all() over a generator: asked millions of times by the load greedy
+        if b != giver and rack.get(b) == rr:
+            return False
+    return True

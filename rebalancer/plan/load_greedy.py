@@ -60,8 +60,8 @@ WIDEN = 4                # ... and so many times as many more, in turn, while no
 NO_LIMIT = 1e300          # a band's edge or hard limit where it has none
 # a move between two brokers in one dimension (``_Placement.pair``): the partitions' units, the giver's and the
 # receiver's load, band (low, high) and violation unit each, how far outside its band each is now, the dimension's
-# priority, the receiver's hard limit
-Pair = tuple[Sequence[float], float, float, float, float, float, float, float, float, float, float, float, float]
+# priority
+Pair = tuple[Sequence[float], float, float, float, float, float, float, float, float, float, float, float]
 
 
 class GreedyStats(TypedDict):
@@ -252,8 +252,7 @@ class _Placement:
                     del lst[j]
 
     def may_join(self, i: int, giver: int, receiver: int) -> bool:
-        """May partition i's replica go from giver to receiver: not there yet, racks kept (limits aside)? (Written
-        out in ``placeable`` too: it is asked millions of times there.)"""
+        """May partition i's replica go from giver to receiver: not there yet, racks kept (limits aside)?"""
         reps = self.assign[i]
         if receiver in reps:
             return False
@@ -263,22 +262,20 @@ class _Placement:
         """What a move from giver to receiver is measured against, per dimension (``Pair``), and the receiver's hard
         limits (units, load, limit; the dimensions it has one in): read once for all of a step's candidates between
         the two (the loads do not change while a step chooses)."""
-        load, low, high, scale = self.load, self.low, self.high, self.scale
+        load, low, high, scale, hard = self.load, self.low, self.high, self.scale, self.hard
         rows = [(self.units[d], load[d][giver], load[d][receiver], low[d][giver], high[d][giver], scale[d][giver],
                  low[d][receiver], high[d][receiver], scale[d][receiver], self.out_of_band(d, giver, load[d][giver]),
-                 self.out_of_band(d, receiver, load[d][receiver]), self.priority[d], self.hard[d][receiver])
+                 self.out_of_band(d, receiver, load[d][receiver]), self.priority[d])
                 for d in self.dims]
-        return rows, [(units, lr, hard) for units, _, lr, *_, hard in rows if hard < NO_LIMIT]
+        return rows, [(self.units[d], load[d][receiver], hard[d][receiver]) for d in self.dims
+                      if hard[d][receiver] < NO_LIMIT]
 
     def placeable(self, i: int, giver: int, receiver: int,
                   limits: list[tuple[Sequence[float], float, float]]) -> bool:
-        for units, lr, hard in limits:
-            if lr + units[i] > hard:
+        for units, lr, limit in limits:
+            if lr + units[i] > limit:
                 return False
-        reps = self.assign[i]
-        if receiver in reps:
-            return False
-        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
+        return self.may_join(i, giver, receiver)
 
     def delta(self, i: int, giver: int, receiver: int, pair: list[Pair]) -> float | None:
         """The change of the total violation, or None when the move is not allowed. A broker may end further out
@@ -289,7 +286,7 @@ class _Placement:
         change = 0.0
         top = 0.0
         worse: list[tuple[float, float, bool]] = []
-        for units, lg, lr, low_g, high_g, scale_g, low_r, high_r, scale_r, now_g, now_r, priority, _ in pair:
+        for units, lg, lr, low_g, high_g, scale_g, low_r, high_r, scale_r, now_g, now_r, priority in pair:
             u = units[i]
             if u == 0:
                 continue

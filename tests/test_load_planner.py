@@ -634,10 +634,10 @@ def test_greedy_moves_a_replica_it_added_on_under_the_change_cap(monkeypatch: py
     outside = {b: round(100 * (v / gate[b].average - 1), 2) for b, v in disk.items() if not gate[b].contains(int(v))}
     assert outside == {}, (outside, stats)
     assert evaluate(problem, changed, gates=True)[0] < 1.0, stats
-    # greedy's placement copies 1.15x the bytes bound; the neighbourhoods around the brokers receiving most trim it,
-    # every band kept
-    hood = plan.solver["neighbourhoods"]
-    assert hood["trimmed"] > 0 and hood["outside_bands"] == [], hood
+    # greedy's placement copies 1.15x the bytes bound; the exact program within the relaxation's support, then the
+    # neighbourhoods around the brokers receiving most, trim it, every band kept
+    trim = plan.solver["trim"]
+    assert plan.solver["relaxation_trim"]["kept"] and trim["trimmed"] > 0 and trim["outside_bands"] == [], trim
     assert plan.summary["load"]["bytes_to_bound"] <= 1.10
     assert plan.summary["load"]["dimensions"]["disk"]["outside_after"] == []
 
@@ -662,9 +662,10 @@ def test_a_bytes_trimming_program_stops_at_its_own_small_node_limit(monkeypatch:
     monkeypatch.setattr(hoods, "_round", spy)
     cluster, mode, new = family("small", 15)
     plan = make_plan(cluster, mode, brokers=new or None)
-    hood = plan.solver["neighbourhoods"]
+    hood = plan.solver["trim"]  # the neighbourhoods' trimming, after the counts' repair and the relaxation's trim
     assert hood["trimmed"] > 0 and not hood["cut_short"], hood
-    assert len(limits) == hood["rounds"] and limits.count(hoods.TRIM_NODE_LIMIT) >= hood["trimmed"], limits
+    assert len(limits) == plan.solver["neighbourhoods"]["rounds"] + hood["rounds"], limits
+    assert limits.count(hoods.TRIM_NODE_LIMIT) >= hood["trimmed"], limits
     assert set(limits) <= {LP_NODE_LIMIT, hoods.TRIM_NODE_LIMIT}, limits
     assert plan.summary["load"]["bytes_to_bound"] <= 1.10
 
@@ -1061,3 +1062,47 @@ def test_load_greedy_never_fills_a_receiver_past_its_hard_limit() -> None:
     placed, _ = load_greedy(inp)
     held = [sum(1 for i in range(6) if b in placed.get(i, inp.replicas[i])) for b in range(3)]
     assert held[1] == 1 and held[2] == 2, held
+
+
+def _three_brokers(replicas: list[tuple[int, ...]], sizes: list[float]) -> Any:
+    """Brokers 0-2, each with the disk band 19-21 (target 20), no racks, one change per partition."""
+    from rebalancer.load import Band
+    from rebalancer.plan.load_problem import LoadInput
+
+    band = Band(19, 21, 20.0)
+    return LoadInput(replicas=replicas, topics=[f"t{i}" for i in range(len(replicas))], units={"disk": sizes},
+                     bands={"disk": dict.fromkeys(range(3), band)}, rack=dict.fromkeys(range(3)),
+                     receivers=frozenset(range(3)), givers=frozenset(range(3)), removed=frozenset(), keep_racks=False)
+
+
+def test_the_load_program_moves_a_replica_only_where_allowed() -> None:
+    """Broker 0 holds 40 and must give 20, one partition of 10 to each of brokers 1 and 2. With broker 2 the only one
+    allowed to take them, broker 1 cannot reach its band: the program with the gates' bands says so."""
+    from rebalancer.plan.highs import infeasible
+    from rebalancer.plan.lp_load import lp_load
+
+    inp = _three_brokers([(0,), (0,), (0,), (0,), (1,), (2,)], [10.0] * 6)
+    placed, stats = lp_load(inp, 30, hard=True)
+    assert placed is not None and sorted(reps for reps in placed.values()) == [(1,), (2,)], placed
+    only_2 = {i: frozenset({2}) for i in range(4)}
+    placed, stats = lp_load(inp, 30, hard=True, allowed=only_2)
+    assert placed is None and infeasible(stats), stats
+
+
+def test_the_relaxation_trim_undoes_moves_the_bands_do_not_need() -> None:
+    """Three brokers inside their 19-21 disk band; a placement that trades a 10 of broker 1 for a 10 of broker 2
+    copies 20 for nothing. The relaxation keeps every replica where it is (its support), and the trim, each partition
+    free to go where the placement or the relaxation puts it, finds the placement that copies nothing."""
+    from rebalancer.plan.load_problem import evaluate
+    from rebalancer.plan.lp_load import relaxation
+    from rebalancer.plan.place_load import trim_by_relaxation
+
+    replicas = [(0,), (0,), (1,), (1,), (1,), (2,), (2,)]
+    inp = _three_brokers(replicas, [10.0, 10.0, 5.0, 5.0, 10.0, 10.0, 10.0])
+    wasteful = {4: (2,), 5: (1,)}
+    assert evaluate(inp, wasteful, gates=True) == (0.0, 20.0)
+    support, _ = relaxation(inp, 30)
+    assert support is not None and all(share == frozenset(replicas[i]) for i, share in support.items()), support
+    trimmed, record = trim_by_relaxation(inp, wasteful, 0.15, 30)
+    assert record["kept"] and record["bytes_after"] == 0, record
+    assert evaluate(inp, trimmed, gates=True) == (0.0, 0.0), trimmed

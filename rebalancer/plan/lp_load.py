@@ -31,7 +31,7 @@ from .load_problem import LoadInput, add_fixed
 from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
 
-__all__ = ["LoadProgram", "LoadProgramStats", "build", "solve", "extract", "lp_load"]
+__all__ = ["LoadProgram", "LoadProgramStats", "build", "solve", "extract", "lp_load", "relaxation"]
 
 
 class LoadProgramStats(highs.SolveResult):
@@ -47,6 +47,7 @@ class LoadProgramStats(highs.SolveResult):
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate
 COUNTS = ("replicas", "leaders")  # dimensions whose gate band is hard in all but name (GATE_WEIGHT)
+SHARE = 1e-6  # a relaxation's variable above this holds a share of its replica (HiGHS's feasibility tolerance is 1e-7)
 GATE_WEIGHT = 1000.0  # priority of a count beyond its gate band: above every load dimension (disk is 100)
 
 
@@ -86,7 +87,8 @@ class _Rows:
 
 
 def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, hard: bool = False,
-          widen: float = 1.0, lenient: bool = False) -> LoadProgram:
+          widen: float = 1.0, lenient: bool = False,
+          allowed: Mapping[int, frozenset[int]] | None = None) -> LoadProgram:
     """The program; ``hard``: every band is the one the gates measure (``gate_bands``), as a constraint without slack,
     and the objective is the bytes alone: feasible exactly when a placement meets every gate's band. ``widen``: the
     load dimensions' bands (not the counts') that many times as wide around their targets."""
@@ -101,7 +103,7 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
     mean_disk = 1.0
     if "disk" in inp.bands and inp.bands["disk"]:
         mean_disk = max(1.0, sum(b.average for b in inp.bands["disk"].values()) / len(inp.bands["disk"]))
-    _partition_rows(rows, mean_disk, warm_start)
+    _partition_rows(rows, mean_disk, warm_start, allowed)
     for (i, b), v in rows.x.items():
         rows.by_broker.setdefault(b, []).append((i, v))
     start_load = _start_load(rows, brokers, warm_start)
@@ -127,7 +129,8 @@ def build(inp: LoadInput, warm_start: dict[int, tuple[int, ...]] | None = None, 
                        empty=empty)
 
 
-def _partition_rows(rows: _Rows, mean_disk: float, warm_start: Mapping[int, tuple[int, ...]] | None) -> None:
+def _partition_rows(rows: _Rows, mean_disk: float, warm_start: Mapping[int, tuple[int, ...]] | None,
+                    allowed: Mapping[int, frozenset[int]] | None = None) -> None:
     """Each partition that may change: its variables (the brokers it may end on) and its rules (``program``: RF, the
     change cap, racks), its bytes in the objective; the load of the replicas that cannot move, in ``rows.fixed``."""
     prob, inp, dims, fixed, movers = rows.prob, rows.inp, rows.dims, rows.fixed, rows.movers
@@ -149,6 +152,8 @@ def _partition_rows(rows: _Rows, mean_disk: float, warm_start: Mapping[int, tupl
         options = [b for b in may_leave if b not in inp.removed] + [b for b in receivers if b not in reps]
         # back where it was before the plan (a broker that may only give, too: that undoes a move)
         options += [b for b in ref if b not in reps and b in movers and b not in inp.removed and b not in options]
+        if allowed is not None:  # only these brokers may take it (it may always stay where it is)
+            options = [b for b in options if b in may_leave or b in allowed.get(i, ())]
         free = len(reps) - len(stay)
         rows.parts.append(i)
         rows.cand[i] = options
@@ -292,26 +297,19 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
+def _solved(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None, *,
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None, relax: bool = False,
-            ) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
-    """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
-    ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
-    HiGHS proved that no placement meets them all. ``node_limit``: HiGHS's branch-and-bound nodes (work, the same
-    result on any machine); ``time_limit`` is then only a safety net. ``gap``: the relative MIP gap to stop at
-    (default ``GAP``). ``relax`` (with ``hard``): the linear relaxation (a replica may be split across brokers), no
-    placement: "Infeasible" proves that no placement meets the bands, and its optimum bounds the bytes from below;
-    seconds where the 0/1 program's root alone may take a minute (fuzz small seed 182, 2,358 replicas: 6 s against
-    54 s for its root)."""
+            allowed: Mapping[int, frozenset[int]] | None = None) -> tuple[LoadProgram, LoadProgramStats]:
+    """Build and solve (``lp_load``'s arguments); a hard program's dual bound as ``bytes_lower_bound``."""
     started = time.monotonic()
-    program = build(inp, None if hard else warm_start, hard=hard, widen=widen, lenient=lenient)
+    program = build(inp, warm_start, hard=hard, widen=widen, lenient=lenient, allowed=allowed)
     if relax:
         import pulp
 
         for v in program.prob.variables():
             v.cat = pulp.LpContinuous
-    stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not hard, write_lp,
+    stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not relax, write_lp,
                   node_limit=node_limit, gap=gap)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
     dual = stats.get("objective") if relax and stats["have_solution"] else stats.get("dual_bound")
@@ -319,7 +317,36 @@ def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
         # The objective is the bytes alone (in ``unit``s, an empty partition's replica at one byte): HiGHS's dual
         # bound proves that no placement within these bands, the change cap, racks and thresholds copies less.
         stats["bytes_lower_bound"] = max(0, math.floor(dual * program.unit) - program.empty)
-    if not stats["have_solution"] or relax:
+    return program, stats
+
+
+def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
+            write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
+            node_limit: int | None = None, gap: float | None = None,
+            allowed: Mapping[int, frozenset[int]] | None = None,
+            ) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
+    """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
+    ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
+    HiGHS proved that no placement meets them all. ``warm_start``: a placement HiGHS starts from (dropped when it
+    breaks a constraint). ``node_limit``: HiGHS's branch-and-bound nodes (work, the same result on any machine);
+    ``time_limit`` is then only a safety net. ``gap``: the relative MIP gap to stop at (default ``GAP``).
+    ``allowed``: per partition, the only brokers that may take a replica of it (``relaxation_trim``)."""
+    program, stats = _solved(inp, time_limit, warm_start, write_lp=write_lp, hard=hard, widen=widen, lenient=lenient,
+                             node_limit=node_limit, gap=gap, allowed=allowed)
+    if not stats["have_solution"]:
         return None, stats
     return extract(program, inp), stats
 
+
+def relaxation(inp: LoadInput, time_limit: float, lenient: bool = True,
+               ) -> tuple[dict[int, frozenset[int]] | None, LoadProgramStats]:
+    """The linear relaxation of the hard program (a replica may be split across brokers): "Infeasible" proves that
+    no placement meets the bands, and its optimum bounds the bytes from below (``bytes_lower_bound``); seconds where
+    the 0/1 program's root alone may take a minute (fuzz small seed 182, 2,358 replicas: 6 s against 54 s for its
+    root). Returns its support with the stats: for each partition the program could move, the brokers holding a
+    share of it (None: no solution)."""
+    program, stats = _solved(inp, time_limit, hard=True, lenient=lenient, relax=True)
+    if not stats["have_solution"]:
+        return None, stats
+    return {i: frozenset(b for b in program.cand[i] if (program.x[(i, b)].varValue or 0.0) > SHARE)
+            for i in program.parts}, stats

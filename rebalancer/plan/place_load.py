@@ -22,7 +22,7 @@ from .load_summary import bytes_bound
 from .lp_load import COUNTS, LoadProgramStats, lp_load, relaxation
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pipeline import GREEDY_BEFORE_LP_SHARE, GREEDY_SHARE, LEADERS_RESERVE, LP_SHARE, Key, PlanRequest, PlanSetup
-from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, split_greedy
+from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, placement_loads, split_greedy
 from .sum_proofs import one_way, sum_proof
 
 __all__ = ["place_on_load", "split_plan", "trim_by_relaxation", "BAND_STEPS", "LP_EXACT_MAX_REPLICAS", "LP_NODE_LIMIT"]
@@ -364,17 +364,11 @@ def _holding(problem: LoadInput, placed: Mapping[int, tuple[int, ...]]) -> LoadI
     from its own start. The counts keep their median-safe bands (widened, the program moved counts to their edges and
     the median with them: fuzz small seed 61, 2.1 counts outside their gate); a count outside them but inside its
     gate only makes the start infeasible. What it finds is judged by the gates themselves (``_gate_key``)."""
-    dims = [d for d in problem.bands if d in problem.units and d not in COUNTS]
-    load = {d: dict.fromkeys(problem.rack, 0.0) for d in dims}
+    load = placement_loads(problem, [placed.get(i, reps) for i, reps in enumerate(problem.replicas)])
     add_fixed(problem, load)
-    for i, reps in enumerate(problem.replicas):
-        for d in dims:
-            u = problem.units[d][i]
-            for b in placed.get(i, reps):
-                load[d][b] += u
     gate = problem.gate_bands or problem.bands
     return dataclasses.replace(problem, gate_bands={
-        d: {b: x if d not in load else Band(min(x.floor, math.floor(load[d].get(b, 0.0))),
+        d: {b: x if d not in load or d in COUNTS else Band(min(x.floor, math.floor(load[d].get(b, 0.0))),
                                             max(x.ceil, math.ceil(load[d].get(b, 0.0))), x.average, x.limit)
             for b, x in per.items()} for d, per in gate.items()})
 

@@ -50,6 +50,7 @@ from rebalancer.execute import (
     rollback,
     verify,
 )
+from rebalancer.execute.backend import ConfigChange
 from rebalancer.execute.estimate import estimate
 from rebalancer.plan.result import build_plan, load_plan, write_plan
 from rebalancer.snapshot import load_snapshot
@@ -219,9 +220,9 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
     # An operator's own throttles, set before the run: a rate on a broker the run throttles too, and a replica
     # list entry on a moving topic. Both must be exactly as they were afterwards.
     topic = plan.changes[0].topic
-    with open_backend(engine.source) as backend:
-        backend.alter_configs("brokers", "0", {"leader.replication.throttled.rate": "987654321"})
-        backend.alter_configs("topics", topic, {"leader.replication.throttled.replicas": "999:0"})
+    with open_backend(engine.source) as backend:  # both in one call (a broker's request and the topics')
+        assert backend.alter_many([ConfigChange("brokers", "0", {"leader.replication.throttled.rate": "987654321"}),
+                                   ConfigChange("topics", topic, {"leader.replication.throttled.replicas": "999:0"})]) == 2
     # Read after write: once every broker shows both (KRaft brokers apply a change a moment after it is made).
     operator = agreed_throttles(engine, want=lambda t: (
         t.get(("brokers", "0"), {}).get("leader.replication.throttled.rate") == "987654321"

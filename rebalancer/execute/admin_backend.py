@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from .. import kafka_admin as ka
 from ..errors import SourceError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
+from .backend import ConfigChange
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["AdminBackend"]
@@ -52,11 +53,11 @@ class AdminBackend:
         with ka.admin_session(target, timeout=timeout) as admin:
             yield cls(admin, target.display, source=f"kafka://{target.bootstrap[0]}")
 
-    def _call(self, what: str, fn: Callable[[], T], broker: int | None = None) -> T:
+    def _call(self, what: str, fn: Callable[[], T], brokers: Collection[int] = ()) -> T:
         """Run one Admin call, retrying while the cluster cannot be reached for a moment (a broker or the controller
         restarting): every request this backend sends is idempotent (a reassignment to the same target, a config
         SET/DELETE, an election, reads). Past ``patience`` seconds it raises ``TransientKafkaError``; at once when
-        the call addresses one ``broker`` (its own config) and that broker is no longer registered."""
+        the call addresses ``brokers`` (their own configs) and one of them is no longer registered."""
         import kafka.errors as ke
 
         deadline = time.monotonic() + self.patience
@@ -68,8 +69,8 @@ class AdminBackend:
                 # brokers from cached metadata: forget both, so a retry finds the new controller and a returned broker.
                 self.admin._controller_id = None  # noqa: SLF001
                 self.admin._manager.cluster.request_update()  # noqa: SLF001
-                if broker is not None and broker not in (self._registered() or {broker}):
-                    raise ka.TransientKafkaError(f"Kafka at {self.display}: broker {broker} is down "
+                if brokers and (down := set(brokers) - (self._registered() or set(brokers))):
+                    raise ka.TransientKafkaError(f"Kafka at {self.display}: broker {min(down)} is down "
                                                  f"({type(exc).__name__} while {what})") from None
                 if time.monotonic() > deadline:
                     raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc).__name__} while {what}") from None
@@ -179,7 +180,7 @@ class AdminBackend:
     def _configs(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         brokers = [int(n) for t, n in entities if t == "brokers"]
         return self._call("describing configs", lambda: self._describe(entities),
-                          broker=brokers[0] if len(entities) == 1 and brokers else None)
+                          brokers=brokers if len(entities) == 1 else ())
 
     def _describe(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         """Dynamic (modified) configs of many entities in one DescribeConfigs per broker plus one for all topics
@@ -202,21 +203,34 @@ class AdminBackend:
                       seen: Mapping[str, str] | None = None) -> bool:
         """Incremental change of one entity's config (SET some keys, DELETE others). Returns whether anything changed.
         ``seen``: those keys as just read (a rolling start throttles its moves with one read for all of them)."""
+        return self.alter_many([ConfigChange(entity_type, name, set_, tuple(delete), seen)]) > 0
+
+    def alter_many(self, changes: Sequence[ConfigChange]) -> int:
+        """Many entities' changes in one IncrementalAlterConfigs per broker addressed plus one for all topics
+        (kafka-python groups them so); how many entities changed."""
         from kafka.admin import AlterConfigOp
 
-        current = self._config(entity_type, name) if seen is None else seen
-        ops: dict[str, Any] = {k: (AlterConfigOp.SET, str(v)) for k, v in set_.items() if current.get(k) != str(v)}
-        ops.update({k: (AlterConfigOp.DELETE, None) for k in delete if k in current and k not in set_})
-        if not ops:
-            return False
-        res = self._call(f"altering {entity_type}/{name}", lambda: self.admin.alter_configs(
-            [self._resource(entity_type, name, ops)], raise_on_unknown=False),
-            broker=int(name) if entity_type == "brokers" else None)
-        for by_name in res.values():
-            for outcome in by_name.values():
+        resources, names = [], []
+        for c in changes:
+            current = self._config(c.entity_type, c.name) if c.seen is None else c.seen
+            ops: dict[str, Any] = {k: (AlterConfigOp.SET, str(v)) for k, v in c.set_.items()
+                                   if current.get(k) != str(v)}
+            ops.update({k: (AlterConfigOp.DELETE, None) for k in c.delete if k in current and k not in c.set_})
+            if ops:
+                resources.append(self._resource(c.entity_type, c.name, ops))
+                names.append(f"{c.entity_type}/{c.name}")
+        if not resources:
+            return 0
+        what = f"altering {names[0]}" + (f" and {len(names) - 1} other config(s)" if len(names) > 1 else "")
+        res = self._call(what, lambda: self.admin.alter_configs(resources, raise_on_unknown=False),
+                         brokers=[int(n.split("/", 1)[1]) for n in names if n.startswith("brokers/")])
+        kinds = {"broker": "brokers", "topic": "topics"}
+        for rtype, by_name in res.items():
+            for name, outcome in by_name.items():
                 if outcome != "OK":
-                    raise SourceError(f"Kafka refused the config change on {entity_type}/{name}: {outcome}")
-        return True
+                    raise SourceError(f"Kafka refused the config change on {kinds.get(rtype, rtype)}/{name}: "
+                                      f"{outcome}")
+        return len(resources)
 
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
         """Brokers whose config cannot be read or changed now: kafka-python addresses each broker's own, so a dead

@@ -14,15 +14,27 @@ cluster refused a request) or ``InputError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import InputError
 from ..lock import Marker
 from ..model import Cluster, Partition, TopicPartition
 
-__all__ = ["Backend", "BACKENDS", "open_backend"]
+__all__ = ["Backend", "BACKENDS", "ConfigChange", "open_backend"]
+
+
+class ConfigChange(NamedTuple):
+    """One entity's config change (``Backend.alter_many``): set some keys, delete others, keep the rest. ``seen``:
+    the keys changed, as the caller just read them (``throttle_configs``), so that a backend that can change keys
+    alone need not read them again."""
+
+    entity_type: str   # "brokers" or "topics"
+    name: str
+    set_: Mapping[str, str]
+    delete: Sequence[str] = ()
+    seen: Mapping[str, str] | None = None
 
 
 @runtime_checkable
@@ -57,6 +69,9 @@ class Backend(Protocol):
         """Set some keys, delete others, keep the rest; whether anything changed. ``seen``: the keys changed, as the
         caller just read them (``throttle_configs``), so that a backend that can change keys alone need not read
         them again."""
+    def alter_many(self, changes: Sequence[ConfigChange]) -> int:
+        """``alter_configs`` of each change, in as few requests as the backend can (a rolling start throttles the
+        topics and brokers of its moves at once); how many entities changed."""
     def throttle_configs(self, entities: Iterable[tuple[str, str]] | None = None
                          ) -> dict[tuple[str, str], dict[str, str]]:
         """The throttle keys set, per (entity type, name): of ``entities`` only (those that exist), or everywhere."""

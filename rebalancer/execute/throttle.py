@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
 from ..model import topic_name_problem
+from .backend import ConfigChange
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -193,8 +194,8 @@ def apply(backend: Backend, ledger: Ledger, rate: int, throttles: Throttles) -> 
     if not writes:
         return False
     ledger.save()
-    for entity_type, name, config in writes:
-        backend.alter_configs(entity_type, name, config, seen=current.get((entity_type, name), {}))
+    backend.alter_many([ConfigChange(entity_type, name, config, (), current.get((entity_type, name), {}))
+                        for entity_type, name, config in writes])
     return True
 
 
@@ -207,7 +208,8 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
     # A broker whose config this backend cannot read now (the Admin API asks the broker itself; a dead one cannot
     # answer) stays in the ledger, so a later release removes its throttle once it is back.
     unreachable = backend.unreachable_brokers({int(b) for b in ledger.brokers})
-    changed = []
+    changed: list[str] = []
+    changes: list[ConfigChange] = []
     for b in sorted(ledger.brokers, key=int):
         if int(b) in keep_brokers or int(b) in unreachable:
             continue
@@ -221,7 +223,7 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
             else:
                 restore[key] = str(entry["previous"])
         if restore or delete:
-            backend.alter_configs("brokers", b, restore, delete=delete, seen=have)
+            changes.append(ConfigChange("brokers", b, restore, delete, have))
             changed.append(f"brokers/{b}")
         del ledger.brokers[b]
     for t in sorted(ledger.topics):
@@ -244,10 +246,11 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
             else:
                 ledger.topics[t].pop(key, None)
         if set_ or delete:
-            backend.alter_configs("topics", t, set_, delete=delete, seen=have)
+            changes.append(ConfigChange("topics", t, set_, delete, have))
             changed.append(f"topics/{t}")
         if not ledger.topics[t]:
             del ledger.topics[t]
+    backend.alter_many(changes)
     # Saved once, after the cluster changed: a crash before this leaves entries whose undoing is then a no-op.
     ledger.save()
     return changed

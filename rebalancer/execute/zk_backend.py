@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
@@ -35,6 +35,7 @@ from ..errors import SourceError, TransientError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
 from ..model import Cluster, Partition, TopicPartition
 from ..zkclient import ZkTarget
+from .backend import ConfigChange
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["ZkBackend", "LOCK_OWNERS"]
@@ -275,6 +276,10 @@ class ZkBackend:
             self._write_config(entity_type, name, new)
             return True
         return False
+
+    def alter_many(self, changes: Sequence[ConfigChange]) -> int:
+        """Each change a znode write and its notification: ZooKeeper has no batch of them."""
+        return sum(self.alter_configs(c.entity_type, c.name, c.set_, c.delete) for c in changes)
 
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
         return set()  # every broker's config is a znode, whether the broker is up or not

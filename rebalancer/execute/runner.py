@@ -676,7 +676,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
     reaction = opts.poll + opts.throttle_settle
     sched = Scheduler([s for s in steps if _key(s) not in done], per_broker=int(params["per_broker"]),
                       total=int(params["total"]), min_bytes=int(2 * rate * reaction),
-                      room=room.after(s for s in steps if _key(s) in done) if room else None)
+                      room=room.after(s for s in steps if _key(s) in done) if room else None, rate=rate)
 
     def record_disk() -> None:
         if room:
@@ -727,9 +727,9 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
         waiting = {_key(s) for s in todo} - reached
         for s in started:
             if resumed:
-                sched.start(s)
+                sched.start(s, time.monotonic())
             if _key(s) not in waiting:  # at its target already, or drifted (skipped, reported)
-                sched.finish(s)
+                sched.finish(s, time.monotonic())
                 run.finish(s)
         if todo:
             wave = _Wave(batch, todo, _watcher(state, batch, todo, opts, state_path, label), set())
@@ -758,7 +758,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 throttle_ahead()
             if active and (not backend.can_add_moves or time.monotonic() - last_start < 10 * save_cost):
                 return
-            started = sched.ready()
+            started = sched.ready(time.monotonic())
             if not started:
                 return
             last_start = time.monotonic()
@@ -805,7 +805,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
             for s in finished:
                 if s not in wave.freed:
                     wave.freed.add(s)
-                    sched.finish(s)
+                    sched.finish(s, time.monotonic())
                     run.finish(s)
             if len(finished) == len(wave.todo):
                 wave.elections = _Elections({s.tp: s.after[0] for s in wave.todo}, opts, max(opts.min_timeout, 30.0))

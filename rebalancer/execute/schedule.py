@@ -10,7 +10,10 @@ flight on any broker (as the source leader or a destination: ``Step.brokers``) a
 alone fills a broker's throttle, and moves sharing a throttle share its rate, so more at once only dilutes the
 critical broker's moves among the others through their sources: on a heavy-tailed add-brokers plan the rolling
 schedule takes 1.000-1.001x the bound at 1-3 moves per broker, 1.05x at 5, 1.16-1.22x at 10-100 (fluid model,
-``bench/bench_batches.py``). ``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted. When room frees,
+``bench/bench_batches.py``). ``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted, and a broker holding less than
+``min_bytes`` still to copy (twice what its throttle moves while the executor reacts to a finish) takes more: what is
+left of each move in flight is read off the clock (``rate``: each copies at its max-min fair share of its throttles),
+not counted whole until the move is seen to finish. When room frees,
 the ready steps (each partition's next) start in order of the bytes left on their busiest throttle (a broker's in
 or out: ``batches.step_loads``), the critical brokers' first, and on equal footing the largest first (longest
 processing time first): the broker that sets the bound is never kept waiting by a smaller one's moves. Leader-only
@@ -47,7 +50,7 @@ class Scheduler:
     them in flight; ``finish(step)`` marks one done. Deterministic: ties broken by topic, partition and step."""
 
     def __init__(self, steps: Iterable[Step], *, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
-                 min_bytes: int = 0, room: DiskRoom | None = None) -> None:
+                 min_bytes: int = 0, room: DiskRoom | None = None, rate: float = 0.0) -> None:
         if per_broker < 1 or total < 1:
             raise ValueError("per_broker and total must be at least 1")
         self.per_broker, self.total = per_broker, total
@@ -62,6 +65,19 @@ class Scheduler:
         # (``set_min_bytes``). 0: the count alone, as the fluid model runs it.
         self.min_bytes = min_bytes
         self.flying_bytes: dict[int, int] = {}
+        # Bytes still to copy through each broker, as far as the clock tells (``rate``: the throttle, bytes/s; 0:
+        # unknown, every byte in flight counts until its move finishes). Of a big move started a minute ago little
+        # may be left: counted whole, it kept its broker "full" to its end, and the next move started only once the
+        # executor saw it finish, the broker idle meanwhile (a fifth of a heavy-tailed weekly rebalance's run in the
+        # fluid model with the executor's loop). Each move in flight copies at its max-min fair share of the
+        # throttles it passes through (``fair_rates``, as ``simulate`` runs them), so a broker whose moves wait on
+        # their sources is not taken for drained. ``_rem``: step -> bytes left per copy, as of ``_now``.
+        self.rate = rate
+        self._rem: dict[int, float] = {}
+        self._left_at: dict[int, float] = {}  # broker -> bytes left through it (``_rem`` summed)
+        self._rates: dict[int, float] | None = {}
+        self._now: float | None = None
+        self._was_full: set[int] = set()
         # steps by index (hashing a Step hashes its tuples: the simulation asks millions of times)
         self._steps = sorted((s for s in steps if not s.leader_only), key=lambda s: (s.topic, s.partition, s.seq))
         self._index = {s: i for i, s in enumerate(self._steps)}
@@ -112,7 +128,50 @@ class Scheduler:
         return list(out)
 
     def _full(self, b: int) -> bool:
-        return self.flying.get(b, 0) >= self.per_broker and self.flying_bytes.get(b, 0) >= self.min_bytes
+        return self.flying.get(b, 0) >= self.per_broker and self.left_bytes(b) >= self.min_bytes
+
+    def left_bytes(self, b: int) -> float:
+        """The bytes still to copy through ``b`` as of the last clock reading (``__init__``)."""
+        held = self.flying_bytes.get(b, 0)
+        return held if self._now is None else min(held, self._left_at.get(b, 0.0))
+
+    def _fair(self) -> dict[int, float]:
+        if self._rates is None:
+            flows = list(self._rem)
+            self._rates = dict(zip(flows, fair_rates([tuple(self._loads[i]) for i in flows], self.rate), strict=True))
+        return self._rates
+
+    def _tick(self, now: float | None) -> None:
+        """Every move's bytes left at ``now``: what it had, less its fair share of its throttles since."""
+        if not self.rate or now is None:
+            return
+        if self._now is not None and now > self._now and self._rem:
+            rates, dt = self._fair(), now - self._now
+            self._rem = {i: max(0.0, x - rates[i] * dt) for i, x in self._rem.items()}
+            self._left_at = {}
+            for i, x in self._rem.items():
+                share = x / self._steps[i].size_bytes
+                for b, y in self._through[i].items():
+                    self._left_at[b] = self._left_at.get(b, 0.0) + y * share
+        self._now = now if self._now is None else max(now, self._now)
+
+    def wake(self) -> float | None:
+        """When the first broker kept full only by its bytes left drains below ``min_bytes``, at the rates of now
+        (None: none will before a move starts or finishes): a fluid simulation looks again then, as the executor's
+        next poll would."""
+        if self._now is None or not self._rem:
+            return None
+        rates = self._fair()
+        left: dict[int, float] = {}
+        speed: dict[int, float] = {}
+        for i, x in self._rem.items():
+            size = self._steps[i].size_bytes
+            for b, y in self._through[i].items():
+                left[b] = left.get(b, 0.0) + y * x / size
+                speed[b] = speed.get(b, 0.0) + y * rates[i] / size
+        times = [self._now + (x - self.min_bytes) / speed[b] for b, x in left.items()
+                 if self.flying.get(b, 0) >= self.per_broker and x > self.min_bytes and speed[b] > 0]
+        return min(times, default=None)
 
     def _fits(self, i: int) -> bool:
         return (len(self.in_flight) < self.total and not any(self._full(b) for b in self._brokers[i])
@@ -128,14 +187,18 @@ class Scheduler:
             self._dirty = None
         self.min_bytes = min_bytes
 
-    def ready(self) -> list[Step]:
-        """The steps to start now (in the order to submit them), marked in flight."""
+    def ready(self, now: float | None = None) -> list[Step]:
+        """The steps to start ``now`` (in the order to submit them), marked in flight. ``now``: the clock (seconds),
+        with ``rate``: a broker's moves in flight count by their bytes left (``__init__``)."""
         started: list[Step] = []
+        self._tick(now)
         if len(self.in_flight) >= self.total:
             self._dirty = None  # what waits may fit once the total frees, through any broker
             return started
         left = self.left
         full = {b for b in self.flying if self._full(b)}
+        if self._dirty is not None:  # drained below the floor since: room, as a finish would make
+            self._dirty.update(self._was_full - full)
         waiting = [i for i in self._candidates() if full.isdisjoint(self._brokers[i])]
         waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         self._dirty = set()
@@ -148,6 +211,7 @@ class Scheduler:
                 started.append(s)
                 self.in_flight.add(s.tp)
                 self._fly(i, 1)
+        self._was_full = {b for b in self.flying if self._full(b)}
         return started
 
     def _fly(self, i: int, sign: int) -> None:
@@ -155,6 +219,13 @@ class Scheduler:
             self.flying[b] = self.flying.get(b, 0) + sign
             self.flying_bytes[b] = self.flying_bytes.get(b, 0) + sign * x
         s = self._steps[i]
+        if self._now is not None:  # the moves in flight changed: so do their shares
+            self._rates = None
+            share = 1.0 if sign > 0 else self._rem.pop(i, 0.0) / s.size_bytes
+            if sign > 0:
+                self._rem[i] = float(s.size_bytes)
+            for b, x in self._through[i].items():
+                self._left_at[b] = max(0.0, self._left_at.get(b, 0.0) + sign * x * share)
         if sign > 0:  # started: its new replicas take their room now
             for b in s.added:
                 self.disk[b] = self.disk.get(b, 0) + s.size_bytes
@@ -181,8 +252,9 @@ class Scheduler:
                     taken_bytes[b] = taken_bytes.get(b, 0) + x
         return out
 
-    def start(self, s: Step) -> None:
+    def start(self, s: Step, now: float | None = None) -> None:
         """Mark ``s`` in flight without ``ready`` choosing it: a resumed execution's moves already submitted."""
+        self._tick(now)
         i = self._index.get(s)
         if (i is None or s.tp in self.in_flight or s.tp not in self._next
                 or self._queues[s.tp][self._next[s.tp]] != i):
@@ -190,8 +262,9 @@ class Scheduler:
         self.in_flight.add(s.tp)
         self._fly(i, 1)
 
-    def finish(self, s: Step) -> None:
+    def finish(self, s: Step, now: float | None = None) -> None:
         """``s`` is done (its new replicas in sync): its brokers' room and its partition's next step free up."""
+        self._tick(now)
         if s.tp not in self.in_flight:
             raise ValueError(f"{s.topic}-{s.partition} has no step in flight")
         i = self._index[s]
@@ -286,8 +359,8 @@ class _Copies:
 
 
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,
-             total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0, room: DiskRoom | None = None
-             ) -> Simulation:
+             total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0, room: DiskRoom | None = None,
+             drain: bool = True) -> Simulation:
     """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc). With the executor's
     loop (``poll``, ``start_cost``: the seconds between its checks, and a round of starts' Admin API calls; 0: an
     instant loop), a finish is seen half a poll late on average and the moves it lets start begin copying
@@ -295,7 +368,8 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     the executor does (``Scheduler.min_bytes``). ``room``: steps wait for disk room as the executor's do; where
     none can start, the simulation stops there (``Simulation.stuck`` says why)."""
     reaction = poll + start_cost
-    sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction), room=room)
+    sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction), room=room,
+                      rate=throttle if drain else 0.0)
     delay = poll / 2 + start_cost
     sim = Simulation(0.0)
     copies = _Copies()
@@ -303,7 +377,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     now = 0.0
 
     def start(wait: float = delay) -> None:
-        for s in sched.ready():
+        for s in sched.ready(now):
             sim.starts.append((now, s))
             if wait:
                 pending.append((now + wait, s))
@@ -315,19 +389,21 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     start(start_cost)  # the first round: no finish to see
     while copies.left or pending:
         due = min((t for t, _ in pending), default=float("inf"))
+        wake = sched.wake()
+        nxt = min(due, wake if wake is not None and wake > now else float("inf"))
         if copies.left:
-            dt, done = copies.advance(throttle, due - now)
+            dt, done = copies.advance(throttle, nxt - now)
         else:
             dt, done = due - now, []
         now += dt
         for s in done:
-            sched.finish(s)
+            sched.finish(s, now)
             sim.finishes.append((now, s))
         if pending and now >= due - 1e-9:
             for _, s in [p for p in pending if p[0] <= now + 1e-9]:
                 copies.add(s)
             pending = [p for p in pending if p[0] > now + 1e-9]
-        if done:
+        if done or (wake is not None and now >= wake - 1e-9):
             start()
     sim.makespan = now
     sim.stuck = sched.stuck()

@@ -575,7 +575,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "faster); auto: rolling where the source can add moves to those in flight (kafka://), "
                             "batches otherwise (zk://)")
         q.add_argument("--max-moves-per-broker", type=_count,
-                       help="moves at once per broker (default 2 rolling, 5 in batches)")
+                       help="moves at once per broker (rolling: into it and out of it apart; default 2 rolling, "
+                            "5 in batches)")
         q.add_argument("--max-moves", type=_count, help="moves at once in the cluster (default 50)")
         q.add_argument("--max-batch-bytes", help="batches: cap on the bytes one batch copies, e.g. 100GB")
         q.add_argument("--order", choices=["bound", "smallest", "largest"],

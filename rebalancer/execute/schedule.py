@@ -6,15 +6,16 @@ Batches one after another cannot beat the sum over batches of each batch's busie
 Admin API, AlterPartitionReassignments adds moves to those in flight, so a slot that frees can be refilled at once.
 
 ``Scheduler`` decides what starts: each partition's steps in order, one at a time; at most ``per_broker`` moves in
-flight on any broker (as the source leader or a destination: ``Step.brokers``) and ``total`` in all. One move
-alone fills a broker's throttle, and moves sharing a throttle share its rate, so more at once only dilutes the
-critical broker's moves among the others through their sources: on a heavy-tailed add-brokers plan the rolling
-schedule takes 1.000-1.001x the bound at 1-3 moves per broker, 1.05x at 5, 1.16-1.22x at 10-100 (fluid model,
-``bench/bench_batches.py``). ``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted, and a broker holding less than
-``min_bytes`` still to copy (twice what its throttle moves while the executor reacts to a finish) takes more: what is
-left of each move in flight is read off the clock (``rate``: each copies at its max-min fair share of its throttles),
-not counted whole until the move is seen to finish. When room frees,
-the ready steps (each partition's next) start in order of the bytes left on their busiest throttle (a broker's in
+flight through any throttle (a broker's in, as a destination, and its out, as the source leader, apart, as Kafka
+throttles them: ``batches.step_loads``) and ``total`` in all. One move alone fills a throttle, and moves sharing a
+throttle share its rate, so more at once only dilutes the critical broker's moves among the others through their
+sources: on a heavy-tailed add-brokers plan the rolling schedule takes 1.000-1.001x the bound at 1-3 moves per
+broker, 1.05x at 5, 1.16-1.22x at 10-100 (fluid model, ``bench/bench_batches.py``); counted per broker, in and out
+together, a broker's few moves out held its moves in back (a heavy-tailed weekly rebalance: 1.018 -> 1.000).
+``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted, and a throttle with less than
+``min_bytes`` still to copy (twice what it moves while the executor reacts to a finish) takes more: what is left of
+each move in flight is read off the clock (``rate``: each copies at its max-min fair share of its throttles), not
+counted whole until the move is seen to finish. When room frees, the ready steps (each partition's next) start in order of the bytes left on their busiest throttle (a broker's in
 or out: ``batches.step_loads``), the critical brokers' first, and on equal footing the largest first (longest
 processing time first): the broker that sets the bound is never kept waiting by a smaller one's moves. Leader-only
 steps copy nothing and are left to the executor's election at the end (``ready`` skips them).
@@ -36,7 +37,7 @@ from .batches import PER_BROKER, TOTAL, DiskRoom, Step, Throttled, step_loads
 __all__ = ["ROLLING_PER_BROKER", "DiskRoom", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
            "rolling_peak_disk", "per_broker_of"]
 
-ROLLING_PER_BROKER = 2  # moves in flight per broker (module doc)
+ROLLING_PER_BROKER = 2  # moves in flight per broker, in and out apart (module doc)
 
 
 def per_broker_of(schedule: str | None, given: int | None = None) -> int:
@@ -64,7 +65,7 @@ class Scheduler:
         # takes more than per_broker moves: what it has must outlast the executor's reaction to a finish
         # (``set_min_bytes``). 0: the count alone, as the fluid model runs it.
         self.min_bytes = min_bytes
-        self.flying_bytes: dict[int, int] = {}
+        self.flying_bytes: dict[Throttled, int] = {}
         # Bytes still to copy through each broker, as far as the clock tells (``rate``: the throttle, bytes/s; 0:
         # unknown, every byte in flight counts until its move finishes). Of a big move started a minute ago little
         # may be left: counted whole, it kept its broker "full" to its end, and the next move started only once the
@@ -74,10 +75,10 @@ class Scheduler:
         # their sources is not taken for drained. ``_rem``: step -> bytes left per copy, as of ``_now``.
         self.rate = rate
         self._rem: dict[int, float] = {}
-        self._left_at: dict[int, float] = {}  # broker -> bytes left through it (``_rem`` summed)
+        self._left_at: dict[Throttled, float] = {}  # bytes left through each throttle (``_rem`` summed)
         self._rates: dict[int, float] | None = {}
         self._now: float | None = None
-        self._was_full: set[int] = set()
+        self._was_full: set[Throttled] = set()
         # steps by index (hashing a Step hashes its tuples: the simulation asks millions of times)
         self._steps = sorted((s for s in steps if not s.leader_only), key=lambda s: (s.topic, s.partition, s.seq))
         self._index = {s: i for i, s in enumerate(self._steps)}
@@ -85,19 +86,15 @@ class Scheduler:
         self._brokers = [tuple(s.brokers()) for s in self._steps]
         self._tie = [(-s.bytes, s.topic, s.partition) for s in self._steps]
         self._queues: dict[tuple[str, int], list[int]] = {}
-        self._through: list[dict[int, int]] = []  # per step: bytes through each of its brokers
+        self._throttles = [tuple(loads) for loads in self._loads]
         for i, s in enumerate(self._steps):
             self._queues.setdefault(s.tp, []).append(i)
-            through: dict[int, int] = {}
-            for (b, _), x in self._loads[i].items():
-                through[b] = through.get(b, 0) + x
-            self._through.append(through)
         self._next = dict.fromkeys(self._queues, 0)
         self.left: dict[Throttled, int] = {}
         for loads in self._loads:
             for t, x in loads.items():
                 self.left[t] = self.left.get(t, 0) + x
-        self.flying: dict[int, int] = {}   # broker -> moves in flight through it
+        self.flying: dict[Throttled, int] = {}   # a broker's throttle in or out -> moves in flight through it
         self.in_flight: set[tuple[str, int]] = set()
         # Steps by broker, and the brokers whose room grew since ``ready`` last ran (None: look at every step).
         # Whatever ``ready`` left waiting did not fit; it can fit later only through a broker that gained room
@@ -127,13 +124,13 @@ class Scheduler:
                     out.add(i)
         return list(out)
 
-    def _full(self, b: int) -> bool:
-        return self.flying.get(b, 0) >= self.per_broker and self.left_bytes(b) >= self.min_bytes
+    def _full(self, t: Throttled) -> bool:
+        return self.flying.get(t, 0) >= self.per_broker and self.left_bytes(t) >= self.min_bytes
 
-    def left_bytes(self, b: int) -> float:
-        """The bytes still to copy through ``b`` as of the last clock reading (``__init__``)."""
-        held = self.flying_bytes.get(b, 0)
-        return held if self._now is None else min(held, self._left_at.get(b, 0.0))
+    def left_bytes(self, t: Throttled) -> float:
+        """The bytes still to copy through throttle ``t`` as of the last clock reading (``__init__``)."""
+        held = self.flying_bytes.get(t, 0)
+        return held if self._now is None else min(held, self._left_at.get(t, 0.0))
 
     def _fair(self) -> dict[int, float]:
         if self._rates is None:
@@ -151,8 +148,8 @@ class Scheduler:
             self._left_at = {}
             for i, x in self._rem.items():
                 share = x / self._steps[i].size_bytes
-                for b, y in self._through[i].items():
-                    self._left_at[b] = self._left_at.get(b, 0.0) + y * share
+                for t, y in self._loads[i].items():
+                    self._left_at[t] = self._left_at.get(t, 0.0) + y * share
         self._now = now if self._now is None else max(now, self._now)
 
     def wake(self) -> float | None:
@@ -162,19 +159,19 @@ class Scheduler:
         if self._now is None or not self._rem:
             return None
         rates = self._fair()
-        left: dict[int, float] = {}
-        speed: dict[int, float] = {}
+        left: dict[Throttled, float] = {}
+        speed: dict[Throttled, float] = {}
         for i, x in self._rem.items():
             size = self._steps[i].size_bytes
-            for b, y in self._through[i].items():
-                left[b] = left.get(b, 0.0) + y * x / size
-                speed[b] = speed.get(b, 0.0) + y * rates[i] / size
-        times = [self._now + (x - self.min_bytes) / speed[b] for b, x in left.items()
-                 if self.flying.get(b, 0) >= self.per_broker and x > self.min_bytes and speed[b] > 0]
+            for t, y in self._loads[i].items():
+                left[t] = left.get(t, 0.0) + y * x / size
+                speed[t] = speed.get(t, 0.0) + y * rates[i] / size
+        times = [self._now + (x - self.min_bytes) / speed[t] for t, x in left.items()
+                 if self.flying.get(t, 0) >= self.per_broker and x > self.min_bytes and speed[t] > 0]
         return min(times, default=None)
 
     def _fits(self, i: int) -> bool:
-        return (len(self.in_flight) < self.total and not any(self._full(b) for b in self._brokers[i])
+        return (len(self.in_flight) < self.total and not any(self._full(t) for t in self._throttles[i])
                 and self._has_room(self._steps[i]))
 
     def _has_room(self, s: Step) -> bool:
@@ -196,10 +193,10 @@ class Scheduler:
             self._dirty = None  # what waits may fit once the total frees, through any broker
             return started
         left = self.left
-        full = {b for b in self.flying if self._full(b)}
+        full = {t for t in self.flying if self._full(t)}
         if self._dirty is not None:  # drained below the floor since: room, as a finish would make
-            self._dirty.update(self._was_full - full)
-        waiting = [i for i in self._candidates() if full.isdisjoint(self._brokers[i])]
+            self._dirty.update(b for b, _ in self._was_full - full)
+        waiting = [i for i in self._candidates() if full.isdisjoint(self._throttles[i])]
         waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         self._dirty = set()
         for i in waiting:
@@ -211,21 +208,21 @@ class Scheduler:
                 started.append(s)
                 self.in_flight.add(s.tp)
                 self._fly(i, 1)
-        self._was_full = {b for b in self.flying if self._full(b)}
+        self._was_full = {t for t in self.flying if self._full(t)}
         return started
 
     def _fly(self, i: int, sign: int) -> None:
-        for b, x in self._through[i].items():
-            self.flying[b] = self.flying.get(b, 0) + sign
-            self.flying_bytes[b] = self.flying_bytes.get(b, 0) + sign * x
+        for t, x in self._loads[i].items():
+            self.flying[t] = self.flying.get(t, 0) + sign
+            self.flying_bytes[t] = self.flying_bytes.get(t, 0) + sign * x
         s = self._steps[i]
         if self._now is not None:  # the moves in flight changed: so do their shares
             self._rates = None
             share = 1.0 if sign > 0 else self._rem.pop(i, 0.0) / s.size_bytes
             if sign > 0:
                 self._rem[i] = float(s.size_bytes)
-            for b, x in self._through[i].items():
-                self._left_at[b] = max(0.0, self._left_at.get(b, 0.0) + sign * x * share)
+            for t, x in self._loads[i].items():
+                self._left_at[t] = max(0.0, self._left_at.get(t, 0.0) + sign * x * share)
         if sign > 0:  # started: its new replicas take their room now
             for b in s.added:
                 self.disk[b] = self.disk.get(b, 0) + s.size_bytes
@@ -236,20 +233,20 @@ class Scheduler:
                     self.disk[b] = self.disk.get(b, 0) - s.size_bytes
 
     def upcoming(self) -> list[Step]:
-        """What starts next as room frees: per broker, the first ``per_broker`` waiting steps through it in the
+        """What starts next as room frees: per throttle, the first ``per_broker`` waiting steps through it in the
         order ``ready`` tries them (the executor throttles them ahead, so they start without a settle wait)."""
         left = self.left
         waiting = sorted(self._waiting(), key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
-        taken: dict[int, int] = {}
-        taken_bytes: dict[int, int] = {}
+        taken: dict[Throttled, int] = {}
+        taken_bytes: dict[Throttled, int] = {}
         out: list[Step] = []
         for i in waiting:
-            if any(taken.get(b, 0) < self.per_broker or taken_bytes.get(b, 0) < self.min_bytes
-                   for b in self._brokers[i]):
+            if any(taken.get(t, 0) < self.per_broker or taken_bytes.get(t, 0) < self.min_bytes
+                   for t in self._throttles[i]):
                 out.append(self._steps[i])
-                for b, x in self._through[i].items():
-                    taken[b] = taken.get(b, 0) + 1
-                    taken_bytes[b] = taken_bytes.get(b, 0) + x
+                for t, x in self._loads[i].items():
+                    taken[t] = taken.get(t, 0) + 1
+                    taken_bytes[t] = taken_bytes.get(t, 0) + x
         return out
 
     def start(self, s: Step, now: float | None = None) -> None:
@@ -298,7 +295,8 @@ class Scheduler:
 
     def idle_with_work(self) -> list[int]:
         """Brokers with nothing in flight though a waiting step of theirs would fit now: never, after ``ready``."""
-        return sorted({b for i in self._waiting() if self._fits(i) for b in self._brokers[i] if not self.flying.get(b)})
+        return sorted({t[0] for i in self._waiting() if self._fits(i) for t in self._throttles[i]
+                       if not self.flying.get(t)})
 
 
 def fair_rates(flows: Sequence[Sequence[Throttled]], capacity: float) -> list[float]:
@@ -383,7 +381,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
                 pending.append((now + wait, s))
             else:
                 copies.add(s)
-        for b, n in sched.flying.items():
+        for (b, _), n in sched.flying.items():
             sim.peak_in_flight[b] = max(sim.peak_in_flight.get(b, 0), n)
 
     start(start_cost)  # the first round: no finish to see

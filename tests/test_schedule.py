@@ -125,6 +125,19 @@ def test_a_move_drained_by_the_clock_makes_room_before_it_finishes() -> None:
     assert clock.left_bytes((9, "in")) == pytest.approx(7.5)
 
 
+def test_a_move_not_yet_submitted_drains_from_when_it_copies() -> None:
+    # As above, but the executor submits the big move a second after choosing it (its throttles and state written
+    # first): until then it holds its 100 bytes whole, so 9 makes room at 9 s, not at 8 s.
+    big = Step("big", 0, (1, 4), (9, 4), 100)
+    small = Step("small", 0, (2, 4), (9, 4), 10)
+    sched = Scheduler([big, small], per_broker=1, min_bytes=20, rate=10.0)
+    assert sched.ready(0.0, copying=False) == [big]
+    assert sched.ready(0.5) == [] and sched.left_bytes((9, "in")) == 100 and sched.wake() is None
+    sched.copying([big], 1.0)
+    assert sched.ready(8.5) == [] and sched.wake() == pytest.approx(9.0)
+    assert sched.ready(9.5) == [small]
+
+
 def test_draining_by_the_clock_keeps_the_critical_broker_busy_through_the_executors_loop() -> None:
     # Heavy-tailed moves onto four new brokers (half a second's copy at the median), the executor's loop between a
     # finish and the next start (over a second): counting a move in flight whole until it finishes leaves the

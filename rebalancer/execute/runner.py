@@ -753,12 +753,13 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                 wave, staged = staged, None
                 with _failing(state, wave.batch, state_path):
                     _submit_batch(backend, state, wave.batch, wave.todo, opts, state_path, wave.watch.label, lock)
+                sched.copying(wave.todo, time.monotonic())
                 wave.watch.started = wave.batch["submitted_at"]
                 active[wave.batch["index"]] = wave
                 throttle_ahead()
             if active and (not backend.can_add_moves or time.monotonic() - last_start < 10 * save_cost):
                 return
-            started = sched.ready(time.monotonic())
+            started = sched.ready(time.monotonic(), copying=False)  # until submitted (below, once throttled)
             if not started:
                 return
             last_start = time.monotonic()

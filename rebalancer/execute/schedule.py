@@ -77,6 +77,7 @@ class Scheduler:
         self._rem: dict[int, float] = {}
         self._left_at: dict[Throttled, float] = {}  # bytes left through each throttle (``_rem`` summed)
         self._rates: dict[int, float] | None = {}
+        self._held: set[int] = set()  # started, not yet copying (``ready(copying=False)`` until ``copying``)
         self._now: float | None = None
         self._was_full: set[Throttled] = set()
         # steps by index (hashing a Step hashes its tuples: the simulation asks millions of times)
@@ -134,7 +135,7 @@ class Scheduler:
 
     def _fair(self) -> dict[int, float]:
         if self._rates is None:
-            flows = list(self._rem)
+            flows = [i for i in self._rem if i not in self._held]
             self._rates = dict(zip(flows, fair_rates([tuple(self._loads[i]) for i in flows], self.rate), strict=True))
         return self._rates
 
@@ -144,7 +145,7 @@ class Scheduler:
             return
         if self._now is not None and now > self._now and self._rem:
             rates, dt = self._fair(), now - self._now
-            self._rem = {i: max(0.0, x - rates[i] * dt) for i, x in self._rem.items()}
+            self._rem = {i: max(0.0, x - rates.get(i, 0.0) * dt) for i, x in self._rem.items()}
             self._left_at = {}
             for i, x in self._rem.items():
                 share = x / self._steps[i].size_bytes
@@ -165,7 +166,7 @@ class Scheduler:
             size = self._steps[i].size_bytes
             for t, y in self._loads[i].items():
                 left[t] = left.get(t, 0.0) + y * x / size
-                speed[t] = speed.get(t, 0.0) + y * rates[i] / size
+                speed[t] = speed.get(t, 0.0) + y * rates.get(i, 0.0) / size
         times = [self._now + (x - self.min_bytes) / speed[t] for t, x in left.items()
                  if self.flying.get(t, 0) >= self.per_broker and x > self.min_bytes and speed[t] > 0]
         return min(times, default=None)
@@ -184,9 +185,11 @@ class Scheduler:
             self._dirty = None
         self.min_bytes = min_bytes
 
-    def ready(self, now: float | None = None) -> list[Step]:
+    def ready(self, now: float | None = None, copying: bool = True) -> list[Step]:
         """The steps to start ``now`` (in the order to submit them), marked in flight. ``now``: the clock (seconds),
-        with ``rate``: a broker's moves in flight count by their bytes left (``__init__``)."""
+        with ``rate``: a broker's moves in flight count by their bytes left (``__init__``). ``copying`` False: they
+        hold their bytes whole until ``copying`` says they copy (the executor submits them a moment later, after
+        their throttles and the state are written: drained from their choice, a flood of small moves started)."""
         started: list[Step] = []
         self._tick(now)
         if len(self.in_flight) >= self.total:
@@ -208,6 +211,8 @@ class Scheduler:
                 started.append(s)
                 self.in_flight.add(s.tp)
                 self._fly(i, 1)
+                if not copying and self._now is not None:
+                    self._held.add(i)
         self._was_full = {t for t in self.flying if self._full(t)}
         return started
 
@@ -218,6 +223,7 @@ class Scheduler:
         s = self._steps[i]
         if self._now is not None:  # the moves in flight changed: so do their shares
             self._rates = None
+            self._held.discard(i)
             share = 1.0 if sign > 0 else self._rem.pop(i, 0.0) / s.size_bytes
             if sign > 0:
                 self._rem[i] = float(s.size_bytes)
@@ -248,6 +254,15 @@ class Scheduler:
                     taken[t] = taken.get(t, 0) + 1
                     taken_bytes[t] = taken_bytes.get(t, 0) + x
         return out
+
+    def copying(self, steps: Iterable[Step], now: float | None = None) -> None:
+        """These steps (started with ``ready(copying=False)``) copy from ``now`` on."""
+        self._tick(now)
+        for s in steps:
+            i = self._index.get(s)
+            if i is not None and i in self._held:
+                self._held.discard(i)
+                self._rates = None
 
     def start(self, s: Step, now: float | None = None) -> None:
         """Mark ``s`` in flight without ``ready`` choosing it: a resumed execution's moves already submitted."""
@@ -375,7 +390,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     now = 0.0
 
     def start(wait: float = delay) -> None:
-        for s in sched.ready(now):
+        for s in sched.ready(now, copying=not wait):
             sim.starts.append((now, s))
             if wait:
                 pending.append((now + wait, s))
@@ -398,7 +413,9 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
             sched.finish(s, now)
             sim.finishes.append((now, s))
         if pending and now >= due - 1e-9:
-            for _, s in [p for p in pending if p[0] <= now + 1e-9]:
+            due_now = [s for t, s in pending if t <= now + 1e-9]
+            sched.copying(due_now, now)
+            for s in due_now:
                 copies.add(s)
             pending = [p for p in pending if p[0] > now + 1e-9]
         if done or (wake is not None and now >= wake - 1e-9):

@@ -178,6 +178,18 @@ def test_rolling_reaches_the_bound_where_batches_wait_for_stragglers() -> None:
     assert batched == pytest.approx(1400)
 
 
+def test_a_broker_sends_and_receives_at_once_its_throttles_are_apart() -> None:
+    # One move per throttle: broker 5 sends a to 6 and receives b from 7 at once (Kafka throttles its replication in
+    # and out apart), while a second move into 6 waits for a.
+    a = Step("a", 0, (5, 1), (6, 1), 100)
+    b = Step("b", 0, (7, 1), (5, 1), 100)
+    c = Step("c", 0, (8, 1), (6, 1), 50)
+    sched = Scheduler([a, b, c], per_broker=1)
+    assert sched.ready() == [a, b] and sched.flying[(5, "out")] == sched.flying[(5, "in")] == 1
+    sched.finish(a)
+    assert sched.ready() == [c]
+
+
 def test_fair_rates_share_each_throttle() -> None:
     # two copies into broker 1 from 0 and 2, one from 2 into 3: broker 1's in-throttle is shared, 2's out too
     rates = fair_rates([((1, "in"), (0, "out")), ((1, "in"), (2, "out")), ((3, "in"), (2, "out"))], 10.0)

@@ -210,7 +210,7 @@ class AdminBackend:
         (kafka-python groups them so); how many entities changed."""
         from kafka.admin import AlterConfigOp
 
-        resources, names = [], []
+        resources, names, brokers = [], [], []
         for c in changes:
             current = self._config(c.entity_type, c.name) if c.seen is None else c.seen
             ops: dict[str, Any] = {k: (AlterConfigOp.SET, str(v)) for k, v in c.set_.items()
@@ -219,11 +219,13 @@ class AdminBackend:
             if ops:
                 resources.append(self._resource(c.entity_type, c.name, ops))
                 names.append(f"{c.entity_type}/{c.name}")
+                if c.entity_type == "brokers":
+                    brokers.append(int(c.name))
         if not resources:
             return 0
         what = f"altering {names[0]}" + (f" and {len(names) - 1} other config(s)" if len(names) > 1 else "")
         res = self._call(what, lambda: self.admin.alter_configs(resources, raise_on_unknown=False),
-                         brokers=[int(n.split("/", 1)[1]) for n in names if n.startswith("brokers/")])
+                         brokers=brokers)
         kinds = {"broker": "brokers", "topic": "topics"}
         for rtype, by_name in res.items():
             for name, outcome in by_name.items():

@@ -15,9 +15,10 @@ together, a broker's few moves out held its moves in back (a heavy-tailed weekly
 ``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted, and a throttle with less than
 ``min_bytes`` still to copy (twice what it moves while the executor reacts to a finish) takes more: what is left of
 each move in flight is read off the clock (``rate``: each copies at its max-min fair share of its throttles), not
-counted whole until the move is seen to finish. When room frees, the ready steps (each partition's next) start in order of the bytes left on their busiest throttle (a broker's in
-or out: ``batches.step_loads``), the critical brokers' first, and on equal footing the largest first (longest
-processing time first): the broker that sets the bound is never kept waiting by a smaller one's moves. Leader-only
+counted whole until the move is seen to finish. When room frees, the ready steps (each partition's next) start in
+order of the bytes left on their busiest throttle (a broker's in or out: ``batches.step_loads``), the critical
+brokers' first, and on equal footing the largest first (longest processing time first): the broker that sets the
+bound is never kept waiting by a smaller one's moves. Leader-only
 steps copy nothing and are left to the executor's election at the end (``ready`` skips them).
 
 ``simulate`` runs a schedule under a fluid model of Kafka's throttles: each throttle carries at most ``throttle``
@@ -66,11 +67,11 @@ class Scheduler:
         # (``set_min_bytes``). 0: the count alone, as the fluid model runs it.
         self.min_bytes = min_bytes
         self.flying_bytes: dict[Throttled, int] = {}
-        # Bytes still to copy through each broker, as far as the clock tells (``rate``: the throttle, bytes/s; 0:
+        # Bytes still to copy through each throttle, as far as the clock tells (``rate``: the throttle, bytes/s; 0:
         # unknown, every byte in flight counts until its move finishes). Of a big move started a minute ago little
         # may be left: counted whole, it kept its broker "full" to its end, and the next move started only once the
         # executor saw it finish, the broker idle meanwhile (a fifth of a heavy-tailed weekly rebalance's run in the
-        # fluid model with the executor's loop). Each move in flight copies at its max-min fair share of the
+        # fluid model with the executor's loop). Each move submitted copies at its max-min fair share of the
         # throttles it passes through (``fair_rates``, as ``simulate`` runs them), so a broker whose moves wait on
         # their sources is not taken for drained. ``_rem``: step -> bytes left per copy, as of ``_now``.
         self.rate = rate
@@ -136,7 +137,7 @@ class Scheduler:
     def _fair(self) -> dict[int, float]:
         if self._rates is None:
             flows = [i for i in self._rem if i not in self._held]
-            self._rates = dict(zip(flows, fair_rates([tuple(self._loads[i]) for i in flows], self.rate), strict=True))
+            self._rates = dict(zip(flows, fair_rates([self._throttles[i] for i in flows], self.rate), strict=True))
         return self._rates
 
     def _tick(self, now: float | None) -> None:

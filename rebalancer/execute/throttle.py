@@ -23,15 +23,12 @@ import re
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
 from ..model import topic_name_problem
-from .backend import ConfigChange
-
-if TYPE_CHECKING:
-    from .backend import Backend
+from .backend import Backend, ConfigChange
 
 __all__ = ["clear_command", "THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
@@ -208,7 +205,6 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
     # A broker whose config this backend cannot read now (the Admin API asks the broker itself; a dead one cannot
     # answer) stays in the ledger, so a later release removes its throttle once it is back.
     unreachable = backend.unreachable_brokers({int(b) for b in ledger.brokers})
-    changed: list[str] = []
     changes: list[ConfigChange] = []
     for b in sorted(ledger.brokers, key=int):
         if int(b) in keep_brokers or int(b) in unreachable:
@@ -224,7 +220,6 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
                 restore[key] = str(entry["previous"])
         if restore or delete:
             changes.append(ConfigChange("brokers", b, restore, delete, have))
-            changed.append(f"brokers/{b}")
         del ledger.brokers[b]
     for t in sorted(ledger.topics):
         have = current.get(("topics", t), {})
@@ -247,13 +242,12 @@ def release(backend: Backend, ledger: Ledger, keep: Throttles = (set(), {})) -> 
                 ledger.topics[t].pop(key, None)
         if set_ or delete:
             changes.append(ConfigChange("topics", t, set_, delete, have))
-            changed.append(f"topics/{t}")
         if not ledger.topics[t]:
             del ledger.topics[t]
     backend.alter_many(changes)
     # Saved once, after the cluster changed: a crash before this leaves entries whose undoing is then a no-op.
     ledger.save()
-    return changed
+    return [f"{c.entity_type}/{c.name}" for c in changes]
 
 
 def foreign(backend: Backend, ledger: Ledger) -> dict[str, dict[str, str]]:

@@ -42,7 +42,8 @@ def ratios(changes: Any) -> dict[str, tuple[float, int]]:
     """order -> (floor / bound, batches); "batches" and "rolling" -> (modelled makespan / bound, batches or moves)."""
     from rebalancer.execute.batches import batch_floor, make_batches, steps_of
     from rebalancer.execute.estimate import transfer
-    from rebalancer.execute.schedule import simulate, simulate_batches
+    from rebalancer.execute.fluid import simulate_batches
+    from rebalancer.execute.schedule import simulate
 
     steps = [s for c in changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from rebalancer.execute.batches import Step, make_batches, step_loads, steps_of
 from rebalancer.execute.estimate import transfer
-from rebalancer.execute.schedule import Scheduler, fair_rates, simulate, simulate_batches
+from rebalancer.execute.fluid import fair_rates, simulate_batches
+from rebalancer.execute.schedule import Scheduler, simulate
 
 
 def _steps(rng: random.Random, brokers: int, partitions: int) -> list[Step]:

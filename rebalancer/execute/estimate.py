@@ -14,7 +14,7 @@ the source of a later one.
 Expected: the executor submits batches (``make_batches`` with the run's caps) one after another, each waiting for its
 slowest move, so it cannot beat the sum over batches of each batch's own bound (the floor). Within a batch the moves
 share their brokers' throttles, which the floor does not see: the batches run in the fluid model of the throttles
-(``schedule.simulate_batches``: each throttle's rate shared max-min fairly among the copies through it), 1-4 % above
+(``fluid.simulate_batches``: each throttle's rate shared max-min fairly among the copies through it), 1-4 % above
 the floor on the heavy-tailed bench plans; above ``MODEL_STEPS`` steps (about 6 s of modelling, beside the plan's
 own minutes) the floor stands in for it. Real Kafka's quota lets a copy run at ``RATE_FACTOR`` of that (1.08-1.18x
 measured by ``bench/bench_execute.py --real``), and each batch costs ``BATCH_OVERHEAD_S`` on top (seeing it done at
@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batches, step_loads, steps_of
-from .schedule import ROLLING_PER_BROKER, DiskRoom, Simulation, per_broker_of, simulate, simulate_batches
+from .fluid import Simulation, simulate_batches
+from .schedule import ROLLING_PER_BROKER, DiskRoom, per_broker_of, simulate
 
 __all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
 
@@ -62,7 +63,7 @@ class ExecutionEstimate:
     moves: int
     per_broker: int = PER_BROKER  # the caps the batches were made with (the validation's transient-disk gate reads
     total: int = TOTAL            # them: the executor batches the same way)
-    modelled_seconds: float = 0.0  # the schedule in the fluid model of the throttles (``schedule.simulate_batches``,
+    modelled_seconds: float = 0.0  # the schedule in the fluid model of the throttles (``fluid.simulate_batches``,
                                    # ``schedule.simulate``), no overheads
     schedule: str = "batches"     # the schedule estimated: "batches" or "rolling" (batches: its rounds of starts)
 

@@ -21,22 +21,19 @@ brokers' first, and on equal footing the largest first (longest processing time 
 bound is never kept waiting by a smaller one's moves. Leader-only
 steps copy nothing and are left to the executor's election at the end (``ready`` skips them).
 
-``simulate`` runs a schedule under a fluid model of Kafka's throttles: each throttle carries at most ``throttle``
-bytes/s, shared max-min fairly among the copies through it (a broker's in and out apart), every copy at the rate
-its tightest throttle allows; it returns the makespan (first start to last finish) and each move's start and end.
-``simulate_batches`` runs the executor's batches in the same model, each after the previous one's slowest move.
-Neither counts the executor's polling or Kafka's own overheads: they compare orders, ``estimate`` the clock.
+``simulate`` runs a schedule under the fluid model of Kafka's throttles (``fluid``: each throttle's rate shared
+max-min fairly among the copies through it, a broker's in and out apart); it returns the makespan (first start to
+last finish) and each move's start and end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 
 from .batches import PER_BROKER, TOTAL, DiskRoom, Step, Throttled, step_loads
+from .fluid import Copies, Simulation, fair_rates
 
-__all__ = ["ROLLING_PER_BROKER", "DiskRoom", "Scheduler", "Simulation", "simulate", "simulate_batches", "fair_rates",
-           "rolling_peak_disk", "per_broker_of"]
+__all__ = ["ROLLING_PER_BROKER", "DiskRoom", "Scheduler", "simulate", "rolling_peak_disk", "per_broker_of"]
 
 ROLLING_PER_BROKER = 2  # moves in flight per broker, in and out apart (module doc)
 
@@ -315,63 +312,6 @@ class Scheduler:
                        if not self.flying.get(t)})
 
 
-def fair_rates(flows: Sequence[Sequence[Throttled]], capacity: float) -> list[float]:
-    """Max-min fair rates (progressive filling) of copies each through the throttles listed, every throttle carrying
-    at most ``capacity`` bytes/s."""
-    rate = [0.0] * len(flows)
-    members: dict[Throttled, list[int]] = {}
-    for i, ts in enumerate(flows):
-        for t in ts:
-            members.setdefault(t, []).append(i)
-    room = dict.fromkeys(members, capacity)
-    active = set(range(len(flows)))
-    while active:
-        share = min(room[t] / n for t, ms in members.items() if (n := sum(1 for i in ms if i in active)))
-        for i in active:
-            rate[i] += share
-        full: set[int] = set()
-        for t, ms in members.items():
-            n = sum(1 for i in ms if i in active)
-            if n:
-                room[t] -= share * n
-                if room[t] <= 1e-9 * capacity:
-                    full.update(ms)
-        active -= full
-    return rate
-
-
-@dataclass
-class Simulation:
-    makespan: float                                   # seconds from the first start to the last finish
-    starts: list[tuple[float, Step]] = field(default_factory=list)
-    finishes: list[tuple[float, Step]] = field(default_factory=list)
-    peak_in_flight: dict[int, int] = field(default_factory=dict)   # broker -> most moves in flight at once
-    stuck: str | None = None  # why the schedule stopped with steps left (no disk room anywhere they go)
-
-
-class _Copies:
-    """The copies in flight: per step, each (throttles, bytes left) of its new replicas."""
-
-    def __init__(self) -> None:
-        self.left: dict[Step, list[tuple[tuple[Throttled, ...], float]]] = {}
-
-    def add(self, s: Step) -> None:
-        self.left[s] = [(((b, "in"), (s.before[0], "out")), float(s.size_bytes)) for b in s.added]
-
-    def advance(self, throttle: float, until: float = float("inf")) -> tuple[float, list[Step]]:
-        """Run until the next copy ends, or ``until`` seconds: (seconds, the steps whose every copy ended)."""
-        flat = [(s, k, ts, x) for s, cs in self.left.items() for k, (ts, x) in enumerate(cs)]
-        rates = fair_rates([ts for _, _, ts, _ in flat], throttle)
-        dt = min(until, min(x / r for (_, _, _, x), r in zip(flat, rates, strict=True) if r > 0))
-        for (s, k, ts, x), r in zip(flat, rates, strict=True):
-            rest = x - r * dt
-            self.left[s][k] = (ts, 0.0 if rest <= 1e-6 * max(1.0, x) else rest)
-        done = [s for s, cs in self.left.items() if all(x == 0.0 for _, x in cs)]
-        for s in done:
-            del self.left[s]
-        return dt, sorted(done, key=lambda s: (s.topic, s.partition, s.seq))
-
-
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,
              total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0, room: DiskRoom | None = None,
              drain: bool = True) -> Simulation:
@@ -386,7 +326,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
                       rate=throttle if drain else 0.0)
     delay = poll / 2 + start_cost
     sim = Simulation(0.0)
-    copies = _Copies()
+    copies = Copies()
     pending: list[tuple[float, Step]] = []  # started, copying from then
     now = 0.0
 
@@ -449,21 +389,3 @@ def rolling_peak_disk(sim: Simulation, held: Mapping[int, int]) -> dict[int, tup
             if now[b] > peak.get(b, (-1, -1))[0]:
                 peak[b] = (now[b], r)
     return peak
-
-
-def simulate_batches(batches: Iterable[Iterable[Step]], throttle: float) -> Simulation:
-    """Batches one after another in the same model: each starts when the previous one's slowest move ends."""
-    sim = Simulation(0.0)
-    now = 0.0
-    for batch in batches:
-        copies = _Copies()
-        for s in batch:
-            if not s.leader_only:
-                copies.add(s)
-                sim.starts.append((now, s))
-        while copies.left:
-            dt, done = copies.advance(throttle)
-            now += dt
-            sim.finishes.extend((now, s) for s in done)
-    sim.makespan = now
-    return sim

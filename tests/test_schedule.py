@@ -126,6 +126,21 @@ def test_a_move_drained_by_the_clock_makes_room_before_it_finishes() -> None:
     assert clock.left_bytes((9, "in")) == pytest.approx(7.5)
 
 
+def test_an_empty_partitions_move_drains_by_the_clock_with_nothing_left() -> None:
+    # A move of an empty partition (0 bytes) in flight beside others: it holds no bytes of its throttles, and the
+    # clock's reading, the wake-up and its finish count it as such (they divided by its size).
+    empty = Step("empty", 0, (1, 4), (9, 4), 0)
+    big = Step("big", 0, (2, 4), (9, 4), 100)
+    clock = Scheduler([empty, big], per_broker=2, min_bytes=20, rate=10.0)
+    assert clock.ready(0.0) == [big, empty]
+    assert clock.ready(1.0) == [] and clock.left_bytes((9, "in")) == pytest.approx(90.0)
+    assert clock.wake() == pytest.approx(8.0)
+    clock.finish(empty, 2.0)
+    assert clock.left_bytes((9, "in")) == pytest.approx(80.0)
+    sim = simulate([empty, big, Step("small", 0, (3, 4), (9, 4), 10)], 10.0, per_broker=1, poll=0.1, start_cost=0.1)
+    assert sim.stuck is None and len(sim.finishes) == 3
+
+
 def test_a_move_not_yet_submitted_drains_from_when_it_copies() -> None:
     # As above, but the executor submits the big move a second after choosing it (its throttles and state written
     # first): until then it holds its 100 bytes whole, so 9 makes room at 9 s, not at 8 s.

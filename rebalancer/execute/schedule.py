@@ -133,7 +133,7 @@ class Scheduler:
 
     def _fair(self) -> dict[int, float]:
         if self._rates is None:
-            flows = [i for i in self._rem if i not in self._held]
+            flows = [i for i, x in self._rem.items() if x > 0 and i not in self._held]  # copied: no share
             self._rates = dict(zip(flows, fair_rates([self._throttles[i] for i in flows], self.rate), strict=True))
         return self._rates
 
@@ -143,10 +143,13 @@ class Scheduler:
             return
         if self._now is not None and now > self._now and self._rem:
             rates, dt = self._fair(), now - self._now
+            copying = sum(1 for x in self._rem.values() if x > 0)
             self._rem = {i: max(0.0, x - rates.get(i, 0.0) * dt) for i, x in self._rem.items()}
+            if sum(1 for x in self._rem.values() if x > 0) < copying:
+                self._rates = None  # a move copied all it had: the others share its throttles
             self._left_at = {}
             for i, x in self._rem.items():
-                share = x / self._steps[i].size_bytes
+                share = _fraction(x, self._steps[i].size_bytes)
                 for t, y in self._loads[i].items():
                     self._left_at[t] = self._left_at.get(t, 0.0) + y * share
         self._now = now if self._now is None else max(now, self._now)
@@ -163,8 +166,8 @@ class Scheduler:
         for i, x in self._rem.items():
             size = self._steps[i].size_bytes
             for t, y in self._loads[i].items():
-                left[t] = left.get(t, 0.0) + y * x / size
-                speed[t] = speed.get(t, 0.0) + y * rates.get(i, 0.0) / size
+                left[t] = left.get(t, 0.0) + y * _fraction(x, size)
+                speed[t] = speed.get(t, 0.0) + y * _fraction(rates.get(i, 0.0), size)
         times = [self._now + (x - self.min_bytes) / speed[t] for t, x in left.items()
                  if self.flying.get(t, 0) >= self.per_broker and x > self.min_bytes and speed[t] > 0]
         return min(times, default=None)
@@ -222,7 +225,7 @@ class Scheduler:
         if self._now is not None:  # the moves in flight changed: so do their shares
             self._rates = None
             self._held.discard(i)
-            share = 1.0 if sign > 0 else self._rem.pop(i, 0.0) / s.size_bytes
+            share = 1.0 if sign > 0 else _fraction(self._rem.pop(i, 0.0), s.size_bytes)
             if sign > 0:
                 self._rem[i] = float(s.size_bytes)
             for t, x in self._loads[i].items():
@@ -310,6 +313,11 @@ class Scheduler:
         """Brokers with nothing in flight though a waiting step of theirs would fit now: never, after ``ready``."""
         return sorted({t[0] for i in self._waiting() if self._fits(i) for t in self._throttles[i]
                        if not self.flying.get(t)})
+
+
+def _fraction(x: float, size: int) -> float:
+    """``x`` bytes of a move of ``size`` (an empty partition's move: nothing, it has no bytes to share)."""
+    return x / size if size else 0.0
 
 
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,

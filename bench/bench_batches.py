@@ -8,7 +8,8 @@ move, so batching alone puts a floor under the run: the sum over batches of each
 (``bound``, the default: the critical throttle kept busy or the largest first, whichever is lower; ``smallest``;
 ``largest``) with the executor's default caps (5 moves per broker, 50 per batch); then, in the fluid model of the
 throttles (``schedule.simulate``: each throttle's rate shared max-min fairly among the copies through it), the
-makespan / bound of the default batches one after another and of the rolling schedule (its own cap: 2 moves per
+makespan / bound of the default batches one after another (split where that pays at ``--throttle``:
+``batches.untangle``) and of the rolling schedule (its own cap: 2 moves per
 broker, ``schedule.ROLLING_PER_BROKER``, 50 in all), over:
 
 - the simulator's ``new-brokers`` (add-brokers) and ``wix`` (weekly rebalance) scenarios and the main job's cluster
@@ -20,6 +21,7 @@ broker, ``schedule.ROLLING_PER_BROKER``, 50 in all), over:
   ``auto`` plans them as the planner's defaults do, minutes for the whole family).
 
     .venv/bin/python bench/bench_batches.py [--count 40] [--seed-base 0] [--balance counts|auto] [--rows]
+        [--throttle 50MB/s]
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ ORDERS = ("bound", "smallest", "largest")
 MODELLED = ("batches", "rolling")  # makespan / bound in the fluid model: the default batches, the rolling schedule
 
 
-def ratios(changes: Any) -> dict[str, tuple[float, int]]:
-    """order -> (floor / bound, batches); "batches" and "rolling" -> (modelled makespan / bound, batches or moves)."""
+def ratios(changes: Any, throttle: float) -> dict[str, tuple[float, int]]:
+    """order -> (floor / bound, batches); "batches" and "rolling" -> (modelled makespan / bound, batches or moves);
+    the executor's batches are split where the fluid model says that pays at ``throttle`` (``batches.untangle``)."""
     from rebalancer.execute.batches import batch_floor, make_batches, steps_of
-    from rebalancer.execute.estimate import transfer
+    from rebalancer.execute.estimate import batch_cost, transfer
     from rebalancer.execute.fluid import simulate_batches
     from rebalancer.execute.schedule import simulate
 
@@ -52,7 +55,7 @@ def ratios(changes: Any) -> dict[str, tuple[float, int]]:
     for order in ORDERS:
         batches = make_batches(steps, order=order)
         out[order] = (batch_floor(batches) / bound if bound else 1.0, len(batches))
-    batches = make_batches(steps)
+    batches = make_batches(steps, batch_cost=batch_cost(throttle))
     out["batches"] = (simulate_batches(batches, 1.0).makespan / bound if bound else 1.0, len(batches))
     out["rolling"] = (simulate(steps, 1.0).makespan / bound if bound else 1.0,
                       sum(1 for s in steps if not s.leader_only))
@@ -71,7 +74,12 @@ def main() -> int:
     ap.add_argument("--balance", choices=("counts", "auto"), default="counts",
                     help="how the fuzz clusters are planned (default counts: fast)")
     ap.add_argument("--rows", action="store_true", help="one row per plan")
+    ap.add_argument("--throttle", default="50MB/s",
+                    help="the run's throttle: where a batch split in two pays for its boundary (default 50MB/s)")
     args = ap.parse_args()
+    from rebalancer.execute import parse_rate
+
+    throttle = parse_rate(args.throttle)
     main_job = load_cases.main_job(0)
     cases: list[tuple[str, Any, str, Any, dict[str, Any]]] = [
         ("sim new-brokers, add-brokers", build_scenario("new-brokers"), "add-brokers", [12, 13, 14, 15], {}),
@@ -94,7 +102,7 @@ def main() -> int:
         plan = make_plan(cluster, mode, brokers=new, **kw)
         if not plan.changes:
             continue
-        r = ratios(plan.changes)
+        r = ratios(plan.changes, throttle)
         rows.append((name, len(plan.changes), r))
         if args.rows or not name.startswith("small"):
             print(f"| {name} | {len(plan.changes)} | "

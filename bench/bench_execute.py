@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+SIM_POLL = 0.05  # seconds between the executor's polls on the simulator
+
 
 def run_one(backend_name: str, args: argparse.Namespace) -> dict:
     """One add-brokers execution on a fresh ZooKeeper and simulated cluster, through one backend."""
@@ -83,7 +85,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:
             with open_backend(url) as backend:
                 wall = time.perf_counter()
                 state = execute(run, backend, ExecOptions(
-                    throttle=rate, poll=0.05, throttle_settle=0.3, progress=lambda _t: None,
+                    throttle=rate, poll=SIM_POLL, throttle_settle=0.3, progress=lambda _t: None,
                     schedule="rolling" if rolling else "batches",
                     per_broker=args.rolling_per_broker if rolling else args.max_moves_per_broker,
                     total=args.max_moves))
@@ -145,9 +147,11 @@ def _plan_bound(plan: Any, rate: int) -> float:
 
 
 def _modelled(plan: Any, args: argparse.Namespace) -> tuple[float, float]:
-    """(the batches' floor / bound with the run's caps, the rolling schedule's makespan / bound in the fluid model
-    with its own, ``schedule.ROLLING_PER_BROKER``) of the plan."""
+    """(the batches' floor / bound with the run's caps and throttle, the rolling schedule's makespan / bound in the
+    fluid model with its own, ``schedule.ROLLING_PER_BROKER``) of the plan."""
+    from rebalancer.execute import parse_rate
     from rebalancer.execute.batches import batch_floor, make_batches, steps_of
+    from rebalancer.execute.estimate import batch_cost
     from rebalancer.execute.schedule import simulate
 
     steps = [s for c in plan.changes
@@ -155,7 +159,8 @@ def _modelled(plan: Any, args: argparse.Namespace) -> tuple[float, float]:
     bound = _plan_bound(plan, 1)
     if not bound:
         return 1.0, 1.0
-    caps = {"per_broker": args.max_moves_per_broker, "total": args.max_moves}
+    caps = {"per_broker": args.max_moves_per_broker, "total": args.max_moves,
+            "batch_cost": batch_cost(parse_rate(args.throttle), SIM_POLL)}
     return (batch_floor(make_batches(steps, **caps)) / bound, simulate(steps, 1.0).makespan / bound)
 
 

@@ -288,7 +288,7 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     import pandas as pd
 
     from .execute.batches import TOTAL, NoRoom, make_batches, peak_disk, steps_of
-    from .execute.estimate import MODEL_STEPS, rolling_run
+    from .execute.estimate import MODEL_STEPS, batch_cost, rolling_run
     from .execute.schedule import DiskRoom, per_broker_of, rolling_peak_disk
 
     cap = model.capacity.get("disk")
@@ -309,10 +309,11 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
         run = rolling_run(moving, rate, per_broker, total, room=room)
         peak = rolling_peak_disk(run if run.stuck is None else rolling_run(moving, rate, per_broker, total), held)
     else:  # batches; above the model's size, rolling as batches of its caps (moves at once per broker)
+        cost = batch_cost(int(execution["throttle_bytes_per_s"])) if execution.get("throttle_bytes_per_s") else None
         try:
-            batches = make_batches(steps, per_broker=per_broker, total=total, room=room)
+            batches = make_batches(steps, per_broker=per_broker, total=total, room=room, batch_cost=cost)
         except NoRoom:
-            batches = make_batches(steps, per_broker=per_broker, total=total)
+            batches = make_batches(steps, per_broker=per_broker, total=total, batch_cost=cost)
         peak = peak_disk(batches, held)
     rows = [{"broker": b, "capacity": cap[b], "limit_pct": round(model.threshold["disk"] * 100, 3),
              "before": held.get(b, 0), "peak": peak.get(b, (0, -1))[0], "peak_batch": peak.get(b, (0, -1))[1] + 1,

@@ -355,14 +355,68 @@ def test_peak_disk_counts_a_batchs_new_replicas_before_the_old_ones_free_theirs(
 
 
 def test_expected_time_runs_the_batches_in_the_fluid_model_not_only_their_floor() -> None:
-    # One batch whose moves share throttles unevenly: broker 3 sends 400 bytes (the floor, at 1 B/s) but its copies
-    # also share broker 2's and 4's, so it cannot send at the full rate all the time (433.3 s in the fluid model).
+    # One batch whose moves share throttles unevenly: broker 3 sends 400 bytes (the floor, 20 s at 20 B/s) but its
+    # copies also share broker 2's and 4's, so it cannot send at the full rate all the time (21.67 s in the fluid
+    # model). Split in two it would take 20 s, but a batch more costs BATCH_OVERHEAD_S: it stays one batch.
     changes = [change("t", 0, (3,), (2,), 100), change("t", 1, (3,), (2,), 100), change("t", 2, (1,), (3,), 100),
                change("t", 3, (2,), (3,), 100), change("t", 4, (3,), (4,), 200), change("t", 5, (2,), (4,), 200)]
+    e = estimate(changes, 20, per_broker=10)
+    assert e.batches == 1 and e.batch_floor_seconds == 20.0
+    assert e.modelled_seconds == pytest.approx(21.667, abs=1e-3)
+    assert e.expected_seconds == pytest.approx(21.667 * RATE_FACTOR + BATCH_OVERHEAD_S, abs=1e-2)
+    # At 1 B/s the split saves 33 s, more than a batch costs: two batches, each at its floor.
     e = estimate(changes, 1, per_broker=10)
-    assert e.batches == 1 and e.batch_floor_seconds == 400.0
-    assert e.modelled_seconds == pytest.approx(433.333, abs=1e-3)
-    assert e.expected_seconds == pytest.approx(433.333 * RATE_FACTOR + BATCH_OVERHEAD_S, abs=1e-2)
+    assert e.batches == 2 and e.batch_floor_seconds == e.modelled_seconds == 400.0
+    assert e.expected_seconds == pytest.approx(400.0 * RATE_FACTOR + 2 * BATCH_OVERHEAD_S)
+
+
+def test_untangle_splits_a_batch_whose_moves_hold_each_other_back() -> None:
+    """Broker 0 sends two large moves, to 8 and to 9, and each of those takes ten small moves from elsewhere: 200
+    bytes through each of the three throttles (the floor, at 1 B/s), but a large move gets a twelfth of its
+    destination's throttle while the small ones copy, then half of its source's: 290 s in the fluid model. Split,
+    each large move goes with the other's small ones: 100 + 100 s."""
+    from rebalancer.execute.batches import untangle
+    from rebalancer.execute.fluid import simulate_batches
+
+    a, b = Step("a", 0, (0,), (8,), 100), Step("b", 0, (0,), (9,), 100)
+    into8 = [Step("c", i, (10 + i,), (8,), 10) for i in range(10)]
+    into9 = [Step("d", i, (20 + i,), (9,), 10) for i in range(10)]
+    batch = [a, b, *into8, *into9]
+    assert batch_floor([batch]) == 200 and simulate_batches([batch], 1.0).makespan == pytest.approx(290.0)
+    first, second = untangle([batch], batch_cost=0)
+    assert {frozenset(first), frozenset(second)} == {frozenset([a, *into9]), frozenset([b, *into8])}
+    assert simulate_batches([first, second], 1.0).makespan == pytest.approx(200.0)
+    # A batch boundary costing more than the 90 s saved, or no work allowed: as given.
+    assert untangle([batch], batch_cost=90) == [batch]
+    assert untangle([batch], batch_cost=0, work=0) == [batch]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(0, 7), st.integers(1, 10**6),
+                          st.booleans()), min_size=1, max_size=50),
+       st.integers(1, 6), st.integers(1, 30), st.sampled_from([None, 3 * 10**6]), st.integers(0, 10**6),
+       st.sampled_from([None, 0, 1000]))
+def test_untangled_batches_keep_every_rule_and_never_take_longer(raw, per_broker: int, total: int, max_bytes,
+                                                                 cost: int, work) -> None:
+    """From any batches, cut at any amount of work: every rule kept, the fluid model's time plus ``cost`` a batch
+    never higher, and no broker's peak disk higher."""
+    from rebalancer.execute.batches import untangle
+    from rebalancer.execute.fluid import simulate_batches
+
+    steps: list[Step] = []
+    for i, (a, b, c, size, two) in enumerate(raw):
+        if len({a, b, c}) < 3:
+            continue
+        steps += steps_of("t", i, (a, b), (c, a + 10) if two else (c, b), size)
+    start = [bt for bt in make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes)
+             if not bt[0].leader_only]
+    batches = untangle(start, cost, work=work)
+    _assert_batch_rules(batches, [s for bt in start for s in bt], per_broker, total, max_bytes, nonempty=True)
+    assert (simulate_batches(batches, 1.0).makespan + cost * len(batches)
+            <= simulate_batches(start, 1.0).makespan + cost * len(start) + 1e-6 * sum(s.bytes for s in steps))
+    held = dict.fromkeys(range(20), 10**7)
+    after, before = peak_disk(batches, held), peak_disk(start, held)
+    assert all(after[b][0] <= before[b][0] for b in held)
 
 
 def test_verification_measures_the_execution_against_its_bound_and_its_expected_time(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ the throttle, which no order brings below the busiest broker's bytes over the wh
 ``order="bound"`` (the default) forms the batches to come near that: the critical broker (most bytes left) kept
 busy, largest first (``_bound_batches``), or the largest steps first, whichever floor is lower, then shortened by
 local search (``refine``: steps moved or traded between batches); ``"smallest"`` and
-``"largest"`` put those steps first. Leader-only steps are batched apart from data moves, as one reorder plus one
+``"largest"`` put those steps first. Given what a batch boundary costs (``make_batches``' ``batch_cost``), a batch
+whose moves hold each other back (the fluid model: ``fluid``) is split in two where that pays (``untangle``). Leader-only steps are batched apart from data moves, as one reorder plus one
 preferred leader election per batch.
 """
 
@@ -29,11 +30,14 @@ from typing import Any, cast
 
 from sortedcontainers import SortedList
 
+from .fluid import simulate_batches
+
 __all__ = ["PER_BROKER", "TOTAL", "DiskRoom", "Step", "Throttled", "steps_of", "step_loads", "make_batches",
-           "batch_floor", "peak_disk", "fit_room", "NoRoom"]
+           "batch_floor", "peak_disk", "fit_room", "untangle", "NoRoom"]
 
 PER_BROKER, TOTAL = 5, 50  # the executor's default caps: moves at once per broker, and in a batch
 REFINE_WORK = 400_000  # the most candidates ``refine`` looks at (``make_batches``' bound order)
+UNTANGLE_WORK = 2_000_000  # the most (copies in a batch) squared ``untangle`` runs through the fluid model
 
 
 @dataclass(frozen=True)
@@ -185,15 +189,17 @@ def peak_disk(batches: Iterable[Iterable[Step]], held: Mapping[int, int]) -> dic
 
 
 def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: int = TOTAL, max_bytes: int | None = None,
-                 order: str = "bound", room: DiskRoom | None = None) -> list[list[Step]]:
+                 order: str = "bound", room: DiskRoom | None = None, batch_cost: int | None = None) -> list[list[Step]]:
     """The batches (module doc); ``room``: each within its brokers' disk room (``fit_room``; ``NoRoom`` where no
-    order fits)."""
+    order fits); ``batch_cost``: the bytes one more batch costs at the throttle (``estimate.batch_cost``), where
+    given the data batches are split where the fluid model says a batch's moves hold each other back by more
+    (``untangle``)."""
     if per_broker < 1 or total < 1:
         raise ValueError("per_broker and total must be at least 1")
     steps = list(steps)
     if room is not None:
         unfitted = make_batches([s for s in steps if not s.leader_only], per_broker=per_broker, total=total,
-                                max_bytes=max_bytes, order=order)
+                                max_bytes=max_bytes, order=order, batch_cost=batch_cost)
         return (fit_room(unfitted, room, per_broker, total, max_bytes)
                 + _leader_batches(sorted((s for s in steps if s.leader_only),
                                          key=lambda s: (s.topic, s.partition, s.seq)), total))
@@ -206,11 +212,16 @@ def make_batches(steps: Iterable[Step], *, per_broker: int = PER_BROKER, total: 
         best = min((_bound_batches(data, per_broker, total, max_bytes),
                     make_batches(data, per_broker=per_broker, total=total, max_bytes=max_bytes, order="largest")),
                    key=batch_floor)
-        return refine(best, per_broker, total, max_bytes) + _leader_batches([s for s in pending if s.leader_only], total)
-    pending = sorted(steps, key=lambda s: ((s.bytes if order == "smallest" else -s.bytes), s.topic, s.partition, s.seq))
-    data = [s for s in pending if not s.leader_only]
-    leaders = [s for s in pending if s.leader_only]
-    return _first_fit(data, per_broker, total, max_bytes) + _leader_batches(leaders, total)
+        formed = refine(best, per_broker, total, max_bytes)
+        leaders = [s for s in pending if s.leader_only]
+    else:
+        pending = sorted(steps, key=lambda s: ((s.bytes if order == "smallest" else -s.bytes), s.topic, s.partition,
+                                               s.seq))
+        formed = _first_fit([s for s in pending if not s.leader_only], per_broker, total, max_bytes)
+        leaders = [s for s in pending if s.leader_only]
+    if batch_cost is not None:
+        formed = untangle(formed, batch_cost)
+    return formed + _leader_batches(leaders, total)
 
 
 def _first_fit(data: list[Step], per_broker: int, total: int, max_bytes: int | None) -> list[list[Step]]:
@@ -575,6 +586,64 @@ def refine(batches: list[list[Step]], per_broker: int, total: int, max_bytes: in
             while r.batches[i] and spent < budget and shorten(i):
                 improved = True
     return [b for b in r.batches if b]
+
+
+def untangle(batches: list[list[Step]], batch_cost: int, work: int | None = None) -> list[list[Step]]:
+    """Batches split where their moves hold each other back. Within a batch the copies through a throttle share its
+    rate (``fluid``), so a copy through two busy throttles gets the smaller share of each and the batch outlasts its
+    busiest throttle's bytes (``batch_floor``): on a heavy-tailed add-brokers plan (25 moves per broker), the first
+    batch's two largest moves, from one source to two new brokers each taking 24 smaller ones, held the batch to
+    1.44x its busiest throttle. A batch whose length in the fluid model passes its floor is split in two (``_halves``:
+    each throttle's bytes spread over both) where the halves' lengths plus ``batch_cost`` (the bytes the throttle
+    moves in the time a batch boundary costs) come below the batch's, and each half is tried again. The longest
+    batches first, until ``work`` (the copies of each batch run, squared; default ``UNTANGLE_WORK``, seconds at
+    500,000 steps) is spent: deterministic, not timed. A split keeps every rule (caps, one step per partition, a
+    partition's steps in order: the halves run one after the other where the batch ran) and no broker's peak disk
+    rises (``peak_disk``: the second half adds only after the first one's moves have freed their bytes). Data
+    batches only."""
+    budget = UNTANGLE_WORK if work is None else work
+    spent = 0
+    out: list[list[list[Step]]] = [[b] for b in batches]
+    floors = [batch_floor([b]) for b in batches]
+    for i in sorted(range(len(batches)), key=lambda i: (-floors[i], i)):
+        pieces: list[list[Step]] = []
+        todo = [batches[i]]
+        while todo:
+            batch = todo.pop()
+            copies = sum(len(s.added) for s in batch)
+            if len(batch) < 2 or spent + 2 * copies * copies > budget:
+                pieces.append(batch)
+                continue
+            spent += copies * copies
+            length = simulate_batches([batch], 1.0).makespan
+            if length <= batch_floor([batch]) * (1 + 1e-9):
+                pieces.append(batch)
+                continue
+            first, second = _halves(batch)
+            spent += copies * copies
+            if simulate_batches([first], 1.0).makespan + simulate_batches([second], 1.0).makespan + batch_cost < length:
+                todo += [second, first]
+            else:
+                pieces.append(batch)
+        out[i] = pieces
+    return [b for pieces in out for b in pieces]
+
+
+def _halves(batch: list[Step]) -> tuple[list[Step], list[Step]]:
+    """A batch in two, its steps largest first each where the busiest of its throttles is lower then (on equal
+    footing, the half with fewer bytes; then the first): every throttle's bytes spread over both, so a source's two
+    large moves go one to each."""
+    halves: tuple[list[Step], list[Step]] = ([], [])
+    held: tuple[dict[Throttled, int], dict[Throttled, int]] = ({}, {})
+    size = [0, 0]
+    for s in sorted(batch, key=lambda s: (-s.bytes, s.topic, s.partition, s.seq)):
+        loads = step_loads(s)
+        k = min((0, 1), key=lambda k: (max(held[k].get(t, 0) + x for t, x in loads.items()), size[k], k))
+        halves[k].append(s)
+        size[k] += s.bytes
+        for t, x in loads.items():
+            held[k][t] = held[k].get(t, 0) + x
+    return halves
 
 
 class NoRoom(ValueError):

@@ -38,7 +38,7 @@ from .batches import PER_BROKER, TOTAL, Step, Throttled, batch_floor, make_batch
 from .fluid import Simulation, simulate_batches
 from .schedule import ROLLING_PER_BROKER, DiskRoom, per_broker_of, simulate
 
-__all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "transfer", "describe", "duration", "rate"]
+__all__ = ["DEFAULT_THROTTLE", "ExecutionEstimate", "estimate", "batch_cost", "transfer", "describe", "duration", "rate"]
 
 DEFAULT_THROTTLE = "50MB/s"  # the throttle an estimate assumes when none is given (execute's default)
 RATE_FACTOR = 1.1        # a throttled copy on real Kafka takes 1.08-1.18x its bytes / throttle (bench_execute --real)
@@ -89,6 +89,13 @@ def _busiest(steps: Iterable[Step]) -> tuple[int | None, str, int]:
     return b, ("in" if into >= out else "out"), max(into, out)
 
 
+def batch_cost(throttle: float, poll: float = POLL_S) -> int:
+    """The bytes one more batch costs at ``throttle``: what the throttle copies (at the real copy rate,
+    ``RATE_FACTOR``) in the time ``estimate`` adds per batch, so a batch split in two (``batches.untangle``) where
+    its halves copy faster by more is expected to end sooner."""
+    return int(throttle * (BATCH_OVERHEAD_S - POLL_S + poll) / RATE_FACTOR)
+
+
 def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches", per_broker: int | None = None,
              total: int = TOTAL, max_bytes: int | None = None, order: str = "bound",
              poll: float = POLL_S) -> ExecutionEstimate:
@@ -106,7 +113,8 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
     if schedule == "rolling":
         return _rolling(steps, throttle, per_broker_of(schedule, per_broker), total, (broker, direction, most), poll)
     per_broker = per_broker_of(schedule, per_broker)
-    batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order)
+    batches = make_batches(steps, per_broker=per_broker, total=total, max_bytes=max_bytes, order=order,
+                           batch_cost=batch_cost(throttle, poll))
     floor = batch_floor(batches) / throttle
     modelled = max(floor, simulate_batches(batches, float(throttle)).makespan if len(steps) <= MODEL_STEPS else 0.0)
     expected = modelled * RATE_FACTOR + (BATCH_OVERHEAD_S - POLL_S + poll) * len(batches)

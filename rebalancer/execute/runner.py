@@ -38,6 +38,7 @@ from ..rundir import RunDir
 from . import throttle as thr
 from .backend import Backend, open_backend
 from .batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
+from .estimate import batch_cost
 from .progress import RunProgress
 from .schedule import DiskRoom, Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
@@ -211,7 +212,7 @@ def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], sche
     first = [s for s in steps if schedule != "rolling" or s.leader_only]
     try:
         batches = make_batches(first, per_broker=per_broker, total=opts.total, max_bytes=opts.max_batch_bytes,
-                               order=opts.order, room=room)
+                               order=opts.order, room=room, batch_cost=batch_cost(opts.throttle, opts.poll))
     except NoRoom as exc:
         raise ExecutionFailed(f"no order of the plan's moves keeps every disk under its limit: {exc}") from None
     state: ExecutionState = {

@@ -24,7 +24,7 @@ from .. import kafka_admin as ka
 from ..errors import SourceError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
-from .backend import ConfigChange
+from .backend import ConfigChange, Observation
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["AdminBackend"]
@@ -128,6 +128,17 @@ class AdminBackend:
     def live_brokers(self) -> set[int]:
         meta = self._call("reading brokers", lambda: ka.metadata(self.admin, []))
         return {b["node_id"] for b in meta["brokers"]}
+
+    def observe(self, tps: Iterable[TopicPartition]) -> Observation:
+        """Two requests, not four: the reassignments in flight, then one Metadata of the moving topics, whose
+        broker list is the live brokers' (``live_brokers`` reads the same list)."""
+        wanted = set(tps)
+        flight = self.in_flight_detail()
+        meta = self._call("reading partitions", lambda: ka.metadata(self.admin, sorted({t for t, _ in wanted})))
+        return Observation({tp: [b for b in v["replicas"] if b not in v["removing_replicas"]]
+                            for tp, v in flight.items() if tp in wanted},
+                           {p.tp: p for p in ka.partitions_of(meta, flight, wanted=wanted)},
+                           {b["node_id"] for b in meta["brokers"]})
 
     # -- reassignment and election --------------------------------------------------------------------------
     def _alter(self, body: Mapping[TopicPartition, list[int] | None], what: str, ignore: tuple[str, ...] = ()) -> None:

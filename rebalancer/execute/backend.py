@@ -37,6 +37,15 @@ class ConfigChange(NamedTuple):
     seen: Mapping[str, str] | None = None
 
 
+class Observation(NamedTuple):
+    """One look at moving partitions (``Backend.observe``): their reassignments in flight (partition -> target
+    replicas, as ``in_flight``), their state (``read_partitions``) and the live brokers."""
+
+    flight: dict[TopicPartition, list[int]]
+    partitions: dict[TopicPartition, Partition]
+    live: set[int]
+
+
 @runtime_checkable
 class Backend(Protocol):
     """What the executor, the lock, the throttle ledger and verification use of a cluster."""
@@ -56,6 +65,9 @@ class Backend(Protocol):
     def live_brokers(self) -> set[int]: ...
     def replica_sizes(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]] | None:
         """Bytes per replica of these partitions now, or None if this backend cannot see sizes."""
+    def observe(self, tps: Iterable[TopicPartition]) -> Observation:
+        """``in_flight``, ``read_partitions`` of ``tps`` and ``live_brokers`` in as few requests as the backend can:
+        the executor's poll, whose every round trip delays the next move's start."""
 
     # -- reassignment and election ---------------------------------------------------------------------------
     def submit(self, targets: Mapping[TopicPartition, Iterable[int]]) -> None: ...

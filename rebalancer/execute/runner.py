@@ -479,9 +479,8 @@ def _sizes(backend: Backend, todo: list[Step], current: Mapping[tuple[str, int],
 def _poll(backend: Backend, tps: set[tuple[str, int]]
           ) -> tuple[dict[tuple[str, int], Any], dict[tuple[str, int], Any], set[int]]:
     """One look at the moving partitions: (in flight, their current state, live brokers)."""
-    flight = _retrying(lambda: backend.in_flight(tps), "reading the reassignment")
-    current = _retrying(lambda: _current(backend, tps), "reading partitions")
-    return flight, current, _retrying(backend.live_brokers, "reading brokers")
+    seen = _retrying(lambda: backend.observe(tps), "reading the reassignments and partitions")
+    return seen.flight, dict(seen.partitions), seen.live
 
 
 def _watcher(state: ExecutionState, batch: BatchState, todo: list[Step], opts: ExecOptions, state_path: Path,

@@ -35,7 +35,7 @@ from ..errors import SourceError, TransientError
 from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
 from ..model import Cluster, Partition, TopicPartition
 from ..zkclient import ZkTarget
-from .backend import ConfigChange
+from .backend import ConfigChange, Observation
 from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 
 __all__ = ["ZkBackend", "LOCK_OWNERS"]
@@ -221,6 +221,10 @@ class ZkBackend:
 
     def live_brokers(self) -> set[int]:
         return {int(b) for b in self.zk.get_children(kz.BROKER_IDS) if b.isdigit()}
+
+    def observe(self, tps: Iterable[TopicPartition]) -> Observation:
+        wanted = set(tps)
+        return Observation(self.in_flight(wanted), self.read_partitions(wanted), self.live_brokers())
 
     # -- reassignment and election --------------------------------------------------------------------------
     def submit(self, targets: Mapping[TopicPartition, Iterable[int]]) -> None:

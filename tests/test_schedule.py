@@ -141,6 +141,18 @@ def test_an_empty_partitions_move_drains_by_the_clock_with_nothing_left() -> Non
     assert sim.stuck is None and len(sim.finishes) == 3
 
 
+def test_moves_past_the_count_share_the_total_cap_among_the_throttles_short_of_bytes() -> None:
+    # Brokers 12 and 13 each receive ten small moves from brokers of their own, 12 a little more (the critical one);
+    # one move per broker, six in all, and both far below min_bytes in flight. Each takes its counted move first,
+    # then the rest of the total goes a move to each in turn: 12's small moves took all six, 13 waiting idle.
+    into12 = [Step("a", i, (i, 50), (12, 50), 10) for i in range(10)]
+    into13 = [Step("b", i, (20 + i, 50), (13, 50), 9) for i in range(10)]
+    sched = Scheduler([*into12, *into13], per_broker=1, total=6, min_bytes=1000, rate=10.0)
+    started = sched.ready(0.0)
+    assert [s.topic for s in started] == ["a", "b", "a", "b", "a", "b"]
+    assert started[0] == into12[0] and started[1] == into13[0]  # each throttle's largest, the critical one first
+
+
 def test_a_move_not_yet_submitted_drains_from_when_it_copies() -> None:
     # As above, but the executor submits the big move a second after choosing it (its throttles and state written
     # first): until then it holds its 100 bytes whole, so 9 makes room at 9 s, not at 8 s.

@@ -13,7 +13,8 @@ sources: on a heavy-tailed add-brokers plan the rolling schedule takes 1.000-1.0
 broker, 1.05x at 5, 1.16-1.22x at 10-100 (fluid model, ``bench/bench_batches.py``); counted per broker, in and out
 together, a broker's few moves out held its moves in back (a heavy-tailed weekly rebalance: 1.018 -> 1.000).
 ``ROLLING_PER_BROKER`` (2) keeps one move to spare while the next is submitted, and a throttle with less than
-``min_bytes`` still to copy (twice what it moves while the executor reacts to a finish) takes more: what is left of
+``min_bytes`` still to copy (twice what it moves while the executor reacts to a finish) takes more (once every
+throttle has had its count; such moves share the total cap a move per throttle in turn): what is left of
 each move in flight is read off the clock (``rate``: each copies at its max-min fair share of its throttles), not
 counted whole until the move is seen to finish. When room frees, the ready steps (each partition's next) start in
 order of the bytes left on their busiest throttle (a broker's in or out: ``batches.step_loads``), the critical
@@ -203,17 +204,38 @@ class Scheduler:
         waiting = [i for i in self._candidates() if full.isdisjoint(self._throttles[i])]
         waiting.sort(key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         self._dirty = set()
+
+        def start(i: int) -> None:
+            s = self._steps[i]
+            started.append(s)
+            self.in_flight.add(s.tp)
+            self._fly(i, 1)
+            if not copying and self._now is not None:
+                self._held.add(i)
+
+        # First every throttle up to its count, in the order above; then the moves past the count of throttles
+        # short of min_bytes, a move per throttle in turn (the throttle each is chosen for: its busiest): a critical
+        # broker's many small moves took the whole total cap at once and left another critical broker idle until
+        # they finished (4 s of a 74 s run on the simulator's heavy-tailed add-brokers plan).
+        extra: dict[Throttled, list[int]] = {}
         for i in waiting:
             if len(self.in_flight) >= self.total:
-                self._dirty = None
                 break
-            if self._fits(i):
-                s = self._steps[i]
-                started.append(s)
-                self.in_flight.add(s.tp)
-                self._fly(i, 1)
-                if not copying and self._now is not None:
-                    self._held.add(i)
+            if all(self.flying.get(t, 0) < self.per_broker for t in self._throttles[i]):
+                if self._fits(i):
+                    start(i)
+            else:
+                extra.setdefault(max(self._loads[i], key=lambda t: (left[t], t)), []).append(i)
+        turns = [q[::-1] for q in extra.values()]
+        while turns and len(self.in_flight) < self.total:
+            for q in turns:
+                while q and len(self.in_flight) < self.total:
+                    if self._fits(i := q.pop()):  # a move that does not fit now will not in this call
+                        start(i)
+                        break
+            turns = [q for q in turns if q]
+        if len(self.in_flight) >= self.total:
+            self._dirty = None  # what waits may fit once the total frees, through any broker
         self._was_full = {t for t in self.flying if self._full(t)}
         return started
 

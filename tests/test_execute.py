@@ -172,6 +172,39 @@ def test_throttle_clear_removes_this_runs_throttles_only(tmp_path, zk, zk_url, m
     assert again.returncode == 0 and "no throttle left" in again.stdout
 
 
+def test_narrowing_the_throttles_reads_only_what_it_may_change(tmp_path, zk, zk_url, make_sim):
+    """A rolling run narrows its throttles to the moves still copying: it reads the configs of the brokers and
+    topics it may release, not of every one it throttled (on a long run, every broker and hundreds of topics), and
+    leaves exactly what the moves kept need."""
+    from rebalancer.execute import throttle as thr
+
+    sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)
+    ledger = thr.Ledger(run / "execution" / "throttles.json")
+    steps = [Step.from_dict(d) for d in make_state_steps(plan)[:6]]
+    live = set(range(16))
+    thr.apply(backend, ledger, 5 * MB, thr.batch_throttles(steps, live))
+    kept = steps[:3]
+    keep = thr.batch_throttles(kept, live)
+    read: list[tuple[str, str]] = []
+    configs = backend.throttle_configs
+
+    def recording(entities=None):
+        read.extend(entities or [("all", "")])
+        return configs(entities)
+
+    backend.throttle_configs = recording
+    thr.release(backend, ledger, keep=keep)
+    backend.throttle_configs = configs
+    assert ("all", "") not in read
+    assert not {int(b) for kind, b in read if kind == "brokers"} & keep[0]
+    dropping = thr.batch_throttles(steps[3:], live)
+    assert {t for kind, t in read if kind == "topics"} <= set(dropping[1])
+    # What is left is what the kept moves need: throttling them again changes nothing.
+    assert thr.apply(backend, ledger, 5 * MB, keep) is False
+    thr.release(backend, ledger)
+    assert backend.throttle_configs() == {}
+
+
 def make_state_steps(plan) -> list[dict]:
     return [s.to_dict() for c in plan.changes for s in steps_of(c.topic, c.partition, c.replicas_before,
                                                                   c.replicas_after, c.size_bytes)]

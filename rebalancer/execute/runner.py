@@ -418,10 +418,12 @@ class _Elections:
         self.opts = opts
         self.blocked = False  # an election by someone else kept ours from being asked at the last step
 
-    def step(self, backend: Backend) -> bool:
+    def step(self, backend: Backend, seen: Mapping[tuple[str, int], Any] | None = None) -> bool:
         """One look and, where due, one election; True once nothing is left to do (``pending``: those still led
-        by another broker when the time ran out)."""
-        current = _retrying(partial(_current, backend, set(self.pending)), "reading partitions")
+        by another broker when the time ran out). ``seen``: the partitions as the caller's poll just read them
+        (read again where it lacks one)."""
+        current = (seen if seen is not None and all(tp in seen for tp in self.pending)
+                   else _retrying(partial(_current, backend, set(self.pending)), "reading partitions"))
         self.pending = {tp: b for tp, b in self.pending.items()
                         if current.get(tp) is not None and current[tp].leader != b}
         if self.pending and self.blocked and time.monotonic() > self.deadline:
@@ -792,7 +794,8 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
                                       f"copy: {sched.stuck() or 'no move can start'}")
             return
         copying = [w for w in active.values() if w.elections is None]
-        flight, current, live = _poll(backend, set(flying()))
+        electing = {tp for w in active.values() if w.elections is not None for tp in w.elections.pending}
+        flight, current, live = _poll(backend, set(flying()) | electing)  # one look for the elections too
         now = time.time()
         due = now - sizes_at >= opts.report_every
         if due:  # replica sizes read once for every move copying, not once per batch
@@ -815,7 +818,7 @@ def _run_rolling(backend: Backend, state: ExecutionState, opts: ExecOptions, sta
         for index, wave in active.items():
             if wave.elections is not None:
                 with _failing(state, wave.batch, state_path):
-                    if wave.elections.step(backend):
+                    if wave.elections.step(backend, current):
                         completed.append(index)
         if completed:
             for index in completed:

@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..lock import Marker
 from ..model import Cluster, Partition, TopicPartition
 
-__all__ = ["Backend", "BACKENDS", "ConfigChange", "open_backend"]
+__all__ = ["Backend", "BACKENDS", "ConfigChange", "Observation", "open_backend"]
 
 
 class ConfigChange(NamedTuple):

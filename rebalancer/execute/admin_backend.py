@@ -105,9 +105,7 @@ class AdminBackend:
         """Partition -> target replicas of every reassignment in flight (of ``tps`` only, when given); target =
         full list minus removing. Reassignments started through ZooKeeper are listed too (the controller keeps
         both in the same partition state)."""
-        wanted = None if tps is None else set(tps)
-        return {tp: [b for b in v["replicas"] if b not in v["removing_replicas"]]
-                for tp, v in self.in_flight_detail().items() if wanted is None or tp in wanted}
+        return _targets(self.in_flight_detail(), None if tps is None else set(tps))
 
     def replica_sizes(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]]:
         """Bytes each replica of these partitions holds now (DescribeLogDirs on the live brokers, these partitions
@@ -135,9 +133,7 @@ class AdminBackend:
         wanted = set(tps)
         flight = self.in_flight_detail()
         meta = self._call("reading partitions", lambda: ka.metadata(self.admin, sorted({t for t, _ in wanted})))
-        return Observation({tp: [b for b in v["replicas"] if b not in v["removing_replicas"]]
-                            for tp, v in flight.items() if tp in wanted},
-                           {p.tp: p for p in ka.partitions_of(meta, flight, wanted=wanted)},
+        return Observation(_targets(flight, wanted), {p.tp: p for p in ka.partitions_of(meta, flight, wanted=wanted)},
                            {b["node_id"] for b in meta["brokers"]})
 
     # -- reassignment and election --------------------------------------------------------------------------
@@ -352,3 +348,10 @@ class AdminBackend:
                               f"cluster lock {topic_id} cannot be released: delete topic {LOCK_TOPIC} by hand")
         raise SourceError(f"Kafka at {self.display} refused to delete the cluster lock topic {LOCK_TOPIC}: "
                           f"{ke.for_code(code).__name__}")
+
+
+def _targets(flight: Mapping[TopicPartition, Mapping[str, list[int]]], wanted: set[TopicPartition] | None
+             ) -> dict[TopicPartition, list[int]]:
+    """Partition -> target replicas (full list minus removing) of the reassignments listed (of ``wanted`` only)."""
+    return {tp: [b for b in v["replicas"] if b not in v["removing_replicas"]]
+            for tp, v in flight.items() if wanted is None or tp in wanted}

@@ -93,7 +93,12 @@ def batch_cost(throttle: float, poll: float = POLL_S) -> int:
     """The bytes one more batch costs at ``throttle``: what the throttle copies (at the real copy rate,
     ``RATE_FACTOR``) in the time ``estimate`` adds per batch, so a batch split in two (``batches.untangle``) where
     its halves copy faster by more is expected to end sooner."""
-    return int(throttle * (BATCH_OVERHEAD_S - POLL_S + poll) / RATE_FACTOR)
+    return int(throttle * _batch_seconds(poll) / RATE_FACTOR)
+
+
+def _batch_seconds(poll: float) -> float:
+    """What each batch adds to the expected time with the executor polling every ``poll`` s."""
+    return BATCH_OVERHEAD_S - POLL_S + poll
 
 
 def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches", per_broker: int | None = None,
@@ -117,7 +122,7 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
                            batch_cost=batch_cost(throttle, poll))
     floor = batch_floor(batches) / throttle
     modelled = max(floor, simulate_batches(batches, float(throttle)).makespan if len(steps) <= MODEL_STEPS else 0.0)
-    expected = modelled * RATE_FACTOR + (BATCH_OVERHEAD_S - POLL_S + poll) * len(batches)
+    expected = modelled * RATE_FACTOR + _batch_seconds(poll) * len(batches)
     return ExecutionEstimate(throttle, most / throttle, broker, direction, most, round(floor, 3),
                              round(expected, 3), len(batches), len(steps), per_broker, total,
                              round(modelled, 3))

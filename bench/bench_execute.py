@@ -16,11 +16,12 @@ it (``batches.batch_floor``) and the rolling schedule's makespan in the fluid mo
 batches and wall seconds. Three rows per case: zk:// (batches, the only schedule ZooKeeper mode allows),
 kafka:// with ``--schedule batches``, and kafka:// with its default, the rolling schedule. Targets: issue 6, within
 15 % of the bound on ``new-brokers``; issue 43, 1.10 through kafka:// (rolling) and 1.25 through zk:// on the heavy
-cases (batches: the floor column says how far batching alone keeps them).
+cases (batches: the floor column says how far batching alone keeps them). The simulator's timing is noisy (the
+same code's heavy-add ratio spans 0.03 within an hour): ``--repeat 5`` judges a row by its median run.
 
     .venv/bin/python bench/bench_execute.py [--case new-brokers|heavy-add|heavy-weekly|all]
         [--backend both|zookeeper|kafka|kafka-batches] [--throttle 50MB/s] [--acceleration 10] [--bound-s 60]
-        [--rolling-per-broker 2]
+        [--rolling-per-broker 2] [--repeat 1]
 
 ZooKeeper mode runs one reassignment at a time, so each batch boundary idles the brokers for the settle time and
 the polling; the acceleration multiplies that idle time in simulated seconds, hence a moderate default.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +57,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:
     from kazoo.client import KazooClient
 
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
+    from rebalancer.execute.estimate import estimate
     from rebalancer.plan import plan_run_dir
     from rebalancer.sim.controller import SimulatedCluster
     from rebalancer.sim.kafka_listener import serve
@@ -92,6 +95,11 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:
                 wall = time.perf_counter() - wall
                 verify(run, backend)
             sim.stop()
+            # what the approval request would have said for this execution (its schedule, caps and poll)
+            ran = str(state.get("schedule", "batches"))
+            expected = estimate(plan.changes, rate, schedule=ran,
+                                per_broker=args.rolling_per_broker if ran == "rolling" else args.max_moves_per_broker,
+                                total=args.max_moves, poll=SIM_POLL).expected_seconds
         finally:
             zk.stop()
             server.stop()
@@ -108,7 +116,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:
     floor, rolling = _modelled(plan, args)
     return {"backend": backend_name, "moves": plan.summary["replica_moves"], "gib": sum(moved_in.values()) / 2**30,
             "bound": bound, "took": took, "batches": len(state["batches"]), "wall": wall, "floor": floor,
-            "rolling": rolling}
+            "rolling": rolling, "expected": expected}
 
 
 def _case_cluster(case: str, args: argparse.Namespace) -> tuple[Any, str, list[int] | None]:
@@ -302,6 +310,9 @@ def main() -> None:
                          "kafka-batches: kafka:// with --schedule batches; both: all three")
     ap.add_argument("--case", choices=["new-brokers", "heavy-add", "heavy-weekly", "all"], default="new-brokers",
                     help="the simulated cluster and plan (module doc)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each row this many times and judge the median ratio (the simulator's timing is noisy: "
+                         "one code's heavy-add ratio spans 0.03 within an hour); every run's ratio is printed")
     ap.add_argument("--bound-s", type=float, default=60.0,
                     help="heavy cases: sizes scaled so the bound is about this many simulated seconds")
     real = ap.add_argument_group("real Apache Kafka (--real; docs/real-kafka.md)")
@@ -332,20 +343,26 @@ def main() -> None:
     backends = ["zookeeper", "kafka-batches", "kafka"] if args.backend == "both" else [args.backend]
     cases = ["new-brokers", "heavy-add", "heavy-weekly"] if args.case == "all" else [args.case]
     print(f"{'case':>12} {'backend':>13} {'moves':>6} {'GiB':>7} {'throttle':>10} {'bound s':>9} {'makespan s':>11}"
-          f" {'ratio':>6} {'floor':>6} {'rolling':>7} {'batches':>8} {'wall s':>7}  target")
+          f" {'ratio':>6} {'floor':>6} {'rolling':>7} {'batches':>8} {'wall s':>7} {'exp s':>7} {'wall/exp':>8}  target")
     for case in cases:
         args.case = case
         for name in backends:
-            r = run_one(name, args)
-            ratio = r["took"] / r["bound"]
+            runs = [run_one(name, args) for _ in range(max(1, args.repeat))]
+            ratios = [r["took"] / r["bound"] for r in runs]
+            ratio = statistics.median(ratios)
+            r = min(runs, key=lambda x: abs(x["took"] / x["bound"] - ratio))  # a median run (the lower of two)
             target = 1.15 if case == "new-brokers" else (1.10 if name == "kafka" else 1.25)
             print(f"{case:>12} {name:>13} {r['moves']:>6} {r['gib']:>7.1f} {args.throttle:>10} {r['bound']:>9.1f}"
                   f" {r['took']:>11.1f} {ratio:>6.3f} {r['floor']:>6.3f} {r['rolling']:>7.3f} {r['batches']:>8}"
-                  f" {r['wall']:>7.1f}  {'ok' if 1.0 - 1e-6 <= ratio <= target else f'MISSED (1.00-{target:.2f})'}",
+                  f" {r['wall']:>7.1f} {r['expected']:>7.1f} {r['wall'] / r['expected']:>8.3f}  {'ok' if 1.0 - 1e-6 <= ratio <= target else f'MISSED (1.00-{target:.2f})'}"
+                  + (f"  runs: {', '.join(f'{x:.3f}' for x in ratios)}" if len(runs) > 1 else ""),
                   flush=True)
-    print("ratio: makespan / bound; floor: the plan's batches' floor / bound (batches.batch_floor); rolling: the "
+    print("ratio: makespan / bound (with --repeat, the median run's; its makespan and wall); floor: the plan's "
+          "batches' floor / bound (batches.batch_floor); rolling: the "
           "rolling schedule's makespan / bound in the fluid model (execute.schedule); batches: the batches the state "
-          "records (rolling: one per start)")
+          "records (rolling: one per start); exp s: the plan's expected time for the run (execute.estimate, its "
+          "schedule, caps and poll), as the approval request says it; wall/exp: the execution's wall time against it "
+          "(comparable at --acceleration 1)")
 
 
 if __name__ == "__main__":

@@ -192,6 +192,17 @@ def test_the_critical_broker_starts_first_and_largest_first() -> None:
     assert first[1:] == [small[0]]  # broker 2 (the small ones' source) has room for one
 
 
+def test_upcoming_looks_depth_times_as_far_in_ready_order() -> None:
+    # Broker 9 receives six moves from broker 0, one per throttle in flight: next come the largest waiting, then
+    # the next ones.
+    big = [Step("big", i, (0, 8), (9, 8), size) for i, size in enumerate((100, 600, 300, 500, 200, 400))]
+    sched = Scheduler(big, per_broker=1)
+    assert sched.ready() == [big[1]]  # 600 bytes: in flight, so no longer upcoming
+    assert sched.upcoming() == [big[3]]
+    assert sched.upcoming(2) == [big[3], big[5]]
+    assert sched.upcoming(3) == [big[3], big[5], big[2]]
+
+
 def test_rolling_reaches_the_bound_where_batches_wait_for_stragglers() -> None:
     # Broker 9 must receive 10 x 100 bytes (the bound, 1,000 s at 1 B/s), two at a time; broker 8 one 600-byte move.
     # Batches wait for it: the first batch lasts 600 s with broker 9 busy for 200 of them (1,400 s in all); rolling,

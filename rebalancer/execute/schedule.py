@@ -261,16 +261,17 @@ class Scheduler:
                 if b not in s.after:
                     self.disk[b] = self.disk.get(b, 0) - s.size_bytes
 
-    def upcoming(self) -> list[Step]:
+    def upcoming(self, depth: int = 1) -> list[Step]:
         """What starts next as room frees: per throttle, the first ``per_broker`` waiting steps through it in the
-        order ``ready`` tries them (the executor throttles them ahead, so they start without a settle wait)."""
+        order ``ready`` tries them (the executor throttles them ahead, so they start without a settle wait);
+        ``depth`` times as many, and as many bytes, to look further ahead."""
         left = self.left
         waiting = sorted(self._waiting(), key=lambda i: (-max(left[t] for t in self._loads[i]), self._tie[i]))
         taken: dict[Throttled, int] = {}
         taken_bytes: dict[Throttled, int] = {}
         out: list[Step] = []
         for i in waiting:
-            if any(taken.get(t, 0) < self.per_broker or taken_bytes.get(t, 0) < self.min_bytes
+            if any(taken.get(t, 0) < depth * self.per_broker or taken_bytes.get(t, 0) < depth * self.min_bytes
                    for t in self._throttles[i]):
                 out.append(self._steps[i])
                 for t, x in self._loads[i].items():

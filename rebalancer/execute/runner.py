@@ -309,7 +309,8 @@ def _start_batch(backend: Backend, state: ExecutionState, batch: BatchState, opt
     """Submit a batch that is not submitted yet (or find it submitted by the run that crashed), throttled first;
     returns the moves to wait for, or None when none is left to do (the batch is then done). ``ours_elsewhere``:
     partitions of this run's other batches in flight (the rolling schedule's), not someone else's. ``submit``
-    False: throttle it and stop there (``batch["settle_until"]`` says when ``_submit_batch`` may submit it).
+    False: throttle it and stop there (``batch["settle_until"]`` says when ``_submit_batch`` may submit it; unset
+    when the throttles were in force already: at once).
     ``throttled``: the steps whose throttles this run has in force (throttled ahead): not set again."""
     steps = [Step.from_dict(d) for d in batch["steps"]]
     tps = {s.tp for s in steps}
@@ -368,7 +369,8 @@ def _start_batch(backend: Backend, state: ExecutionState, batch: BatchState, opt
         # Set just now: give the brokers time to see them (pre-set ones have been in force already).
         settle = opts.throttle_settle if changed else 0.0
         if not submit:
-            batch["settle_until"] = time.time() + settle
+            if settle:  # else submitted at once, under the lock just checked
+                batch["settle_until"] = time.time() + settle
             return todo
         time.sleep(settle)
         _submit_batch(backend, state, batch, todo, opts, state_path, label, lock)

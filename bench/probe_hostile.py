@@ -358,7 +358,7 @@ class Clusters:
     def _state(zk: Any) -> dict[str, Any]:
         from rebalancer import kafka_zk as kz
         from rebalancer.execute.zk_backend import ZkBackend
-        from rebalancer.lock import LOCK_TOPIC
+        from rebalancer.kafka_names import LOCK_TOPIC
 
         def get(path: str) -> str | None:
             try:
@@ -1588,7 +1588,7 @@ def race_runner(how: str) -> Callable[[Ctx, int, Case, str], Result]:
         from rebalancer import kafka_zk as kz
         from rebalancer.execute import approve
         from rebalancer.execute.zk_backend import ZkBackend
-        from rebalancer.lock import LOCK_TOPIC
+        from rebalancer.kafka_names import LOCK_TOPIC
         from rebalancer.plan import load_plan, plan_run_dir
         from rebalancer.snapshot import take_snapshot
 
@@ -1832,7 +1832,7 @@ class _FaultRun:
         """Throttles, the lock marker or a reassignment this run left on its cluster (after a short settle)."""
         from rebalancer import kafka_zk as kz
         from rebalancer.execute.zk_backend import ZkBackend
-        from rebalancer.lock import LOCK_TOPIC
+        from rebalancer.kafka_names import LOCK_TOPIC
 
         backend = ZkBackend(self.zk, "probe")
         left: list[str] = []

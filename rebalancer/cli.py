@@ -241,7 +241,7 @@ def cmd_throttle(args: argparse.Namespace) -> int:
 
 def cmd_unlock(args: argparse.Namespace) -> int:
     from .execute import open_backend
-    from .lock import unlock
+    from .execute.lock import unlock
 
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         marker = unlock(backend, args.lock_id)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, SourceError, TransientError
-from .lock import LOCK_TOPIC
+from .kafka_names import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
 from .urls import split_url
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SourceError
-from .lock import LOCK_TOPIC
+from .kafka_names import LOCK_TOPIC
 from .model import Broker, Cluster, Partition, TopicPartition
 from .zkclient import ZkTarget
 

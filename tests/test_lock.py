@@ -19,8 +19,9 @@ from test_execute import opts
 
 from rebalancer import kafka_zk as kz
 from rebalancer.execute import approve, execute
+from rebalancer.execute.lock import ClusterLock
 from rebalancer.execute.zk_backend import ZkBackend
-from rebalancer.lock import LOCK_TOPIC, ClusterLock
+from rebalancer.kafka_names import LOCK_TOPIC
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import take_snapshot
@@ -165,7 +166,7 @@ def test_a_lock_id_never_begins_with_a_dash(monkeypatch):
     again then, and so does ``new_topic_id``."""
     import uuid
 
-    from rebalancer import lock
+    from rebalancer import kafka_names as lock
 
     drawn = iter([uuid.UUID(bytes=b"\xf8" + b"\x01" * 15), uuid.UUID(bytes=b"\x01" * 16)])
     monkeypatch.setattr(lock.uuid, "uuid4", lambda: next(drawn))

@@ -1,12 +1,12 @@
 """Execution: batches, throttles, the ZooKeeper and Admin-API backends, execute/verify/rollback."""
 
+from .connect import open_backend
 from .runner import (
                      ExecOptions,
                      ExecutionFailed,
                      VerificationFailed,
                      approve,
                      execute,
-                     open_backend,
                      preflight,
                      release_throttles,
                      rollback,

@@ -7,7 +7,7 @@
 - preferred leader election: ElectLeaders (synchronous);
 - partition state: Metadata for just the moving topics.
 
-One execution per cluster: the marker topic of ``rebalancer.lock``, created with CreateTopics and deleted with
+One execution per cluster: the marker topic of ``execute.lock``, created with CreateTopics and deleted with
 DeleteTopics by its topic id, so it is the same lock a ``zk://`` execution of the cluster takes.
 """
 
@@ -22,10 +22,9 @@ from typing import Any, TypeVar
 
 from .. import kafka_admin as ka
 from ..errors import SourceError
-from ..lock import LOCK_TOPIC, Marker, MarkerExists, kafka_uuid, uuid_of
+from ..kafka_names import LOCK_TOPIC, THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
-from .backend import ConfigChange, Observation
-from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
+from .backend import ConfigChange, Marker, MarkerExists, Observation
 
 __all__ = ["AdminBackend"]
 
@@ -295,7 +294,7 @@ class AdminBackend:
 
         return self._call("describing throttle configs on every broker", read)
 
-    # -- the cluster lock (rebalancer.lock): the marker topic, through CreateTopics and DeleteTopics by id --------
+    # -- the cluster lock (execute.lock): the marker topic, through CreateTopics and DeleteTopics by id --------
     def lock_marker(self) -> Marker | None:
         # kafka-python's Metadata request sets allow_auto_topic_creation=false: asking never creates the topic.
         meta = self._call("reading the cluster lock", lambda: ka.metadata(self.admin, [LOCK_TOPIC]))

@@ -1,7 +1,7 @@
-"""The execution backend: the contract every way of reaching a cluster fulfils, and the one registry of them.
-
-A backend is chosen by the source URL's scheme (``rebalancer.urls.source_scheme``), through ``BACKENDS`` only;
-callers never branch on the scheme. Two implement the contract:
+"""The execution backend: the contract every way of reaching a cluster fulfils (``Backend``, with the records it
+speaks in: ``ConfigChange``, ``Observation``, the lock's ``Marker``). It imports no backend: the implementations
+import it, and ``execute.connect`` (the one registry of them) opens one by the source URL's scheme; callers never
+branch on the scheme. Two implement the contract:
 
     zk://     ``ZkBackend``     what ``kafka-reassign-partitions --zookeeper`` does (ZooKeeper-mode clusters)
     kafka://  ``AdminBackend``  the Admin API (KIP-455), any cluster since Kafka 2.4, the only way into KRaft
@@ -14,15 +14,31 @@ cluster refused a request) or ``InputError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ..errors import InputError
-from ..lock import Marker
 from ..model import Cluster, Partition, TopicPartition
 
-__all__ = ["Backend", "BACKENDS", "ConfigChange", "Observation", "open_backend"]
+__all__ = ["Backend", "ConfigChange", "Marker", "MarkerExists", "Observation"]
+
+
+@dataclass(frozen=True)
+class Marker:
+    """The cluster lock (``execute.lock``) as the cluster shows it: its id, whether it is being deleted, and its
+    owner when recorded."""
+
+    topic_id: str
+    deleting: bool = False
+    owner: dict[str, Any] | None = None
+
+
+class MarkerExists(Exception):
+    """Raised by a backend's ``create_lock_marker`` when the marker topic exists (``deleting``: marked for deletion)."""
+
+    def __init__(self, deleting: bool = False) -> None:
+        super().__init__("exists")
+        self.deleting = deleting
 
 
 class ConfigChange(NamedTuple):
@@ -89,41 +105,7 @@ class Backend(Protocol):
         """The throttle keys set, per (entity type, name): of ``entities`` only (those that exist), or everywhere."""
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]: ...
 
-    # -- the cluster lock (rebalancer.lock) ------------------------------------------------------------------
+    # -- the cluster lock (execute.lock) ------------------------------------------------------------------
     def lock_marker(self) -> Marker | None: ...
     def create_lock_marker(self, owner: Mapping[str, Any]) -> str: ...
     def delete_lock_marker(self, topic_id: str) -> bool: ...
-
-
-Opener = Callable[..., AbstractContextManager[Backend]]
-
-
-def _zookeeper(source: str, *, timeout: float, **_kafka: Any) -> AbstractContextManager[Backend]:
-    from .zk_backend import ZkBackend
-
-    return ZkBackend.open(source, timeout=timeout)
-
-
-def _kafka(source: str, *, timeout: float, kafka_config: Mapping[str, Any] | None = None,
-           kafka_config_file: str | None = None) -> AbstractContextManager[Backend]:
-    from .admin_backend import AdminBackend
-
-    return AdminBackend.open(source, timeout=timeout, kafka_config=kafka_config, kafka_config_file=kafka_config_file)
-
-
-# URL scheme -> a context manager opening that backend (the one place a scheme picks an implementation).
-BACKENDS: dict[str, Opener] = {"zk": _zookeeper, "kafka": _kafka}
-
-
-@contextmanager
-def open_backend(source: str, timeout: float = 10.0, *, kafka_config: Mapping[str, Any] | None = None,
-                 kafka_config_file: str | None = None) -> Iterator[Backend]:
-    """The backend for a source URL (``zk://`` or ``kafka://``), connected; closed on exit."""
-    from ..urls import source_scheme
-
-    scheme = source_scheme(source, tuple(BACKENDS))  # one line saying what is wrong, never echoing a password
-    opener = BACKENDS.get(scheme)
-    if opener is None:  # pragma: no cover - source_scheme admits only registered schemes
-        raise InputError(f"no execution backend for {scheme}://")
-    with opener(source, timeout=timeout, kafka_config=kafka_config, kafka_config_file=kafka_config_file) as backend:
-        yield backend

@@ -12,7 +12,7 @@ cancel them); throttles set by anyone else are reported and left alone.
 Refusals, checked in this order so that nothing is written to the cluster (``preflight`` runs before any
 connection): an invalid option, a plan whose content hash does not match its changes, no approval record or one
 for another hash or not approving, an execution state that does not match the plan; then, connected: a
-reassignment in flight that this run did not start, another execution holding the cluster lock (``rebalancer.lock``).
+reassignment in flight that this run did not start, another execution holding the cluster lock (``execute.lock``).
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from typing import Any, cast
 
 from ..errors import ClusterBusy, InputError, RebalancerError, SourceError, TransientError
 from ..formats import atomic_write_json, read_json
-from ..lock import ClusterLock
 from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from . import throttle as thr
-from .backend import Backend, open_backend
+from .backend import Backend
 from .batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
+from .connect import open_backend
 from .estimate import batch_cost
+from .lock import ClusterLock
 from .progress import RunProgress
 from .schedule import DiskRoom, Scheduler, per_broker_of
 from .state import BatchState, ExecutionState

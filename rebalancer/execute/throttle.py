@@ -27,18 +27,13 @@ from typing import Any
 
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
+from ..kafka_names import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 from ..model import topic_name_problem
 from .backend import Backend, ConfigChange
 
-__all__ = ["clear_command", "THROTTLE_BROKER_KEYS", "THROTTLE_TOPIC_KEYS", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
+__all__ = ["clear_command", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
 
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-THROTTLE_BROKER_KEYS = (LEADER_RATE, FOLLOWER_RATE)
-THROTTLE_TOPIC_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 MAX_RATE = 2**63 - 1  # the rates are Java longs: a broker cannot parse anything larger (and would not throttle)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 

@@ -5,7 +5,7 @@
 - throttles: write ``/config/brokers/<id>`` and ``/config/topics/<t>`` (merging with the keys already there) and a
   ``/config/changes/config_change_`` notification for each, which is how brokers learn of them;
 - preferred leader election: create ``/admin/preferred_replica_election``;
-- one execution per cluster: the marker topic of ``rebalancer.lock``, created as Kafka's admin code creates a
+- one execution per cluster: the marker topic of ``execute.lock``, created as Kafka's admin code creates a
   topic (``/config/topics/<t>``, then ``/brokers/topics/<t>`` with a fresh topic id), deleted through
   ``/admin/delete_topics/<t>``; its owner is recorded under ``/rebalancer/locks/<topic id>``.
 
@@ -32,11 +32,10 @@ from typing import Any, TypeVar, cast
 
 from .. import kafka_zk as kz
 from ..errors import SourceError, TransientError
-from ..lock import LOCK_TOPIC, Marker, MarkerExists, new_topic_id, owner_json
+from ..kafka_names import LOCK_TOPIC, THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS, new_topic_id
 from ..model import Cluster, Partition, TopicPartition
 from ..zkclient import ZkTarget
-from .backend import ConfigChange, Observation
-from .throttle import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
+from .backend import ConfigChange, Marker, MarkerExists, Observation
 
 __all__ = ["ZkBackend", "LOCK_OWNERS"]
 
@@ -307,7 +306,7 @@ class ZkBackend:
                     out[(entity_type, name)] = found
         return out
 
-    # -- the cluster lock (rebalancer.lock): the marker topic, created as Kafka's admin code creates topics --------
+    # -- the cluster lock (execute.lock): the marker topic, created as Kafka's admin code creates topics --------
     def lock_marker(self) -> Marker | None:
         from kazoo.exceptions import NoNodeError
 
@@ -336,7 +335,7 @@ class ZkBackend:
         if not live:
             raise SourceError(f"{self.display}: no live broker to hold the cluster lock topic {LOCK_TOPIC}")
         topic_id = new_topic_id()
-        self.zk.create(f"{LOCK_OWNERS}/{topic_id}", owner_json(dict(owner)), makepath=True)
+        self.zk.create(f"{LOCK_OWNERS}/{topic_id}", json.dumps(dict(owner), sort_keys=True).encode(), makepath=True)
         try:
             self.zk.create(kz.config_path("topics", LOCK_TOPIC), kz.encode({"version": 1, "config": {}}), makepath=True)
         except NodeExistsError:

@@ -1,6 +1,6 @@
-"""What the simulated controller and its Kafka listener share, in a leaf module that imports neither: the throttle
-config keys, where listeners bind, the controller's per-partition error, topic-id helpers, and the shape of a
-listener. The controller is given its listener as a factory (``SimulatedCluster(listener_factory=...)``;
+"""What the simulated controller and its Kafka listener share, in a leaf module that imports neither: where
+listeners bind, the controller's per-partition error, and the shape of a listener (the throttle config keys and
+topic ids are Kafka's: ``rebalancer.kafka_names``). The controller is given its listener as a factory (``SimulatedCluster(listener_factory=...)``;
 ``kafka_listener.serve`` is the Kafka protocol one), so the controller never imports the listener."""
 
 from __future__ import annotations
@@ -8,21 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from ..lock import new_topic_id  # ZooKeeper holds topic ids as Kafka prints them, never beginning with '-'
-
 if TYPE_CHECKING:
     from .controller import SimulatedCluster
 
-__all__ = ["LISTEN_HOST", "DELETE_TOPICS", "LEADER_RATE", "FOLLOWER_RATE", "LEADER_REPLICAS", "FOLLOWER_REPLICAS",
-           "ApiError", "new_topic_id", "delete_topic_path", "Listener", "ListenerFactory"]
+__all__ = ["LISTEN_HOST", "DELETE_TOPICS", "ApiError", "delete_topic_path", "Listener", "ListenerFactory"]
 
 LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
 DELETE_TOPICS = "/admin/delete_topics"  # Kafka's DeleteTopicsZNode: one child per topic marked for deletion
-
-LEADER_RATE = "leader.replication.throttled.rate"
-FOLLOWER_RATE = "follower.replication.throttled.rate"
-LEADER_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 class ApiError(Exception):

@@ -77,20 +77,9 @@ from typing import Any, NamedTuple
 from .. import kafka_zk as kz
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, parse_log_dirs, read_json
+from ..kafka_names import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, new_topic_id
 from ..model import Broker, Cluster, TopicPartition
-from .common import (
-    DELETE_TOPICS,
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
-    LISTEN_HOST,
-    ApiError,
-    Listener,
-    ListenerFactory,
-    delete_topic_path,
-    new_topic_id,
-)
+from .common import DELETE_TOPICS, LISTEN_HOST, ApiError, Listener, ListenerFactory, delete_topic_path
 
 __all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "new_topic_id",
            "delete_topic_path", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DELETE_TOPICS", "DEFAULT_NIC",

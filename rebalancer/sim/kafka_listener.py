@@ -105,17 +105,9 @@ from kafka.protocol.sasl import (
 
 from .. import kafka_zk as kz
 from ..errors import SourceError
+from ..kafka_names import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, new_topic_id
 from ..model import TopicPartition
-from .common import (
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
-    LISTEN_HOST,
-    ApiError,
-    delete_topic_path,
-    new_topic_id,
-)
+from .common import LISTEN_HOST, ApiError, delete_topic_path
 
 if TYPE_CHECKING:
     from .controller import SimulatedCluster

@@ -25,56 +25,22 @@ Clusters with ``delete.topic.enable=false`` cannot release the lock: the error s
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import ClusterBusy, InputError, RebalancerError, SourceError
-from .procs import process_identity
-from .rundir import RunDir
+from ..errors import ClusterBusy, InputError, RebalancerError, SourceError
+from ..kafka_names import LOCK_TOPIC
+from ..procs import process_identity
+from ..rundir import RunDir
+from .backend import Backend, Marker, MarkerExists
 
-if TYPE_CHECKING:
-    from .execute.backend import Backend
+__all__ = ["ClusterLock", "LockLost", "process_start", "unlock"]
 
-__all__ = ["LOCK_TOPIC", "Marker", "MarkerExists", "ClusterLock", "LockLost", "kafka_uuid",
-           "uuid_of", "new_topic_id", "owner_json", "process_start", "unlock"]
-
-LOCK_TOPIC = "__rebalancer_lock"
 LOCAL_FILE = "lock.json"  # in RUN_DIR/execution/
-
-
-def kafka_uuid(value: uuid.UUID | str | bytes) -> str:
-    """A topic id as Kafka prints it (URL-safe base64 of the 16 bytes, no padding), from a UUID or either string form."""
-    if isinstance(value, bytes):
-        raw = value
-    elif isinstance(value, uuid.UUID):
-        raw = value.bytes
-    elif len(value) == 22:
-        return value
-    else:
-        raw = uuid.UUID(value).bytes
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def new_topic_id() -> str:
-    """A fresh topic id (a random UUID as Kafka prints it). Like Kafka's ``Uuid.randomUuid``, never one that begins
-    with '-': the lock's id is the marker topic's, and ``rebalancer unlock LOCK_ID`` would read it as an option (1 id
-    in 64 did)."""
-    while True:
-        topic_id = kafka_uuid(uuid.uuid4())
-        if not topic_id.startswith("-"):
-            return topic_id
-
-
-def uuid_of(topic_id: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 
 def process_start(pid: int) -> int | None:
@@ -82,23 +48,6 @@ def process_start(pid: int) -> int | None:
     this names one process, so a recycled pid is not mistaken for a lock's owner."""
     ident = process_identity(pid)
     return None if ident is None else int(ident["start_time"])
-
-
-@dataclass(frozen=True)
-class Marker:
-    """The lock as the cluster shows it: its id, whether it is being deleted, and its owner when recorded."""
-
-    topic_id: str
-    deleting: bool = False
-    owner: dict[str, Any] | None = None
-
-
-class MarkerExists(Exception):
-    """Raised by a backend's ``create_lock_marker`` when the marker topic exists (``deleting``: marked for deletion)."""
-
-    def __init__(self, deleting: bool = False) -> None:
-        super().__init__("exists")
-        self.deleting = deleting
 
 
 class LockLost(ClusterBusy):
@@ -140,7 +89,7 @@ class ClusterLock:
     def _stale_local(self, marker: Marker) -> dict[str, Any] | None:
         """This run directory's own record of ``marker``, if its process is provably gone (same host, no such
         process, or another process now has that pid)."""
-        from .formats import read_json
+        from ..formats import read_json
 
         if not self._local.exists():
             return None
@@ -203,7 +152,7 @@ class ClusterLock:
         return self.topic_id
 
     def _record(self, owner: dict[str, Any]) -> None:
-        from .formats import atomic_write_json
+        from ..formats import atomic_write_json
 
         try:
             self._local.parent.mkdir(parents=True, exist_ok=True)
@@ -245,7 +194,4 @@ def unlock(backend: Backend, topic_id: str) -> Marker:
         raise SourceError(f"the cluster lock {topic_id} changed while releasing it: nothing released")
     return marker
 
-
-def owner_json(owner: dict[str, Any]) -> bytes:
-    return json.dumps(owner, sort_keys=True).encode()
 

@@ -9,7 +9,7 @@
 #                                   browser (markers kafka, airflow, browser; tests/conftest.py), in minutes;
 #                                   property tests run a quarter of their examples there
 #
-# ruff and mypy run first and stop the run on a finding. Extra arguments go to pytest (-n 0 runs in one process).
+# ruff, mypy and lint-imports run first and stop the run on a finding. Extra arguments go to pytest (-n 0 runs in one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=0
@@ -22,12 +22,14 @@ bash scripts/setup.sh
 # suite's thousands of Python processes (CLI calls, Airflow tasks, Spark workers): the bytecode goes to the
 # __pycache__/ directories git ignores.
 unset PYTHONDONTWRITEBYTECODE
-# The contracts machines check, before any test (pyproject.toml: [tool.ruff], [tool.mypy]): seconds once mypy's cache
-# (.mypy_cache/) exists, about a minute on a fresh clone.
+# The contracts machines check, before any test (pyproject.toml: [tool.ruff], [tool.mypy], [tool.importlinter]):
+# seconds once mypy's cache (.mypy_cache/) exists, about a minute on a fresh clone.
 echo "[test] ruff check" >&2
 .venv/bin/ruff check .
 echo "[test] mypy (strict on rebalancer/)" >&2
 .venv/bin/mypy
+echo "[test] lint-imports (the layers of rebalancer/, no cycles in its packages)" >&2
+.venv/bin/lint-imports --no-cache --no-logo
 if [ "$fast" = 1 ]; then
     # Most of these tests wait on simulated clusters and subprocesses, not the CPU: four workers, a test at a time.
     # Property tests check the same properties on a quarter of the generated examples (tests/conftest.examples).

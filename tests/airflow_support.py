@@ -12,13 +12,16 @@ import importlib.util
 import json
 import socket
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import waiting
 from conftest import FAST_SPARK_DEFAULTS, REPO
+
+wait_for = partial(waiting.wait_for, poll=0.2)  # what these tests poll is slow to ask (a CLI, a cluster)
 
 _spec = importlib.util.spec_from_file_location("airflow_local", REPO / "scripts" / "airflow_local.py")
 assert _spec is not None and _spec.loader is not None
@@ -188,16 +191,6 @@ def leader_skewed_description(path: Path) -> str:
 def planned_assignment(run_dir: Path) -> dict[tuple[str, int], tuple[int, ...]]:
     doc = json.loads((run_dir / "reassignment.json").read_text())
     return {(p["topic"], p["partition"]): tuple(p["replicas"]) for p in doc["partitions"]}
-
-
-def wait_for(predicate: Any, timeout: float, what: str, poll: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from waiting import wait_for as wait_until
+
 from rebalancer.execute import approve, open_backend
 from rebalancer.model import Cluster
 from rebalancer.plan import plan_run_dir
@@ -83,16 +85,6 @@ def prepare_run(source: str, run: Path, *, sizes: str | None = None) -> Path:
     plan_run_dir(run, "add-brokers", brokers=NEW_BROKERS, balance="counts")
     approve(run, by="conformance")
     return run
-
-
-def wait_until(cond: Callable[[], object], timeout: float, what: str, poll: float = 0.05) -> Any:
-    """Poll ``cond`` until it is truthy (returned); fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(poll)
-    return value
 
 
 # -- the simulator ------------------------------------------------------------------------------------------------

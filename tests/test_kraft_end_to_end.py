@@ -32,11 +32,15 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import waiting
 from conftest import REPO
+
+wait_for = partial(waiting.wait_for, poll=0.3)  # what these tests poll is slow to ask (a CLI, a cluster)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -162,16 +166,6 @@ class Kafka:
             producer.flush(60)
         finally:
             producer.close()
-
-
-def wait_for(cond: Any, timeout: float, what: str, poll: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def cli(section: str, step: str, *args: str, expect: int = 0, timeout: float = 300) -> str:

@@ -14,17 +14,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import waiting
 
 from rebalancer.localkafka import active_controller, down, local_cluster, read_state, status
 from rebalancer.localkafka.load import partition_targets, replica_sizes
 from rebalancer.localkafka.nodes import admin_client
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+wait_for = partial(waiting.wait_for, poll=0.3)  # what these tests poll is slow to ask (a CLI, a cluster)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -59,16 +62,6 @@ def java_processes_of(directory: Path) -> list[int]:
         if cmd and cmd[0].endswith(b"java") and any(str(directory).encode() in arg for arg in cmd):
             pids.append(int(entry.name))
     return pids
-
-
-def wait_for(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def live_brokers(state: dict[str, Any]) -> set[int] | None:

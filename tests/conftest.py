@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for  # noqa: F401 (the tests import it from here too)
 
 from rebalancer.zkserver import ZooKeeperServer
 
@@ -64,6 +64,19 @@ def zk_url(zk_server: ZooKeeperServer) -> str:
     root.stop()
     root.close()
     return f"zk://{zk_server.hosts}{chroot}"
+
+
+def expire_session(client: Any, hosts: str) -> None:
+    """Expire ``client``'s ZooKeeper session now, as a server does when it stops hearing from a client (kazoo's own
+    test harness trick: a second client on the same session id and password, closed)."""
+    from kazoo.client import KazooClient
+
+    session_id, password = client.client_id
+    twin = KazooClient(hosts=hosts)
+    twin._session_id, twin._session_passwd = session_id, password  # noqa: SLF001
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
 
 
 @pytest.fixture
@@ -168,17 +181,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _file(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``cond`` until it returns something truthy (returned), or fail naming what did not happen."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import expire_session, run_cli, wait_for
 
 from rebalancer import kafka_zk as kz
 from rebalancer.errors import InputError, SourceError
@@ -104,25 +104,24 @@ def test_drifted_partition_is_skipped_and_reported(tmp_path, zk, zk_url, make_si
 
 
 def test_session_expiry_during_execution_is_ridden_out(tmp_path, zk, zk_url, make_sim):
+    import threading
+
     from kazoo.client import KazooClient
 
     sim, run, plan, _ = prepared(tmp_path, zk, zk_url, make_sim, acceleration=20.0)
-    client = KazooClient(hosts=zk_url[len("zk://"):], timeout=2.0)
+    hosts = zk_url[len("zk://"):]
+    client = KazooClient(hosts=hosts, timeout=2.0)
     client.start()
     backend = ZkBackend(client, zk_url)
-    import threading
+    fault: dict[str, object] = {}
 
     def expire() -> None:
-        deadline = time.time() + 30
-        while not client.exists(kz.REASSIGN) and time.time() < deadline:
-            time.sleep(0.02)
-        # kazoo's harness trick: a second client on the same session, closed, expires the session.
-        session_id, password = client.client_id
-        twin = KazooClient(hosts=zk_url[len("zk://"):])
-        twin._session_id, twin._session_passwd = session_id, password  # noqa: SLF001
-        twin.start()
-        twin.stop()
-        twin.close()
+        try:
+            wait_for(lambda: client.exists(kz.REASSIGN), 30, "the execution to submit its first batch")
+            expire_session(client, hosts)
+            fault["in_flight"] = zk.exists(kz.REASSIGN) is not None  # read on another session: the batch copying
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread below
+            fault["error"] = exc
 
     t = threading.Thread(target=expire)
     t.start()
@@ -132,6 +131,8 @@ def test_session_expiry_during_execution_is_ridden_out(tmp_path, zk, zk_url, mak
         assert "rerun" in str(exc)
         state = execute(run, backend, opts(throttle=40 * MB))
     t.join()
+    assert "error" not in fault, fault.get("error")
+    assert fault["in_flight"], "the session expired after the batch had finished: the fault did not hit the run"
     assert state["finished"]
     verify(run, backend)
     client.stop()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .errors import InputError, RebalancerError
+from .errors import INTERNAL_EXIT, InputError, RebalancerError, write_record
 from .rundir import RunDir
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage dump), matching every other error of the tool."""
 
     def error(self, message: str) -> NoReturn:
+        write_record(InputError(f"{self.prog}: {message} (see --help)"))
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -717,6 +718,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             log.exception("error")
         print(f"rebalancer: error: {exc}", file=sys.stderr)
+        write_record(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print("rebalancer: interrupted", file=sys.stderr)
@@ -728,13 +730,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         where = f"{str(exc.filename)[:200]}: " if getattr(exc, "filename", None) else ""
         print(f"rebalancer: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        write_record(InputError(f"{where}{exc.strerror or exc}"))
         return 2
     except Exception as exc:  # a bug: still one line unless --debug
         if args.debug:
             raise
         print(f"rebalancer: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
               file=sys.stderr)
-        return 70
+        write_record(exc, INTERNAL_EXIT)
+        return INTERNAL_EXIT
 
 
 if __name__ == "__main__":  # pragma: no cover

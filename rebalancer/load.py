@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import CapacityError, InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
@@ -55,10 +55,6 @@ KiB = 1024
 DEFAULT_RETENTION_MS = 168 * 3600 * 1000  # Kafka's log.retention.hours default
 MAX_CAPACITY = 2**50   # base units per broker (1 PiB, 1 PiB/s): thousands of brokers' sum stays in a 64-bit integer
 MAX_FANOUT = 1e6       # consumer bytes out per byte in: a million consumer groups reading every byte
-
-
-class CapacityError(InputError):
-    """A capacity file that cannot be used, or capacity that cannot hold the load."""
 
 
 @dataclass(frozen=True)

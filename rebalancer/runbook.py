@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .errors import ClusterBusy, InputError, ModelError, RebalancerError, SimulationError, SourceError
+from .errors import ERROR_RECORD_ENV, InputError, from_record
 from .rundir import PLAN_ERROR_FILE, RunDir
 
 if TYPE_CHECKING:
@@ -105,17 +105,19 @@ def plan_job() -> str:
 
 
 def plan_job_error(run_dir: str | Path, *, clear: bool = False) -> str | None:
-    """The one-line error ``spark/plan_job.py`` recorded in ``RUN_DIR/plan_error.txt`` when its plan failed (the
+    """The one-line error ``spark/plan_job.py`` recorded in ``RUN_DIR/plan_error.json`` when its plan failed (the
     DAG fails the task with it, not with spark-submit's exit status); ``clear``: remove a previous one first."""
     path = Path(run_dir) / PLAN_ERROR_FILE
     if clear:
         path.unlink(missing_ok=True)
         return None
     try:
-        text = path.read_text(errors="replace").strip()
+        doc = json.loads(path.read_text(errors="replace"))
     except FileNotFoundError:
         return None
-    return text.splitlines()[-1][:2000] if text else None
+    except ValueError:
+        return f"an unreadable error record in {path}"
+    return str(from_record(doc)).splitlines()[0][:2000] if doc else None
 
 
 def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
@@ -214,33 +216,33 @@ def plan_groups(run_dir: str | Path, mode: str, groups: int | None = None, maste
     return split_plan(replicas, brokers, groups, master)[0]
 
 
-_CLI_ERRORS: dict[int, type[RebalancerError]] = {
-    c.exit_code: c for c in (InputError, ModelError, SourceError, ClusterBusy, SimulationError)}
-
-
 def run_cli(args: Sequence[str]) -> None:
     """``python -m rebalancer ARGS`` in a process of its own (this interpreter, this package), its output passed
-    through; a failure raises the error the CLI reported, with its one line (``exit_code`` maps back to the class),
-    or a ``RuntimeError`` for an internal error."""
+    through; a failure raises the error the CLI recorded (``errors.ERROR_RECORD_ENV``: its class and its one line),
+    or a ``RuntimeError`` for an internal error or a process that recorded none."""
     import subprocess
     import sys
+    import tempfile
 
     package_root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, "-m", "rebalancer", *args], env=env, stdin=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, errors="replace", check=False)
-    if proc.stderr:
-        sys.stderr.write(proc.stderr)
-    if proc.returncode == 0:
-        return
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    last = lines[-1] if lines else f"exit status {proc.returncode}"
-    message = last.removeprefix("rebalancer: error: ")
-    error = _CLI_ERRORS.get(proc.returncode)
-    if error is None or message == last:
-        raise RuntimeError(f"rebalancer {args[0]} failed (exit {proc.returncode}): {last}")
-    raise error(message)
+    with tempfile.TemporaryDirectory(prefix="rebalancer-cli-") as tmp:
+        record = Path(tmp) / "error.json"
+        env[ERROR_RECORD_ENV] = str(record)
+        proc = subprocess.run([sys.executable, "-m", "rebalancer", *args], env=env, stdin=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, errors="replace", check=False)
+        if proc.stderr:
+            sys.stderr.write(proc.stderr)
+        if proc.returncode == 0:
+            return
+        try:
+            doc = json.loads(record.read_text())
+        except (OSError, ValueError):
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            raise RuntimeError(f"rebalancer {args[0]} failed (exit {proc.returncode}): "
+                               f"{lines[-1] if lines else 'no error recorded'}") from None
+    raise from_record(doc)
 
 
 def _plan_summary(run: Path, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,7 +66,7 @@ from typing import Any
 
 from .balance import count_excess
 from .bulk import collector_paused
-from .errors import InputError, RebalancerError
+from .errors import GateFailure, InputError
 from .formats import StagedFiles, atomic_write_json, read_json
 from .load import dimension_loads, gate_excess_pct, headroom_excess_pct, held_one_way, largest_replica, replica_table
 from .model import Cluster
@@ -81,12 +81,6 @@ _GateRow = tuple[str, str, Any, Any, str]
 __all__ = ["Thresholds", "GateFailure", "build_frames", "run_gates", "validate_run_dir", "format_gate_table"]
 
 log = logging.getLogger(__name__)
-
-
-class GateFailure(RebalancerError):
-    """At least one gate failed (the result file is written; the message names the failed gates)."""
-
-    exit_code = 6
 
 
 BYTES_TO_BOUND = 1.15  # the bytes gate's default factor: a load plan copies at most this much more than its bound

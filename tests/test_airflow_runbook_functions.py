@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 
 from rebalancer import runbook
-from rebalancer.errors import InputError
+from rebalancer.errors import GateFailure, InputError
 from rebalancer.formats import write_cluster_json
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
@@ -127,6 +127,24 @@ def test_an_isolated_plan_is_the_in_process_plan_and_reports_errors_in_one_line(
     assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
 
 
+@pytest.mark.parametrize("args, error, line", [
+    # argparse's own error (exit 2): an InputError naming the option, where the scraped stderr gave a RuntimeError
+    (["plan", "RUN", "--mode", "sideways"], InputError, r"^rebalancer plan: argument --mode: invalid choice"),
+    # a gate failing (exit 6), which the exit-code table did not know: GateFailure, not RuntimeError
+    (["validate", "RUN", "--max-disk-deviation", "0.01"], GateFailure, r"disk"),
+])
+def test_a_cli_child_hands_its_error_back_as_a_record(tmp_path: Path, description: str, args: list[str],
+                                                       error: type[Exception], line: str) -> None:
+    """``runbook.run_cli`` (the isolated plan, the DAGs' stages in a process of their own) raises what the CLI
+    recorded (``errors.ERROR_RECORD_ENV``): the error's class and its one line, whatever its exit code."""
+    run = tmp_path / "run"
+    runbook.snapshot(run, description)
+    runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15])
+    with pytest.raises(error, match=line) as err:
+        runbook.run_cli([str(run) if a == "RUN" else a for a in args])
+    assert type(err.value) is error and "\n" not in str(err.value)
+
+
 def test_a_large_plan_runs_under_a_host_process_that_cannot_be_re_imported(tmp_path: Path) -> None:
     """Inside an Airflow task the main module is Airflow's, and a child process that re-imports it fails (tasks
     may not reach the metadata database): the leader waves' process pool (from 12,000 partitions) broke every DAG
@@ -154,7 +172,7 @@ def test_the_plan_job_submitted_to_spark_is_the_plan_with_its_groups_as_tasks(tm
     """``spark/plan_job.py``, what the DAGs submit when the placement is split in groups, through a real
     spark-submit on local[2]: the plan ``rebalancer plan`` makes in process with the same groups, change for change
     (each group a pure function), the groups run as tasks of the submitted application; a bad input ends with the
-    CLI's exit status and its one-line error in plan_error.txt, which the DAG's task fails with."""
+    CLI's exit status and its error record in plan_error.json, whose one line the DAG's task fails with."""
     from rebalancer.analyze import spark_env
 
     path = tmp_path / "cluster.json"

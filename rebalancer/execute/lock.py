@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ClusterBusy, InputError, RebalancerError, SourceError
+from ..errors import ClusterBusy, InputError, LockLost, RebalancerError, SourceError
 from ..kafka_names import LOCK_TOPIC
 from ..procs import process_identity
 from ..rundir import RunDir
@@ -48,10 +48,6 @@ def process_start(pid: int) -> int | None:
     this names one process, so a recycled pid is not mistaken for a lock's owner."""
     ident = process_identity(pid)
     return None if ident is None else int(ident["start_time"])
-
-
-class LockLost(ClusterBusy):
-    """This execution's lock was released by someone else (``rebalancer unlock``): it stops before the next batch."""
 
 
 def _describe(marker: Marker) -> str:

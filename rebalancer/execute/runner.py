@@ -30,7 +30,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from ..errors import ClusterBusy, InputError, RebalancerError, SourceError, TransientError
+from ..errors import (
+    ClusterBusy,
+    ForeignReassignment,
+    InputError,
+    RebalancerError,
+    SourceError,
+    TransientError,
+    VerificationFailed,
+)
 from ..formats import atomic_write_json, read_json
 from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
@@ -49,14 +57,6 @@ __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "open_backend
            "verify", "rollback", "release_throttles"]
 
 log = logging.getLogger(__name__)
-
-
-class ForeignReassignment(ClusterBusy):
-    """A reassignment this run did not start is in flight: refused, nothing done."""
-
-
-class VerificationFailed(RebalancerError):
-    exit_code = 8
 
 
 # batch, batches (0: not known ahead, the rolling schedule), moves done, moves, bytes done, bytes, elapsed s, ETA s

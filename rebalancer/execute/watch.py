@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..errors import RebalancerError
+from ..errors import ExecutionFailed
 from .batches import Step
 from .estimate import transfer
 from .progress import QUOTA_WINDOW_S, CopyProgress
@@ -29,12 +29,6 @@ __all__ = ["ExecutionFailed", "Limits", "Sizes", "Watcher", "busiest_seconds"]
 
 # partition -> (bytes on its new replicas, bytes its leader holds, number of new replicas)
 Sizes = Mapping[tuple[str, int], tuple[int, int, int]]
-
-
-class ExecutionFailed(RebalancerError):
-    """A batch failed (stalled, timed out, the destination died); the state and the reason are recorded."""
-
-    exit_code = 7
 
 
 class Limits(Protocol):

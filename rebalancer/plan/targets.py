@@ -15,16 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError
+from ..errors import PlanError
 from ..load import Band
 from ..model import Cluster
 from ..strategies import MODES
 
 __all__ = ["MODES", "PlanError", "Band", "band", "Targets", "make_targets"]
-
-
-class PlanError(InputError):
-    """The requested plan cannot exist (too few brokers or racks, capacity exceeded, bad broker list)."""
 
 
 def band(total: int, n: int) -> Band:

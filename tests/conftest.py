@@ -12,12 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.register_assert_rewrite("scheduling")  # a plugin (``pytest_plugins`` below) this module imports first
+from scheduling import AIRFLOW_FILES, FAST_TIER, file_of
 from waiting import wait_for  # noqa: F401 (the tests import it from here too)
 
 from rebalancer.zkserver import ZooKeeperServer
 
 REPO = Path(__file__).resolve().parent.parent
-FAST_TIER = os.environ.get("REBALANCER_TEST_TIER") == "fast"  # set by scripts/test.sh --fast
+# How pytest-xdist hands the tests out (the order, and what stays on one worker): a plugin of its own.
+pytest_plugins = ["scheduling"]
 # Short Spark jobs on tiny inputs: a quick JIT, one GC thread and no whole-stage code generation halve the CPU time
 # of each analysis. Every Spark the tests start reads them (``pytest_configure``: SPARK_CONF_DIR, unless set); the
 # Airflow stack's tasks too (airflow_support).
@@ -174,13 +178,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     the worker's remaining tests until the session ends. (After the test's own teardown: the module's clusters and
     connections go first.)"""
     yield
-    if nextitem is not None and _file(item) in AIRFLOW_FILES and _file(nextitem) not in AIRFLOW_FILES:
+    if nextitem is not None and file_of(item) in AIRFLOW_FILES and file_of(nextitem) not in AIRFLOW_FILES:
         for stack in _AIRFLOW_STACKS:
             stack.stop()
-
-
-def _file(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
 
 
 def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -196,32 +196,8 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None)
 COMPONENT_FIXTURES = {"kafka": "kafka", "real_kafka": "kafka", "stack": "airflow", "airflow_stack": "airflow"}
 
 
-# The longest files first (measured: bench/flake_hunt.sh and the suite's --durations), so that pytest-xdist hands
-# them out first and the short ones fill in at the end: the whole suite (``--dist loadfile --no-loadscope-reorder``,
-# a file per worker) and the fast tier (a test at a time, ``pytest_xdist_make_scheduler``) both end with their
-# workers about even.
-# The files that use the Airflow stack, handed out together (``pytest_xdist_make_scheduler``): one worker starts one
-# stack for them and stops it when they are done (``pytest_runtest_teardown``); handed out file by file, each worker
-# started a stack of its own (the KRaft file's or the report view's) and kept it idle to the end of the run.
-AIRFLOW_FILES = ("tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
-                 "tests/test_report_view_security.py")
-LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py",
-                 "tests/test_connection_errors.py", "tests/test_local_kafka.py", "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
-                 "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
-# The fast tier's (--durations of scripts/test.sh --fast): the Spark analysis (one worker, one session, ~2 minutes)
-# and the hostile probe first.
-FAST_LONGEST_FIRST = ("tests/test_analysis.py", "tests/test_probe_hostile.py", "tests/test_validate.py",
-                      "tests/test_rollback_outage.py", "tests/test_split.py", "tests/test_load_planner.py",
-                      "tests/test_conformance.py", "tests/test_cli.py", "tests/test_connection_errors.py",
-                      "tests/test_load_gates.py", "tests/test_execute_admin.py", "tests/test_lock.py")
-# The fast tier hands out a test at a time (``pytest_xdist_make_scheduler``), except these files' tests, which share a
-# fixture of their module (a Spark session, simulated SASL clusters): each stays on one worker, which starts it once.
-FAST_TOGETHER = frozenset({"tests/test_analysis.py", "tests/test_connection_errors.py", "tests/test_load_gates.py",
-                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py"})
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Markers for the real components a test needs, then the order: ``LONGEST_FIRST``, then the rest as collected."""
+    """Markers for the real components a test needs (the order and the workers' scopes: ``scheduling``)."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         for fixture, marker in COMPONENT_FIXTURES.items():
@@ -231,41 +207,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         engine = callspec.params.get("engine") if callspec is not None else None
         if isinstance(engine, str) and engine.startswith("kafka-"):  # tests/engines.py: the real-Kafka engines
             item.add_marker("kafka")
-        heavy = any(item.get_closest_marker(m) for m in ("kafka", "airflow", "browser"))  # not in the fast tier
-        if FAST_TIER and not heavy and _shares_a_fixture(item) and _file(item) not in FAST_TOGETHER:
-            raise pytest.UsageError(f"{item.nodeid} uses a fixture of its module: add its file to "
-                                    "tests/conftest.FAST_TOGETHER, so that the fast tier keeps the file on one worker")
-    rank = {f: i for i, f in enumerate(FAST_LONGEST_FIRST if FAST_TIER else LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(_file(item), len(rank)))  # stable within a file
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's per-scope queue (a worker takes the next scope when it finishes one, in the collection's
-    longest-first order; ``--no-loadscope-reorder``) with the scopes this suite needs. The whole suite (``--dist
-    loadfile``): a file per scope (its real clusters are started once), except ``AIRFLOW_FILES``, one scope, so that
-    one worker runs them on one Airflow stack. The fast tier (``--dist loadscope``): a test per scope, or a file for
-    the files in ``FAST_TOGETHER``. (``--dist loadgroup`` would do it with markers, but pytest-xdist 3.8 renames the
-    node ids it groups by through ``item._nodeid``, which pytest 9.2 no longer reads.)"""
-    dist = config.getoption("dist", None)
-    if not FAST_TIER and dist != "loadfile":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class Scopes(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            if FAST_TIER:
-                return path if path in FAST_TOGETHER else nodeid
-            return "airflow" if path in AIRFLOW_FILES else path
-
-    return Scopes(config, log)
-
-
-def _shares_a_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture of its module or class scope (the session's ZooKeeper is per worker anyway)."""
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info is not None else ()
-    return any(d.scope in ("module", "class", "package") for chain in defs for d in chain)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -32,7 +32,7 @@ def _topics(cluster: Cluster) -> dict[str, list]:
 @functools.cache
 def _large() -> Cluster:
     """A large draw (50,000 partitions, about 6,700 topics) for the tails, built once per process (a cache, not a
-    module fixture: the fast tier hands out these tests one at a time, conftest.FAST_TOGETHER)."""
+    module fixture: the fast tier hands out these tests one at a time, scheduling.FAST_TOGETHER)."""
     return production(60, 6, 150_000, 3, new=3, bytes_in=True, seed=41)
 
 

@@ -25,19 +25,20 @@ def file_of(item: pytest.Item) -> str:
 # started a stack of its own (the KRaft file's or the report view's) and kept it idle to the end of the run.
 AIRFLOW_FILES = ("tests/test_airflow_runbook.py", "tests/test_kraft_end_to_end.py",
                  "tests/test_report_view_security.py")
-LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py",
+LONGEST_FIRST = (*AIRFLOW_FILES, "tests/test_conformance.py", "tests/test_probe_hostile.py", "tests/test_probe_faults.py",
                  "tests/test_connection_errors.py", "tests/test_local_kafka.py", "tests/test_lock.py", "tests/test_planners.py", "tests/test_analysis.py", "tests/test_load_planner.py",
                  "tests/test_validate.py", "tests/test_load_gates.py", "tests/test_kafka_generate_real.py")
 # The fast tier's (--durations of scripts/test.sh --fast): the Spark analysis (one worker, one session, ~2 minutes)
 # and the hostile probe first.
-FAST_LONGEST_FIRST = ("tests/test_analysis.py", "tests/test_probe_hostile.py", "tests/test_validate.py",
+FAST_LONGEST_FIRST = ("tests/test_analysis.py", "tests/test_probe_hostile.py", "tests/test_probe_faults.py",
+                      "tests/test_validate.py",
                       "tests/test_rollback_outage.py", "tests/test_split.py", "tests/test_load_planner.py",
                       "tests/test_conformance.py", "tests/test_cli.py", "tests/test_connection_errors.py",
                       "tests/test_load_gates.py", "tests/test_execute_admin.py", "tests/test_lock.py")
 # The fast tier hands out a test at a time (``pytest_xdist_make_scheduler``), except these files' tests, which share a
 # fixture of their module (a Spark session, simulated SASL clusters): each stays on one worker, which starts it once.
 FAST_TOGETHER = frozenset({"tests/test_analysis.py", "tests/test_connection_errors.py", "tests/test_load_gates.py",
-                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py"})
+                           "tests/test_report.py", "tests/test_airflow_dag_integrity.py", "tests/test_probe_hostile.py"})
 
 
 @pytest.hookimpl(trylast=True)  # after conftest's markers: the fast tier's check reads them

@@ -460,7 +460,7 @@ def _kafka_config_option(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from .load import DIMENSIONS
-    from .strategies import BALANCES, MODES, STRATEGY_REGISTRY
+    from .strategies import BALANCES, DEFAULT_SCHEDULE, EXECUTION_SCHEDULES, MODES, STRATEGY_REGISTRY
 
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
@@ -519,8 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "local[*] from there)")
     p.add_argument("--throttle", help="the replication throttle the execution estimate assumes, e.g. 50MB/s "
                                       "(default 50MB/s, execute's)")
-    p.add_argument("--schedule", choices=["batches", "rolling"], default="batches",
-                   help="the schedule the execution estimate assumes (default batches, execute's)")
+    p.add_argument("--schedule", choices=EXECUTION_SCHEDULES, default=DEFAULT_SCHEDULE,
+                   help="the schedule the execution estimate assumes (default auto, execute's: rolling where the "
+                        "snapshot was read through kafka://, batches otherwise)")
     p.add_argument("--max-moves-per-broker", type=_count,
                    help="the execution estimate's moves at once per broker (default 5 in batches, 2 rolling)")
     p.add_argument("--max-moves", type=_count, help="the execution estimate's moves at once (default 50, execute's)")
@@ -570,11 +571,10 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--throttle", required=throttle_required, default="50MB/s",
                        help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
         # Left out: ExecOptions' default (rebalancer.execute.runner), the one place they live.
-        q.add_argument("--schedule", choices=["auto", "rolling", "batches"],
-                       help="batches (default): each batch after the previous one's slowest move; rolling: a move "
-                            "starts as soon as its brokers have room (kafka:// only; see the README for when it is "
-                            "faster); auto: rolling where the source can add moves to those in flight (kafka://), "
-                            "batches otherwise (zk://)")
+        q.add_argument("--schedule", choices=EXECUTION_SCHEDULES,
+                       help="auto (default): rolling where the source can add moves to those in flight (kafka://), "
+                            "batches otherwise (zk://); batches: each batch after the previous one's slowest move; "
+                            "rolling: a move starts as soon as its brokers have room (kafka:// only)")
         q.add_argument("--max-moves-per-broker", type=_count,
                        help="moves at once per broker (rolling: into it and out of it apart; default 2 rolling, "
                             "5 in batches)")

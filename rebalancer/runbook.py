@@ -136,7 +136,7 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
          max_moves_per_broker: int | None = None, max_moves: int | None = None,
          schedule: str | None = None) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
-    ``throttle``, ``schedule`` (batches, rolling), ``max_moves_per_broker``, ``max_moves``: the execution the plan's
+    ``throttle``, ``schedule`` (auto, batches, rolling), ``max_moves_per_broker``, ``max_moves``: the execution the plan's
     time estimate assumes;
     ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``).
 
@@ -146,6 +146,7 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
     (tasks may not reach the metadata database): every plan of 12,000 partitions or more failed in the DAGs. A
     process of its own also hands its gigabytes back to the machine when the plan is written."""
     from .plan import plan_run_dir
+    from .strategies import DEFAULT_SCHEDULE
 
     ids = [int(b) for b in brokers] if brokers else None
     if mode in ("add-brokers", "remove-brokers") and not ids:
@@ -161,7 +162,7 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
                           master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                          max_moves=max_moves, schedule=schedule or "batches")
+                          max_moves=max_moves, schedule=schedule or DEFAULT_SCHEDULE)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 

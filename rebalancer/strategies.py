@@ -1,5 +1,6 @@
 """The planning choices, in one registry: the modes, the strategies and the balances; the CLI's choices, the DAG
-params and the planner all read it, and the plan stage dispatches through it.
+params and the planner all read it, and the plan stage dispatches through it. The execution's schedules too
+(``EXECUTION_SCHEDULES``, ``resolve_schedule``): the plan's estimate assumes one, the DAG form offers them.
 
 Each strategy names the modes it serves and its step: a callable of one signature, ``(PlanRequest, PlanSetup,
 Budget, reserve) -> Placement`` (``rebalancer.plan.pipeline``), that the plan stage calls for the strategy asked
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .plan.pipeline import Placement, PlanRequest, PlanSetup
 
 __all__ = ["Strategy", "Step", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES",
-           "strategies_for"]
+           "strategies_for", "EXECUTION_SCHEDULES", "DEFAULT_SCHEDULE", "resolve_schedule"]
 
 REPLICA_MODES = ("rebalance", "add-brokers", "remove-brokers")
 MODES = ("leaders", *REPLICA_MODES)  # what a plan may do: move leaders only, or replicas (and leaders)
@@ -71,3 +72,20 @@ BALANCES = {
 
 def strategies_for(mode: str) -> list[str]:
     return [s.name for s in STRATEGY_REGISTRY.values() if mode in s.modes]
+
+
+# How an execution orders its moves (``rebalancer.execute``): "batches", each batch after the previous one's slowest
+# move; "rolling", a move starts as soon as its brokers have room (only where moves can be added to those in flight:
+# the Admin API); "auto", the default: rolling where it can run, batches otherwise.
+EXECUTION_SCHEDULES = ("auto", "rolling", "batches")
+DEFAULT_SCHEDULE = "auto"
+
+
+def resolve_schedule(schedule: str, adds_moves: bool) -> str:
+    """The schedule ``schedule`` means on a cluster reached through an access that can (``adds_moves``: the Admin API,
+    kafka://) or cannot (ZooKeeper) add moves to those in flight: ``auto`` is rolling on the first and batches on the
+    second; any other is itself. The one place ``auto`` is decided: the executor asks its backend, the plan's
+    estimate the snapshot's source, the DAGs their connection."""
+    if schedule == "auto":
+        return "rolling" if adds_moves else "batches"
+    return schedule

@@ -143,15 +143,15 @@ print(json.dumps(out))
 
 
 def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_path: Path) -> None:
-    """The DAG's execution params become the runbook's options: batches by default; ``execution_schedule`` rolling
-    passes through; the per-broker cap left empty keeps the schedule's own default (5 in batches, 2 rolling)
+    """The DAG's execution params become the runbook's options: auto by default (as the executor resolves it);
+    ``execution_schedule`` rolling passes through; the per-broker cap left empty keeps the schedule's own default (5 in batches, 2 rolling)
     instead of the DAG restating one; the plan's estimate assumes the schedule the execution will run."""
     env = {"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     proc = subprocess.run([sys.executable, "-c", OPTIONS_PROBE, str(REPO / "plugins")],
                           capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["defaults"]["schedule"] == "batches" and out["defaults"]["max_moves_per_broker"] is None
+    assert out["defaults"]["schedule"] == "auto" and out["defaults"]["max_moves_per_broker"] is None
     assert out["rolling"]["schedule"] == "rolling"
     assert out["opts"] == {"schedule": "rolling", "per_broker": None, "throttle": 50_000_000}
     # the plan's time estimate assumes the same schedule, auto as the cluster access resolves it

@@ -1,7 +1,8 @@
 """The execution contract, one test code on every engine (tests/engines.py): the simulator through zk:// and
 kafka://, real Kafka 3.9 (ZooKeeper mode) through zk:// and kafka://, real Kafka 4.x (KRaft) through kafka://.
 
-What an operator relies on: an approved add-brokers plan executes to the exact assignment under a real throttle
+Each engine runs the default schedule (``auto``): rolling through kafka://, batches through zk://. What an operator
+relies on: an approved add-brokers plan executes to the exact assignment under a real throttle
 (seen on brokers and topics while copying, gone afterwards, an operator's own throttle untouched), the copy takes
 about bytes / throttle of the busiest broker, a killed executor resumes without moving anything twice, a dead
 destination fails the batch and rollback restores the original replicas in their original order, a controller
@@ -236,6 +237,9 @@ def test_add_brokers_plan_executes_exactly_under_a_real_throttle(engine: Engine)
     with open_backend(engine.source) as backend:
         state = execute(engine.run, backend, opts(engine, throttle=rate, per_broker=50, total=500))
         stop()
+        # The default schedule, as the engine's access resolves it: rolling where moves can be added to those in
+        # flight (kafka://), batches through ZooKeeper.
+        assert state.get("schedule", "batches") == ("rolling" if engine.source.startswith("kafka://") else "batches")
         # One batch copies everything; a load plan may add one of leader-only reorders (bytes-out balance).
         data = [b for b in state["batches"] if any(s["bytes"] for s in b["steps"])]
         assert state["finished"] and len(data) == 1 and all(b["status"] == "done" for b in state["batches"])

@@ -169,6 +169,25 @@ def test_the_plan_says_the_time_at_the_throttle_it_was_planned_for(tmp_path: Pat
     assert f"execution {describe(rolled)}" in out.stdout and describe(rolled).endswith("(rolling)")
 
 
+def test_the_plans_default_estimate_is_the_schedule_the_snapshots_source_runs(tmp_path: Path) -> None:
+    """``auto`` (the default) estimated as the execution will resolve it: batches for a snapshot read from a file (or
+    through ZooKeeper), rolling for one read through the Admin API (kafka://), where the executor runs rolling."""
+    desc = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams()), desc)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{desc}")
+    args = ("plan", str(run), "--mode", "add-brokers", "--brokers", "12,13,14,15")
+    assert run_cli(*args).returncode == 0
+    assert json.loads((run / "plan.json").read_text())["summary"]["execution"]["schedule"] == "batches"
+    snap = json.loads((run / "snapshot.json").read_text())
+    snap["meta"]["source"] = "kafka://broker-1:9092"
+    (run / "snapshot.json").write_text(json.dumps(snap))
+    assert run_cli(*args).returncode == 0
+    assert json.loads((run / "plan.json").read_text())["summary"]["execution"]["schedule"] == "rolling"
+    assert run_cli(*args, "--schedule", "batches").returncode == 0
+    assert json.loads((run / "plan.json").read_text())["summary"]["execution"]["schedule"] == "batches"
+
+
 def _assert_batch_rules(batches: list[list[Step]], steps: list[Step], per_broker: int, total: int,
                         max_bytes: int | None, nonempty: bool = False) -> None:
     """Every step once; a partition's steps one per batch and in order; the caps on moves per broker, moves and

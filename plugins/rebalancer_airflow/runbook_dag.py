@@ -24,7 +24,15 @@ from urllib.parse import quote
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, TriggerRule, task, teardown
 
-from rebalancer.strategies import BALANCES, REPLICA_MODES, STRATEGY_REGISTRY, strategies_for
+from rebalancer.strategies import (
+    BALANCES,
+    DEFAULT_SCHEDULE,
+    EXECUTION_SCHEDULES,
+    REPLICA_MODES,
+    STRATEGY_REGISTRY,
+    resolve_schedule,
+    strategies_for,
+)
 from rebalancer_airflow.operators import PlanApprovalOperator
 
 __all__ = ["POOL", "common_params", "build_runbook", "DEFAULT_ARGS", "run_dir", "REPORT_PREFIX"]
@@ -127,12 +135,12 @@ def common_params(mode: str) -> dict[str, Param]:
         "throttle": Param("50MB/s", type="string", pattern=r"^\s*[0-9.]+\s*([kKmMgG]i?B)?(/s)?\s*$",
                           title="Replication throttle per broker", description="e.g. 50MB/s, 20MiB/s",
                           section="Execution"),
-        "execution_schedule": Param("batches", type="string", enum=["batches", "rolling", "auto"],
+        "execution_schedule": Param(DEFAULT_SCHEDULE, type="string", enum=list(EXECUTION_SCHEDULES),
                                     title="Execution schedule",
-                                    description="batches: each after the previous one's slowest move; rolling: a "
-                                                "move starts as soon as its brokers have room (kafka:// only); "
-                                                "auto: rolling where the cluster answers on the Admin API, batches "
-                                                "through ZooKeeper", section="Execution"),
+                                    description="auto: rolling where the cluster answers on the Admin API, batches "
+                                                "through ZooKeeper; batches: each after the previous one's slowest "
+                                                "move; rolling: a move starts as soon as its brokers have room "
+                                                "(kafka:// only)", section="Execution"),
         "max_moves_per_broker": Param(None, type=["null", "integer"], minimum=1, title="Max moves at once per broker",
                                       description="empty: 5 in batches, 2 rolling", section="Execution"),
         "max_moves": Param(50, type="integer", minimum=1, title="Max moves at once", section="Execution"),
@@ -198,14 +206,11 @@ def _per_broker(params: Any) -> int | None:
 def _estimated_schedule(params: Any) -> str:
     """The schedule the plan's time estimate assumes: the execution's, ``auto`` as the cluster access resolves it
     (rolling through the Admin API, batches through ZooKeeper)."""
-    schedule = str(params.get("execution_schedule") or "batches")
-    if schedule == "auto":
-        return "rolling" if params.get("backend") == "kafka" else "batches"
-    return schedule
+    return resolve_schedule(str(params.get("execution_schedule") or DEFAULT_SCHEDULE), params.get("backend") == "kafka")
 
 
 def _exec_options(params: Any) -> dict[str, Any]:
-    return {"throttle": str(params["throttle"]), "schedule": str(params.get("execution_schedule") or "batches"),
+    return {"throttle": str(params["throttle"]), "schedule": str(params.get("execution_schedule") or DEFAULT_SCHEDULE),
             "max_moves_per_broker": _per_broker(params), "max_moves": int(params["max_moves"]),
             "poll": float(params["poll_s"]),
             "destination_grace": float(params["destination_grace_s"])}

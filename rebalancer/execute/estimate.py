@@ -46,7 +46,7 @@ BATCH_OVERHEAD_S = 3.0   # per batch: the poll that sees it done, the election, 
 MODEL_STEPS = 20_000     # the most steps run through the fluid model (11,000 take about 3 s)
 POLL_S = 1.0             # the executor's poll (``ExecOptions.poll``'s default: one of BATCH_OVERHEAD_S) ...
 START_COST_S = 0.75      # ... rolling: a round of starts' Admin API calls (0.5-1 s measured, most of it DescribeConfigs)
-SCHEDULES = ("batches", "rolling")
+SCHEDULES = ("batches", "rolling")  # what an estimate models (an execution may ask for "auto": ``strategies``)
 
 
 @dataclass(frozen=True)

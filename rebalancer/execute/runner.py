@@ -42,6 +42,7 @@ from ..errors import (
 from ..formats import atomic_write_json, read_json
 from ..plan.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
+from ..strategies import DEFAULT_SCHEDULE, EXECUTION_SCHEDULES, resolve_schedule
 from . import throttle as thr
 from .backend import Backend
 from .batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
@@ -69,11 +70,11 @@ class ExecOptions:
     the runbook and the DAG leave a setting out (None) rather than repeat its value (``from_input``)."""
 
     throttle: int                      # bytes/s
-    schedule: str = "batches"          # "batches": each batch after the previous one's slowest move; "rolling": a
+    schedule: str = DEFAULT_SCHEDULE   # "batches": each batch after the previous one's slowest move; "rolling": a
                                        # move starts as soon as its brokers have room (``schedule.Scheduler``; needs
-                                       # a backend that adds moves to those in flight, kafka://); "auto": rolling
-                                       # where the backend can, batches otherwise (zk://). Batches stay the default
-                                       # until rolling is not slower on short moves (``_run_rolling``)
+                                       # a backend that adds moves to those in flight, kafka://); "auto" (default):
+                                       # rolling where the backend can, batches otherwise (zk://)
+                                       # (``strategies.resolve_schedule``)
     per_broker: int | None = None      # moves at once per broker (None: the schedule's default, PER_BROKER for
                                        # batches, ROLLING_PER_BROKER rolling)
     total: int = TOTAL                 # moves at once in the cluster
@@ -187,7 +188,6 @@ def _state_path(run: Path, kind: str) -> Path:
     return RunDir(run).state if kind == "execute" else RunDir(run).rollback_state
 
 
-SCHEDULES = ("auto", "rolling", "batches")
 # The rolling schedule throttles ahead this many times what starts next (``Scheduler.upcoming``) whenever what starts
 # next needs throttling: one round of config calls covers several starts. A throttle on a partition not moving yet
 # limits nothing (its followers are in sync), though KIP-73 counts their fetches against the leader's rate.
@@ -196,14 +196,12 @@ AHEAD_DEPTH = 2
 
 def _schedule(opts: ExecOptions, backend: Backend) -> str:
     """The schedule an execution starts with (a resumed one keeps its own)."""
-    if opts.schedule not in SCHEDULES:
-        raise InputError(f"schedule must be one of {', '.join(SCHEDULES)}, not {opts.schedule!r}")
+    if opts.schedule not in EXECUTION_SCHEDULES:
+        raise InputError(f"schedule must be one of {', '.join(EXECUTION_SCHEDULES)}, not {opts.schedule!r}")
     if opts.schedule == "rolling" and not backend.can_add_moves:
         raise InputError(f"--schedule rolling needs a backend that adds moves to those in flight (kafka://); "
                          f"{backend.name} cannot: use --schedule batches")
-    if opts.schedule == "auto":
-        return "rolling" if backend.can_add_moves else "batches"
-    return opts.schedule
+    return resolve_schedule(opts.schedule, backend.can_add_moves)
 
 
 def _new_state(plan: Plan, opts: ExecOptions, kind: str, steps: list[Step], schedule: str = "batches",

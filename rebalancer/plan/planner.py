@@ -36,6 +36,7 @@ from typing import Any
 
 from ..balance import counts_excess
 from ..bulk import collector_paused
+from ..errors import InputError
 from ..formats import check_writable
 from ..load import (
     LoadModel,
@@ -47,7 +48,8 @@ from ..load import (
 )
 from ..model import Cluster
 from ..snapshot import load_snapshot
-from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, strategies_for
+from ..strategies import BALANCES, DEFAULT_SCHEDULE, STRATEGIES, STRATEGY_REGISTRY, resolve_schedule, strategies_for
+from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import Budget, default_time_limit
 from .leader_pass import place_leaders
@@ -351,11 +353,19 @@ def _counts_outside_gate(plan: Plan, model: LoadModel) -> dict[str, list[int]]:
     return out
 
 
+def _through_admin(cluster: Cluster) -> bool:
+    """Whether the snapshot was read through the Admin API (kafka://), as the execution then is by default."""
+    try:
+        return source_scheme(str(cluster.meta.get("source") or "")) == "kafka"
+    except InputError:
+        return False
+
+
 @collector_paused()  # millions of long-lived objects: rebalancer.bulk
 def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
                  fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
                  thresholds: Mapping[str, float] | None = None, throttle: str | None = None,
-                 max_moves_per_broker: int | None = None, max_moves: int | None = None, schedule: str = "batches",
+                 max_moves_per_broker: int | None = None, max_moves: int | None = None, schedule: str = DEFAULT_SCHEDULE,
                  **kwargs: Any) -> Plan:
     """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
 
@@ -364,8 +374,9 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
     with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
     The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted). None:
     ``default_time_limit`` of the snapshot's replicas, fixed once it is read. ``throttle`` (default
-    ``DEFAULT_THROTTLE``), ``schedule`` ("batches" or "rolling"), ``max_moves_per_broker`` (None: the schedule's
-    default), ``max_moves``: the execution the summary's estimate assumes (``summary.execution``:
+    ``DEFAULT_THROTTLE``), ``schedule`` ("batches", "rolling", or "auto": as the snapshot's source resolves it,
+    rolling through kafka://, batches otherwise), ``max_moves_per_broker`` (None: the schedule's default),
+    ``max_moves``: the execution the summary's estimate assumes (``summary.execution``:
     ``rebalancer.execute.estimate``).
     """
     from ..execute.batches import TOTAL
@@ -390,7 +401,8 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
                            threshold=thresholds, history=read_history(run_dir))
     plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
     with collector_paused():  # its steps and batches are many long-lived objects and no cycles (``rebalancer.bulk``)
-        plan.summary["execution"] = estimate(plan.changes, rate, schedule=schedule, per_broker=max_moves_per_broker,
-                                             total=max_moves or TOTAL).to_dict()
+        plan.summary["execution"] = estimate(plan.changes, rate,
+                                             schedule=resolve_schedule(schedule, _through_admin(cluster)),
+                                             per_broker=max_moves_per_broker, total=max_moves or TOTAL).to_dict()
     write_plan(plan, run_dir)
     return plan

@@ -1,8 +1,8 @@
 """Benchmark: how near the execution bound the executor's batches come (issue 43), per way of forming them, and the
-rolling schedule that starts each move as soon as its brokers have room (``rebalancer.execute.schedule``).
+rolling schedule that starts each move as soon as its brokers have room (``rebalancer.movement.schedule``).
 
 The throttle caps each broker's replication in and out, so no execution of a plan beats the busiest broker's bytes
-over the whole plan (``rebalancer.execute.estimate``). Batches run one after another, each waiting for its slowest
+over the whole plan (``rebalancer.movement.estimate``). Batches run one after another, each waiting for its slowest
 move, so batching alone puts a floor under the run: the sum over batches of each batch's busiest throttle's bytes
 (a broker's in or out: ``batches.batch_floor``). This prints floor / bound for each ``make_batches`` order
 (``bound``, the default: the critical throttle kept busy or the largest first, whichever is lower; ``smallest``;
@@ -43,10 +43,10 @@ MODELLED = ("batches", "rolling")  # makespan / bound in the fluid model: the de
 def ratios(changes: Any, throttle: float) -> dict[str, tuple[float, int]]:
     """order -> (floor / bound, batches); "batches" and "rolling" -> (modelled makespan / bound, batches or moves);
     the executor's batches are split where the fluid model says that pays at ``throttle`` (``batches.untangle``)."""
-    from rebalancer.execute.batches import batch_floor, make_batches, steps_of
-    from rebalancer.execute.estimate import batch_cost, transfer
-    from rebalancer.execute.fluid import simulate_batches
-    from rebalancer.execute.schedule import simulate
+    from rebalancer.movement.batches import batch_floor, make_batches, steps_of
+    from rebalancer.movement.estimate import batch_cost, transfer
+    from rebalancer.movement.fluid import simulate_batches
+    from rebalancer.movement.schedule import simulate
 
     steps = [s for c in changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]

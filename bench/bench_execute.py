@@ -12,7 +12,7 @@ API (kafka://, the simulator's wire-protocol listener) at a throttle. ``--case``
 The heavy cases' sizes are scaled so that the bound is about ``--bound-s`` simulated seconds. Prints the physical
 bound (for each broker, bytes in and out during the run divided by the throttle; the largest wins), the simulated
 time the moves took (first start to last finish: the makespan), their ratio, the floor the plan's batches put under
-it (``batches.batch_floor``) and the rolling schedule's makespan in the fluid model (``execute.schedule``), the
+it (``batches.batch_floor``) and the rolling schedule's makespan in the fluid model (``movement.schedule``), the
 batches and wall seconds. Three rows per case: zk:// (batches, the only schedule ZooKeeper mode allows),
 kafka:// with ``--schedule batches``, and kafka:// with its default, the rolling schedule. Targets: issue 6, within
 15 % of the bound on ``new-brokers``; issue 43, 1.10 through kafka:// (rolling) and 1.25 through zk:// on the heavy
@@ -57,7 +57,7 @@ def run_one(backend_name: str, args: argparse.Namespace) -> dict:
     from kazoo.client import KazooClient
 
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
-    from rebalancer.execute.estimate import estimate
+    from rebalancer.movement.estimate import estimate
     from rebalancer.plan import plan_run_dir
     from rebalancer.sim.controller import SimulatedCluster
     from rebalancer.sim.kafka_listener import serve
@@ -146,8 +146,8 @@ def _case_cluster(case: str, args: argparse.Namespace) -> tuple[Any, str, list[i
 
 def _plan_bound(plan: Any, rate: int) -> float:
     """The plan's busiest broker's bytes in or out at the throttle (``estimate.transfer``), seconds."""
-    from rebalancer.execute.batches import steps_of
-    from rebalancer.execute.estimate import transfer
+    from rebalancer.movement.batches import steps_of
+    from rebalancer.movement.estimate import transfer
 
     steps = [s for c in plan.changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
@@ -158,9 +158,9 @@ def _modelled(plan: Any, args: argparse.Namespace) -> tuple[float, float]:
     """(the batches' floor / bound with the run's caps and throttle, the rolling schedule's makespan / bound in the
     fluid model with its own, ``schedule.ROLLING_PER_BROKER``) of the plan."""
     from rebalancer.execute import parse_rate
-    from rebalancer.execute.batches import batch_floor, make_batches, steps_of
-    from rebalancer.execute.estimate import batch_cost
-    from rebalancer.execute.schedule import simulate
+    from rebalancer.movement.batches import batch_floor, make_batches, steps_of
+    from rebalancer.movement.estimate import batch_cost
+    from rebalancer.movement.schedule import simulate
 
     steps = [s for c in plan.changes
              for s in steps_of(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.size_bytes)]
@@ -196,8 +196,8 @@ def batch_load(batch: dict) -> dict:
 def run_real(engine: str, args: argparse.Namespace, work: Path) -> dict:
     """One add-brokers execution on a fresh local Apache Kafka cluster (``engine``: 3.9-zk, 3.9-kafka, 4.x-kafka)."""
     from rebalancer.execute import ExecOptions, approve, execute, open_backend, parse_rate, verify
-    from rebalancer.execute.estimate import estimate
     from rebalancer.localkafka import local_cluster, status
+    from rebalancer.movement.estimate import estimate
     from rebalancer.plan import plan_run_dir
     from rebalancer.snapshot import take_snapshot
 
@@ -283,7 +283,7 @@ def main_real(args: argparse.Namespace) -> None:
           " parentheses); copy s: sum over batches of copied_at - submitting_at (just before the submit); bound s: sum over batches of the"
           " busiest broker's bytes in or out / throttle (rolling batches overlap: read span and plan bound); span s:"
           " first submit to last copy; plan bound: the plan's busiest broker's bytes in or out / throttle; execute s:"
-          " the execution's wall time; expected s: the plan's estimate for it (execute.estimate, the run's schedule,"
+          " the execution's wall time; expected s: the plan's estimate for it (movement.estimate, the run's schedule,"
           " caps and poll), as the approval request says it")
     if args.per_batch:
         print(f"\n{'engine':>6} {'source':>8} {'batch':>5} {'parts':>5} {'MB moved':>9} {'busiest':>8} {'MB':>7}"
@@ -359,8 +359,8 @@ def main() -> None:
                   flush=True)
     print("ratio: makespan / bound (with --repeat, the median run's; its makespan and wall); floor: the plan's "
           "batches' floor / bound (batches.batch_floor); rolling: the "
-          "rolling schedule's makespan / bound in the fluid model (execute.schedule); batches: the batches the state "
-          "records (rolling: one per start); exp s: the plan's expected time for the run (execute.estimate, its "
+          "rolling schedule's makespan / bound in the fluid model (movement.schedule); batches: the batches the state "
+          "records (rolling: one per start); exp s: the plan's expected time for the run (movement.estimate, its "
           "schedule, caps and poll), as the approval request says it; wall/exp: the execution's wall time against it "
           "(comparable at --acceleration 1)")
 

@@ -70,8 +70,8 @@ def run_one(case: str, strategy: str) -> dict:
     from rebalancer.plan.bounds import replica_move_bound
     from rebalancer.plan.leader_ilp import leader_ilp
     from rebalancer.plan.leaders import LeaderItem
-    from rebalancer.plan.result import build_plan
     from rebalancer.plan.targets import make_targets
+    from rebalancer.planfile.result import build_plan
 
     mode, brokers, _ = CASES[case]
     cluster = build(case)

@@ -70,7 +70,7 @@ MUTATIONS = [
          C + "test_add_brokers_plan_executes_exactly_under_a_real_throttle[kafka-4-kafka]")),
     Mutation(
         "zk-sees-znode-only", "the ZooKeeper backend sees only /admin/reassign_partitions, not Admin-API moves",
-        "rebalancer/execute/zk_backend.py",
+        "rebalancer/access/zk_backend.py",
         "            for p in sorted(set(a.adding) | set(a.removing)):\n",
         "            for p in ():\n",
         (C + "test_someone_elses_reassignment_is_refused_with_nothing_changed[kafka-3.9-zk]",)),
@@ -97,13 +97,13 @@ MUTATIONS = [
          C + "test_a_move_that_producers_outpace_is_reported_not_timed_out[kafka-4-kafka]")),
     Mutation(
         "no-migration-check", "a ZooKeeper-mode cluster migrating to KRaft is driven through its ignored znodes",
-        "rebalancer/execute/zk_backend.py",
+        "rebalancer/access/zk_backend.py",
         "            if problem:\n                raise SourceError",
         "            if False:\n                raise SourceError",
         ("tests/test_zk_guards.py::test_a_cluster_migrating_to_kraft_is_refused_through_zookeeper",)),
     Mutation(
         "no-acl-copy", "nodes the tool creates do not carry the cluster's ZooKeeper ACL",
-        "rebalancer/execute/zk_backend.py",
+        "rebalancer/access/zk_backend.py",
         "                zk.default_acl = acl  # every create() below carries the cluster's ACL\n",
         "                pass\n",
         ("tests/test_zk_guards.py::test_nodes_the_tool_creates_carry_the_clusters_acl",)),

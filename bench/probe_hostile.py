@@ -331,7 +331,7 @@ class Clusters:
         zk.ensure_path("/admin/delete_topics")
         zk.ensure_path("/config/changes")
         if foreign:  # someone else's throttles, which nothing of ours may ever remove
-            from rebalancer.execute.zk_backend import ZkBackend
+            from rebalancer.access.zk_backend import ZkBackend
 
             backend = ZkBackend(zk, "probe")
             backend.alter_configs("brokers", "3", {"leader.replication.throttled.rate": "1000"})
@@ -357,7 +357,7 @@ class Clusters:
     @staticmethod
     def _state(zk: Any) -> dict[str, Any]:
         from rebalancer import kafka_zk as kz
-        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.access.zk_backend import ZkBackend
         from rebalancer.kafka_names import LOCK_TOPIC
 
         def get(path: str) -> str | None:
@@ -552,8 +552,8 @@ def make_analysis(run: Path) -> None:
 def make_pending_state(run: Path) -> None:
     """execution/state.json as an execution killed before its first batch leaves it (all batches pending)."""
     from rebalancer.execute import ExecOptions
-    from rebalancer.execute.batches import Step
     from rebalancer.execute.runner import _new_state
+    from rebalancer.movement.batches import Step
     from rebalancer.plan import load_plan
 
     plan = load_plan(run)
@@ -1586,8 +1586,8 @@ def race_runner(how: str) -> Callable[[Ctx, int, Case, str], Result]:
 
     def run(ctx: Ctx, n: int, case: Case, secret: str) -> Result:
         from rebalancer import kafka_zk as kz
+        from rebalancer.access.zk_backend import ZkBackend
         from rebalancer.execute import approve
-        from rebalancer.execute.zk_backend import ZkBackend
         from rebalancer.kafka_names import LOCK_TOPIC
         from rebalancer.plan import load_plan, plan_run_dir
         from rebalancer.snapshot import take_snapshot
@@ -1831,7 +1831,7 @@ class _FaultRun:
     def leftovers(self) -> list[str]:
         """Throttles, the lock marker or a reassignment this run left on its cluster (after a short settle)."""
         from rebalancer import kafka_zk as kz
-        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.access.zk_backend import ZkBackend
         from rebalancer.kafka_names import LOCK_TOPIC
 
         backend = ZkBackend(self.zk, "probe")
@@ -1911,7 +1911,7 @@ def fault_rollback_runner() -> Callable[[Ctx, int, Case, str], Result]:
 
     def body(f: _FaultRun, ctx: Ctx, case: Case, res: Result, secret: str) -> None:
         from rebalancer import kafka_zk as kz
-        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.access.zk_backend import ZkBackend
 
         backend = ZkBackend(f.zk, "probe")
         proc = f.start(["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "1"])
@@ -2059,7 +2059,7 @@ def fault_advice_runner() -> Callable[[Ctx, int, Case, str], Result]:
             res.unclean = True
             res.notes.append(f"the advice is not a throttle --clear command: {mask(printed, secret, 200)}")
             return
-        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.access.zk_backend import ZkBackend
 
         throttled = sorted("/".join(k) for k in ZkBackend(f.zk, "probe").throttle_configs())
         if throttled:
@@ -2088,7 +2088,7 @@ def fault_restart_runner() -> Callable[[Ctx, int, Case, str], Result]:
     left."""
 
     def body(f: _FaultRun, ctx: Ctx, case: Case, res: Result, secret: str) -> None:
-        from rebalancer.execute.zk_backend import ZkBackend
+        from rebalancer.access.zk_backend import ZkBackend
 
         argv = ["execute", str(f.run), "--source", f.url, *FAULT_SLOW, "--destination-grace", "30"]
         started = time.monotonic()

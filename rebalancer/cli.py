@@ -201,7 +201,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
           + (f"{differ} broker(s) differ from the predicted replica count (changes made elsewhere: see "
              "verification.json)" if differ else "broker counts as predicted"))
     if took:
-        from .execute.estimate import duration, rate
+        from .movement.estimate import duration, rate
 
         print(f"copied in {duration(took['seconds'])} at {rate(took['throttle_bytes_per_s'])}: the bound was "
               f"{duration(took['bound_seconds'])}" + (f" ({took['to_bound']:.2f}x)" if took["to_bound"] else "")

@@ -4,7 +4,7 @@
 
 - ``analysis/summary.json`` and ``analysis/brokers.json`` (required, see ``docs/analysis-schema.md``),
 - ``analysis/brokers_after.json``, ``analysis/topic_broker_top.json``, ``analysis/topic_broker_top_after.json``,
-- ``plan.json`` (see ``rebalancer/plan/result.py``) and ``validation/result.json`` (optional),
+- ``plan.json`` (see ``rebalancer/planfile/result.py``) and ``validation/result.json`` (optional),
 - the ``meta`` line of ``snapshot.json`` (optional, for the cluster's source),
 
 and writes ``RUN_DIR/report.html`` plus the charts as PNGs in ``RUN_DIR/report/``. The page needs nothing else:
@@ -522,8 +522,8 @@ def _bytes_bound_sub(load: Mapping[str, Any]) -> str:
 
 
 def _execution_card(execution: Mapping[str, Any]) -> list[str]:
-    """The time to execute the plan at its throttle: the expected duration, the bound under it (``execute.estimate``)."""
-    from .execute.estimate import describe, duration
+    """The time to execute the plan at its throttle: the expected duration, the bound under it (``movement.estimate``)."""
+    from .movement.estimate import describe, duration
 
     try:
         line, expected = describe(dict(execution)), duration(float(execution["expected_seconds"]))

@@ -34,8 +34,8 @@ from .errors import ERROR_RECORD_ENV, InputError, from_record
 from .rundir import PLAN_ERROR_FILE, RunDir
 
 if TYPE_CHECKING:
+    from .access.backend import Backend
     from .execute import ExecOptions
-    from .execute.backend import Backend
 
 __all__ = ["RUNS_ENV", "runs_root", "safe_name", "run_dir_for", "snapshot", "spark_job", "spark_args", "plan", "plan_args", "plan_summary", "plan_groups", "plan_job", "plan_job_error",
            "run_cli",
@@ -261,7 +261,7 @@ def _plan_summary(run: Path, doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def has_changes(run_dir: str | Path) -> bool:
     """Does the plan change anything? (A balanced cluster needs no approval and no execution.)"""
-    from .plan.result import load_plan
+    from .planfile.result import load_plan
 
     return bool(load_plan(run_dir).changes)
 
@@ -368,8 +368,8 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
 
 def _execution_lead(execution: Any) -> list[str]:
     """The approval request's line on time: at the run's throttle, the bound (no order of the moves is faster, and
-    the broker that sets it) and the expected duration (``execute.estimate``)."""
-    from .execute.estimate import describe
+    the broker that sets it) and the expected duration (``movement.estimate``)."""
+    from .movement.estimate import describe
 
     if not isinstance(execution, dict):
         return []

@@ -5,7 +5,7 @@ A run directory holds one rebalance from snapshot to rollback, each stage readin
     RUN_DIR/
       snapshot.json  replicas.parquet  brokers.parquet     snapshot (rebalancer.snapshot)
       analysis/summary.json  analysis/partition_load.parquet  the Spark stage (spark/skew_analysis.py)
-      plan.json  reassignment.json  rollback.json         plan (rebalancer.plan.result)
+      plan.json  reassignment.json  rollback.json         plan (rebalancer.planfile.result)
       validation/result.json  validation/docs/            the gates and their Data Docs (rebalancer.validate)
       report.html  report/                                the approver's report (rebalancer.report)
       approval.json                                       the decision (rebalancer.execute.runner.approve)

@@ -57,7 +57,7 @@ def read_source(source: str, *, sizes: str | None = None, timeout: float = 10.0,
         if size_map:
             cluster = _apply_sizes(cluster, size_map)
         return cluster
-    from .execute.connect import open_backend  # zk:// and kafka://: the one registry of backends
+    from .access.connect import open_backend  # zk:// and kafka://: the one registry of backends
 
     with open_backend(source, timeout=timeout, kafka_config=kafka_config,
                       kafka_config_file=kafka_config_file) as backend:

@@ -70,8 +70,8 @@ from .errors import GateFailure, InputError
 from .formats import StagedFiles, atomic_write_json, read_json
 from .load import dimension_loads, gate_excess_pct, headroom_excess_pct, held_one_way, largest_replica, replica_table
 from .model import Cluster
-from .plan.result import Change, Plan, content_hash, load_plan
 from .plan.sum_proofs import why_out_of_reach
+from .planfile.result import Change, Plan, content_hash, load_plan
 from .rundir import DOCS_DIR, RESULT_FILE, VALIDATION_DIR, RunDir
 from .snapshot import load_snapshot
 
@@ -281,9 +281,9 @@ def _transient_frame(plan: Plan, model: Any, held: Mapping[int, int], eligible: 
     over ``estimate.rolling_run``), ``peak_batch`` then the round of starts."""
     import pandas as pd
 
-    from .execute.batches import TOTAL, NoRoom, make_batches, peak_disk, steps_of
-    from .execute.estimate import MODEL_STEPS, batch_cost, rolling_run
-    from .execute.schedule import DiskRoom, per_broker_of, rolling_peak_disk
+    from .movement.batches import TOTAL, NoRoom, make_batches, peak_disk, steps_of
+    from .movement.estimate import MODEL_STEPS, batch_cost, rolling_run
+    from .movement.schedule import DiskRoom, per_broker_of, rolling_peak_disk
 
     cap = model.capacity.get("disk")
     if not cap or not plan.changes:

@@ -40,6 +40,7 @@ from engines import (
     wait_until,
 )
 
+from rebalancer.access.backend import ConfigChange
 from rebalancer.errors import ClusterBusy
 from rebalancer.execute import (
     ExecOptions,
@@ -51,9 +52,8 @@ from rebalancer.execute import (
     rollback,
     verify,
 )
-from rebalancer.execute.backend import ConfigChange
-from rebalancer.execute.estimate import estimate
-from rebalancer.plan.result import build_plan, load_plan, write_plan
+from rebalancer.movement.estimate import estimate
+from rebalancer.planfile.result import build_plan, load_plan, write_plan
 from rebalancer.snapshot import load_snapshot
 
 MB = 1_000_000

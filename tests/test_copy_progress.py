@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.execute.batches import Step
 from rebalancer.execute.progress import CopyProgress, RunProgress
+from rebalancer.movement.batches import Step
 
 TP = ("t", 0)
 MB = 1_000_000

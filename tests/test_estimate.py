@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebalancer import runbook
-from rebalancer.execute.batches import Step, batch_floor, make_batches, peak_disk, steps_of
-from rebalancer.execute.estimate import BATCH_OVERHEAD_S, RATE_FACTOR, describe, duration, estimate, transfer
 from rebalancer.formats import write_cluster_json
+from rebalancer.movement.batches import Step, batch_floor, make_batches, peak_disk, steps_of
+from rebalancer.movement.estimate import BATCH_OVERHEAD_S, RATE_FACTOR, describe, duration, estimate, transfer
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
 MB = 1_000_000
@@ -96,7 +96,7 @@ def test_no_schedule_of_batches_beats_the_bound(raw, per_broker: int, total: int
 def test_the_rolling_estimate_starts_each_move_when_its_brokers_have_room() -> None:
     """One broker receives a long move and two short ones, one each from three others, at most one move per broker:
     batches wait for the long move before the short ones start on their own brokers, rolling does not."""
-    from rebalancer.execute.estimate import POLL_S, START_COST_S
+    from rebalancer.movement.estimate import POLL_S, START_COST_S
 
     changes = [change("t", 0, (0,), (4,), 1000), change("t", 1, (1,), (5,), 100), change("t", 2, (2,), (5,), 100),
                change("t", 3, (3,), (5,), 100)]
@@ -121,7 +121,7 @@ def test_the_rolling_estimate_starts_each_move_when_its_brokers_have_room() -> N
 def test_a_partitions_steps_wait_for_the_loop_between_them() -> None:
     """A partition's second step starts when its first is seen done (half a poll late, on average) and its round of
     starts has been submitted: the model counts that idle time, which only the executor's loop causes."""
-    from rebalancer.execute.schedule import simulate
+    from rebalancer.movement.schedule import simulate
 
     steps = steps_of("t", 0, (0, 1), (2, 3), 100)
     assert len(steps) == 2
@@ -228,7 +228,7 @@ def _bound_batches_by_definition(data: list[Step], per_broker: int, total: int,
                                  max_bytes: int | None) -> list[list[Step]]:
     """``batches._bound_batches`` as its docstring defines it, reading every ready step for every batch (the
     library's version reads only the per-broker lists it can still take from: minutes saved at 60,000 steps)."""
-    from rebalancer.execute.batches import _Batch, _per_broker, step_loads
+    from rebalancer.movement.batches import _Batch, _per_broker, step_loads
 
     loads = {id(s): _per_broker(step_loads(s)) for s in data}
     left: dict[int, int] = {}
@@ -273,7 +273,7 @@ def test_batches_for_the_bound_are_those_of_their_definition(raw, per_broker: in
     """The fast batching (per-broker lists, read only while they can fit) chooses what reading every ready step
     chooses, ties in sizes and bytes left included, and steps adding two replicas at once (a step read back from an
     execution's state may: each destination is loaded by one replica's size, the source by both)."""
-    from rebalancer.execute.batches import _bound_batches
+    from rebalancer.movement.batches import _bound_batches
 
     steps: list[Step] = []
     for i, (a, b, c, tied, size, two, topic, whole) in enumerate(raw):
@@ -291,7 +291,7 @@ def test_batches_for_the_bound_are_those_of_their_definition(raw, per_broker: in
 def test_a_step_adding_two_replicas_fits_a_destination_by_one_replicas_size() -> None:
     """Broker 1 has 80 bytes left under the batch's length once it takes B; C adds replicas on 1 and 2 at once
     (120 bytes from its source 4, 60 onto each destination): it fits, though its 120 bytes are more than 80."""
-    from rebalancer.execute.batches import _bound_batches
+    from rebalancer.movement.batches import _bound_batches
 
     a1, a2 = Step("a", 0, (0, 9), (0, 7), 100), Step("a", 1, (0, 9), (0, 6), 100)  # broker 0: critical, length 200
     b = Step("b", 0, (1, 9), (1, 5), 120)
@@ -310,7 +310,7 @@ def test_refined_batches_keep_every_rule_and_never_a_higher_floor(raw, per_broke
                                                                  work: int) -> None:
     """Local search from any batches (here the largest first), cut at any amount of work: every step once, one step
     per partition a batch and in order, the caps kept; the floor never higher than where it started."""
-    from rebalancer.execute.batches import refine
+    from rebalancer.movement.batches import refine
 
     steps: list[Step] = []
     for i, (a, b, c, size, two) in enumerate(raw):
@@ -325,7 +325,7 @@ def test_refined_batches_keep_every_rule_and_never_a_higher_floor(raw, per_broke
 
 
 def test_refine_moves_a_straggler_and_trades_steps_to_even_the_batches() -> None:
-    from rebalancer.execute.batches import refine
+    from rebalancer.movement.batches import refine
 
     # One move per broker a batch. Brokers 9 and 8 each receive a large and a small move, the large ones in different
     # batches: 100 + 100 s at 1 B/s, where the two large together and the two small together take 100 + 10. No
@@ -345,7 +345,7 @@ def test_refine_moves_a_straggler_and_trades_steps_to_even_the_batches() -> None
 def test_batches_wait_for_disk_room_and_a_plan_no_order_fits_is_named() -> None:
     """Broker 9 holds 80 of at most 100: it receives 60 (a) and gives 50 away (b). One batch would hold both (140);
     with its room known, a waits for the batch after b's, and 9 never holds more than 90."""
-    from rebalancer.execute.batches import DiskRoom, NoRoom
+    from rebalancer.movement.batches import DiskRoom, NoRoom
 
     a = Step("a", 0, (1, 2), (9, 2), 60)
     b = Step("b", 0, (9, 3), (5, 3), 50)
@@ -394,8 +394,8 @@ def test_untangle_splits_a_batch_whose_moves_hold_each_other_back() -> None:
     bytes through each of the three throttles (the floor, at 1 B/s), but a large move gets a twelfth of its
     destination's throttle while the small ones copy, then half of its source's: 290 s in the fluid model. Split,
     each large move goes with the other's small ones: 100 + 100 s."""
-    from rebalancer.execute.batches import untangle
-    from rebalancer.execute.fluid import simulate_batches
+    from rebalancer.movement.batches import untangle
+    from rebalancer.movement.fluid import simulate_batches
 
     a, b = Step("a", 0, (0,), (8,), 100), Step("b", 0, (0,), (9,), 100)
     into8 = [Step("c", i, (10 + i,), (8,), 10) for i in range(10)]
@@ -419,8 +419,8 @@ def test_untangled_batches_keep_every_rule_and_never_take_longer(raw, per_broker
                                                                  cost: int, work) -> None:
     """From any batches, cut at any amount of work: every rule kept, the fluid model's time plus ``cost`` a batch
     never higher, and no broker's peak disk higher."""
-    from rebalancer.execute.batches import untangle
-    from rebalancer.execute.fluid import simulate_batches
+    from rebalancer.movement.batches import untangle
+    from rebalancer.movement.fluid import simulate_batches
 
     steps: list[Step] = []
     for i, (a, b, c, size, two) in enumerate(raw):

@@ -10,10 +10,10 @@ import pytest
 from conftest import expire_session, run_cli, wait_for
 
 from rebalancer import kafka_zk as kz
+from rebalancer.access.zk_backend import ZkBackend
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, approve, execute, verify
-from rebalancer.execute.batches import Step, make_batches, steps_of
-from rebalancer.execute.zk_backend import ZkBackend
+from rebalancer.movement.batches import Step, make_batches, steps_of
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import take_snapshot

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import run_cli, wait_for
 
+from rebalancer.access.admin_backend import AdminBackend
 from rebalancer.errors import InputError, SourceError
 from rebalancer.execute import ExecOptions, approve, execute, open_backend, verify
-from rebalancer.execute.admin_backend import AdminBackend
 from rebalancer.kafka_admin import parse_kafka_url
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -231,7 +231,7 @@ def test_sasl_plain_through_a_config_file(tmp_path, make_sim):
 
 
 def test_throttles_read_for_named_entities_only_on_both_backends(tmp_path, zk, zk_url, make_sim):
-    from rebalancer.execute.zk_backend import ZkBackend
+    from rebalancer.access.zk_backend import ZkBackend
 
     sim, _, _ = prepared(tmp_path, make_sim, approve_it=False)
     with admin_backend(sim) as backend:

@@ -17,10 +17,10 @@ from conftest import REPO, run_cli
 
 from rebalancer.errors import InputError
 from rebalancer.execute import ExecOptions, approve, execute, open_backend, verify
-from rebalancer.execute.schedule import ROLLING_PER_BROKER
 from rebalancer.model import Cluster
+from rebalancer.movement.schedule import ROLLING_PER_BROKER
 from rebalancer.plan import plan_run_dir
-from rebalancer.plan.result import build_plan, load_plan, write_plan
+from rebalancer.planfile.result import build_plan, load_plan, write_plan
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.snapshot import load_snapshot, take_snapshot
 

@@ -100,8 +100,8 @@ def test_refused_execute_keeps_someone_elses_throttles(tmp_path, zk, zk_url, mak
 
 
 def test_an_edited_execution_state_cannot_add_a_move(tmp_path, zk, zk_url, make_sim):
-    from rebalancer.execute.batches import Step
     from rebalancer.execute.runner import _new_state
+    from rebalancer.movement.batches import Step
     from rebalancer.plan import load_plan
 
     sim, run, plan, backend = prepared(tmp_path, zk, zk_url, make_sim)

@@ -18,8 +18,8 @@ from rebalancer.formats import write_cluster_json
 from rebalancer.model import Cluster
 from rebalancer.plan import plan_run_dir, write_plan
 from rebalancer.plan.planner import make_plan
-from rebalancer.plan.result import build_plan
 from rebalancer.plan.targets import make_targets
+from rebalancer.planfile.result import build_plan
 from rebalancer.report import render_report
 from rebalancer.sim.scenarios import build_scenario
 from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
@@ -423,7 +423,7 @@ def test_transient_disk_gate_names_a_broker_a_batch_overfills(tmp_path: Path) ->
     assert "broker 0 would hold 120% of its disk during batch 1 (threshold 85%)" in str(failed.value)
     # Rolling, each move waits for room on its destination, and neither ever gets it (each waits for the other to
     # free its copy): no order executes this plan safely, and the gate says so for the rolling estimate too.
-    from rebalancer.execute.estimate import estimate
+    from rebalancer.movement.estimate import estimate
 
     plan.summary["execution"] = estimate(plan.changes, 10 * mib, schedule="rolling").to_dict()
     write_plan(plan, tmp_path)
@@ -437,9 +437,9 @@ def test_the_transient_disk_gate_follows_the_schedule_the_plan_was_estimated_for
     broker at once: together they would hold both copies on broker 0, 120 %. The executor does not let them: in
     batches the receive waits for a later batch (``batches.fit_room``), rolling it starts once the send freed broker
     0's copy (``schedule.Scheduler``'s disk room), and the gate models each schedule as the executor runs it (80 %)."""
-    from rebalancer.execute.estimate import estimate
     from rebalancer.load import load_model
     from rebalancer.model import Broker, Partition
+    from rebalancer.movement.estimate import estimate
 
     mib = 2**20
     parts = [Partition("a", 0, (0,), 0, (0,), size_bytes=40 * mib), Partition("d", 0, (0,), 0, (0,), size_bytes=40 * mib),

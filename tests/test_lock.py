@@ -18,9 +18,9 @@ from test_cli import assert_one_line_error
 from test_execute import opts
 
 from rebalancer import kafka_zk as kz
+from rebalancer.access.zk_backend import ZkBackend
 from rebalancer.execute import approve, execute
 from rebalancer.execute.lock import ClusterLock
-from rebalancer.execute.zk_backend import ZkBackend
 from rebalancer.kafka_names import LOCK_TOPIC
 from rebalancer.plan import plan_run_dir
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario

@@ -233,7 +233,7 @@ def test_a_greedy_placement_cut_short_is_valid_and_marked():
 
 def test_the_approval_request_says_first_that_the_plan_was_cut_short(tmp_path: Path):
     from rebalancer import runbook
-    from rebalancer.plan.result import write_plan
+    from rebalancer.planfile.result import write_plan
 
     cluster = _medium_cluster()
     write_cluster_json(cluster, tmp_path / "snapshot.json")

@@ -19,9 +19,9 @@ import pytest
 
 from rebalancer.balance import deviation_pct, human_bytes
 from rebalancer.errors import InputError
-from rebalancer.execute.estimate import describe, duration
 from rebalancer.formats import write_cluster_json
 from rebalancer.model import Cluster
+from rebalancer.movement.estimate import describe, duration
 from rebalancer.plan import plan_run_dir
 from rebalancer.report import render_report
 from rebalancer.sim.scenarios import build_scenario

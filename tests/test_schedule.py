@@ -1,4 +1,4 @@
-"""The rolling schedule (rebalancer.execute.schedule) on plain data: its caps, each partition's steps one at a time
+"""The rolling schedule (rebalancer.movement.schedule) on plain data: its caps, each partition's steps one at a time
 and in order, no broker idle while a step of its would fit, and the fluid model of the throttles against the bound."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.execute.batches import Step, make_batches, step_loads, steps_of
-from rebalancer.execute.estimate import transfer
-from rebalancer.execute.fluid import fair_rates, simulate_batches
-from rebalancer.execute.schedule import Scheduler, simulate
+from rebalancer.movement.batches import Step, make_batches, step_loads, steps_of
+from rebalancer.movement.estimate import transfer
+from rebalancer.movement.fluid import fair_rates, simulate_batches
+from rebalancer.movement.schedule import Scheduler, simulate
 
 
 def _steps(rng: random.Random, brokers: int, partitions: int) -> list[Step]:
@@ -257,7 +257,7 @@ def test_the_rolling_peak_counts_a_move_from_its_start_until_it_frees_its_source
     """Broker 6 receives a move from 5 and one from 7, one move at a time through its throttle in: the second starts
     once the first has copied (and freed its source), so 6 holds 100 from the first round of starts and 200 from the
     second; 5 and 7 only give and never hold more than before."""
-    from rebalancer.execute.schedule import rolling_peak_disk
+    from rebalancer.movement.schedule import rolling_peak_disk
 
     steps = steps_of("a", 0, (5,), (6,), 100) + steps_of("b", 0, (7,), (6,), 100)
     sim = simulate(steps, 10.0, per_broker=1)
@@ -273,7 +273,7 @@ def test_the_rolling_peak_counts_a_move_from_its_start_until_it_frees_its_source
 def test_a_move_waits_for_disk_room_its_destination_gets_when_another_move_leaves_it() -> None:
     """Broker 9 holds 80 of at most 100: it receives 60 (a) and gives 50 away (b). Both at once (what the caps allow)
     would fill it to 140; with its room known, a waits for b to free 50 and 9 never holds more than 90."""
-    from rebalancer.execute.schedule import DiskRoom, rolling_peak_disk
+    from rebalancer.movement.schedule import DiskRoom, rolling_peak_disk
 
     a = Step("a", 0, (1, 2), (9, 2), 60)
     b = Step("b", 0, (9, 3), (5, 3), 50)
@@ -293,7 +293,7 @@ def test_a_move_waits_for_disk_room_its_destination_gets_when_another_move_leave
 
 
 def test_a_move_no_order_makes_room_for_is_named_not_waited_on_forever() -> None:
-    from rebalancer.execute.schedule import DiskRoom
+    from rebalancer.movement.schedule import DiskRoom
 
     a = Step("a", 0, (1, 2), (9, 2), 60)
     c = Step("c", 0, (3, 4), (5, 4), 10)

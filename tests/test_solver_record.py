@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rebalancer.plan import make_plan
 from rebalancer.plan.budget import Budget
-from rebalancer.plan.record import STATES, SolverRecord
-from rebalancer.plan.result import load_plan, write_plan
+from rebalancer.planfile.record import STATES, SolverRecord
+from rebalancer.planfile.result import load_plan, write_plan
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

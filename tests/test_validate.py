@@ -13,7 +13,7 @@ from rebalancer.errors import InputError
 from rebalancer.formats import write_cluster_json
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.plan import plan_run_dir, write_plan
-from rebalancer.plan.result import Change, Plan, content_hash
+from rebalancer.planfile.result import Change, Plan, content_hash
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
 from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
 

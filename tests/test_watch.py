@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from rebalancer.execute.batches import Step
 from rebalancer.execute.watch import ExecutionFailed, Watcher, busiest_seconds
+from rebalancer.movement.batches import Step
 
 MB = 1_000_000
 RATE = 10 * MB

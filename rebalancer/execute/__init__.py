@@ -1,6 +1,8 @@
-"""Execution: batches, throttles, the ZooKeeper and Admin-API backends, execute/verify/rollback."""
+"""Execution: throttles, the lock, execute/verify/rollback. The moves' model is ``rebalancer.movement``, the cluster
+access (backends, ``open_backend``) ``rebalancer.access``."""
 
-from .connect import open_backend
+from ..access.connect import open_backend
+from ..movement.rate import parse_rate
 from .runner import (
                      ExecOptions,
                      ExecutionFailed,
@@ -12,7 +14,6 @@ from .runner import (
                      rollback,
                      verify,
 )
-from .throttle import parse_rate
 
 __all__ = ["ExecOptions", "ExecutionFailed", "VerificationFailed", "approve", "execute", "open_backend", "parse_rate",
            "preflight", "release_throttles", "rollback", "verify"]

@@ -32,11 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..access.backend import Backend, Marker, MarkerExists
 from ..errors import ClusterBusy, InputError, LockLost, RebalancerError, SourceError
 from ..kafka_names import LOCK_TOPIC
 from ..procs import process_identity
 from ..rundir import RunDir
-from .backend import Backend, Marker, MarkerExists
 
 __all__ = ["ClusterLock", "LockLost", "process_start", "unlock"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..balance import human_bytes
 from ..model import TopicPartition
-from .batches import Step, Throttled, step_loads
+from ..movement.batches import Step, Throttled, step_loads
 
 __all__ = ["CopyProgress", "QUOTA_WINDOW_S", "RunProgress"]
 

@@ -30,6 +30,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+from ..access.backend import Backend
+from ..access.connect import open_backend
 from ..errors import (
     ClusterBusy,
     ForeignReassignment,
@@ -40,17 +42,16 @@ from ..errors import (
     VerificationFailed,
 )
 from ..formats import atomic_write_json, read_json
-from ..plan.result import Change, Plan, content_hash, load_plan
+from ..movement.batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
+from ..movement.estimate import batch_cost
+from ..movement.rate import parse_rate
+from ..movement.schedule import DiskRoom, Scheduler, per_broker_of
+from ..planfile.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
 from ..strategies import DEFAULT_SCHEDULE, EXECUTION_SCHEDULES, resolve_schedule
 from . import throttle as thr
-from .backend import Backend
-from .batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
-from .connect import open_backend
-from .estimate import batch_cost
 from .lock import ClusterLock
 from .progress import RunProgress
-from .schedule import DiskRoom, Scheduler, per_broker_of
 from .state import BatchState, ExecutionState
 from .watch import ExecutionFailed, Watcher
 
@@ -101,8 +102,8 @@ class ExecOptions:
         """The options an operator gave (CLI flags, runbook arguments, DAG params): the throttle and the batch cap as
         text (``50MB/s``, ``100GB``; a bad one is a one-line error naming ``batch_bytes_option``); a setting left out
         or None keeps its default above."""
-        return cls(throttle=thr.parse_rate(throttle),
-                   max_batch_bytes=thr.parse_rate(max_batch_bytes, batch_bytes_option) if max_batch_bytes else None,
+        return cls(throttle=parse_rate(throttle),
+                   max_batch_bytes=parse_rate(max_batch_bytes, batch_bytes_option) if max_batch_bytes else None,
                    **{k: v for k, v in settings.items() if v is not None})
 
 
@@ -1137,7 +1138,7 @@ def _execution_time(run: Path, plan: Plan) -> dict[str, Any] | None:
     bound at its throttle (``estimate``: no order of the moves is faster) and the time the estimate expected for
     its schedule and caps (the approval request's, where they were the plan's), or None before any batch
     copied."""
-    from .estimate import estimate
+    from ..movement.estimate import estimate
 
     state = load_state(run)
     if state is None:

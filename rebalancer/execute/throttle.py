@@ -25,36 +25,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..access.backend import Backend, ConfigChange
 from ..errors import InputError
 from ..formats import atomic_write_json, read_json
 from ..kafka_names import THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS
 from ..model import topic_name_problem
-from .backend import Backend, ConfigChange
 
-__all__ = ["clear_command", "MAX_RATE", "parse_rate", "batch_throttles", "Ledger",
+__all__ = ["clear_command", "batch_throttles", "Ledger",
            "apply", "release", "foreign"]
 
-MAX_RATE = 2**63 - 1  # the rates are Java longs: a broker cannot parse anything larger (and would not throttle)
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
 Throttles = tuple[set[int], dict[str, tuple[set[str], set[str]]]]  # (brokers, {topic: (leader side, follower side)})
-
-
-def parse_rate(text: str, what: str = "throttle") -> int:
-    """'50MB/s', '50MiB/s', '1.5GB/s' or plain bytes per second -> bytes/s (an int from 1 to Kafka's long maximum).
-    ``what`` names the option in errors (``parse_rate("100GB", "--max-batch-bytes")`` reads a size the same way)."""
-    m = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([kKmMgG]?i?[bB]?)\s*(?:/s)?\s*", text or "")
-    unit = m.group(2).lower() if m else ""
-    if not m or unit not in _UNITS:
-        raise InputError(f"invalid {what} {text!r}: use bytes{' per second' if what == 'throttle' else ''} like "
-                         f"50MB{'/s' if what == 'throttle' else ''}, 20MiB or 10000000")
-    whole, _, frac = m.group(1).partition(".")
-    value = (int(whole) * _UNITS[unit]) + (int(frac) * _UNITS[unit]) // 10 ** len(frac) if frac else int(whole) * _UNITS[unit]
-    if value < 1:
-        raise InputError(f"invalid {what} {text!r}: must be at least 1 byte")
-    if value > MAX_RATE:
-        raise InputError(f"invalid {what} {text!r}: above Kafka's largest rate ({MAX_RATE} bytes/s)")
-    return value
 
 
 def batch_throttles(steps: Iterable[Any], live: set[int]) -> Throttles:

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import ExecutionFailed
-from .batches import Step
-from .estimate import transfer
+from ..movement.batches import Step
+from ..movement.estimate import transfer
 from .progress import QUOTA_WINDOW_S, CopyProgress
 
 __all__ = ["ExecutionFailed", "Limits", "Sizes", "Watcher", "busiest_seconds"]

@@ -5,7 +5,7 @@ band before and after the plan, and the bytes moved against the fewest any plan 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from ..load import (
     DIMENSIONS,
@@ -20,46 +20,11 @@ from ..load import (
     replica_table,
 )
 from ..model import Cluster, TopicPartition
+from ..planfile.load_types import DimensionSummary, LoadSummary
 from .bounds import bytes_moved_bound
 from .targets import Targets
 
 __all__ = ["load_summary", "bytes_bound", "LoadSummary", "DimensionSummary"]
-
-
-class WorstBroker(TypedDict):
-    broker: int
-    deviation_pct: float
-
-
-class DimensionSummary(TypedDict, total=False):
-    """One dimension against its bands; only ``error`` when its capacity cannot hold its load."""
-    error: str
-    title: str
-    unit: str
-    total: int
-    band_pct: float
-    by_capacity: bool
-    threshold_pct: float | None
-    max_deviation_pct_before: float
-    max_deviation_pct_after: float
-    outside_before: list[int]
-    outside_after: list[int]
-    outside_gate: list[int]       # disk, network: brokers the gate fails (``load.gate_excess_pct``)
-    over_threshold: list[int]     # with capacities: brokers the capacity gate fails (``load.headroom_excess_pct``)
-    worst_after: WorstBroker
-
-
-class LoadSummary(TypedDict):
-    """plan.json's ``summary.load``. ``brokers``: per eligible broker, ``broker`` and, per dimension name, its
-    before/after/target/low/high/capacity (keys are the dimension names, hence not a TypedDict)."""
-    dimensions: dict[str, DimensionSummary]
-    bytes_moved: int
-    bytes_bound: int
-    bytes_bound_by: str | None
-    bytes_bound_per_dimension: dict[str, Any]
-    bytes_to_bound: float | None
-    rate_sources: Any
-    brokers: list[dict[str, Any]]
 
 
 def _deviation(value: int, band: Band) -> float:

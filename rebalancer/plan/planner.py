@@ -47,6 +47,8 @@ from ..load import (
     replica_table,
 )
 from ..model import Cluster
+from ..planfile.record import SolverRecord
+from ..planfile.result import Plan, build_plan, write_plan
 from ..snapshot import load_snapshot
 from ..strategies import BALANCES, DEFAULT_SCHEDULE, STRATEGIES, STRATEGY_REGISTRY, resolve_schedule, strategies_for
 from ..urls import source_scheme
@@ -57,8 +59,6 @@ from .load_summary import load_summary
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
 from .place_counts import place_on_counts
 from .place_load import place_on_load
-from .record import SolverRecord
-from .result import Plan, build_plan, write_plan
 from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
 from .targets import PlanError, Targets, make_targets
 
@@ -377,11 +377,11 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
     ``DEFAULT_THROTTLE``), ``schedule`` ("batches", "rolling", or "auto": as the snapshot's source resolves it,
     rolling through kafka://, batches otherwise), ``max_moves_per_broker`` (None: the schedule's default),
     ``max_moves``: the execution the summary's estimate assumes (``summary.execution``:
-    ``rebalancer.execute.estimate``).
+    ``rebalancer.movement.estimate``).
     """
-    from ..execute.batches import TOTAL
-    from ..execute.estimate import DEFAULT_THROTTLE, estimate
-    from ..execute.throttle import parse_rate
+    from ..movement.batches import TOTAL
+    from ..movement.estimate import DEFAULT_THROTTLE, estimate
+    from ..movement.rate import parse_rate
 
     rate = parse_rate(throttle or DEFAULT_THROTTLE)  # a bad throttle fails before anything is read
     if time_limit is not None and not time_limit > 0:

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..balance import human_bytes
+from ..planfile.result import Plan
 from .load_summary import LoadSummary
-from .result import Plan
 
 __all__ = ["format_plan_summary"]
 
@@ -58,7 +58,7 @@ def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
     """The time to execute the plan at the throttle it was planned for: the bound and the expected duration."""
     if not execution:
         return []
-    from ..execute.estimate import describe
+    from ..movement.estimate import describe
 
     return [f"  execution {describe(execution)}"]
 

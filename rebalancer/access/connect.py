@@ -1,5 +1,5 @@
 """The one registry of execution backends: ``open_backend`` picks the implementation of the ``Backend`` contract
-(``execute.backend``) by the source URL's scheme (``rebalancer.urls.source_scheme``), through ``BACKENDS`` only:
+(``access.backend``) by the source URL's scheme (``rebalancer.urls.source_scheme``), through ``BACKENDS`` only:
 
     zk://     ``ZkBackend``     what ``kafka-reassign-partitions --zookeeper`` does (ZooKeeper-mode clusters)
     kafka://  ``AdminBackend``  the Admin API (KIP-455), any cluster since Kafka 2.4, the only way into KRaft

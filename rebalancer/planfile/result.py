@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
 from ..model import INT32_MAX, INT64_MAX, Cluster, Partition, topic_name_problem
 from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
-from .load_summary import LoadSummary
+from .load_types import LoadSummary
 from .record import SolverRecord
 
 __all__ = ["Change", "Plan", "PlanSummary", "BrokerSummary", "content_hash", "build_plan", "write_plan", "load_plan", "PLAN_FILE",
@@ -132,7 +132,7 @@ class PlanSummary(TypedDict):
     eligible_brokers: list[int]
     brokers: list[BrokerSummary]
     load: NotRequired[LoadSummary]
-    execution: NotRequired[dict[str, Any]]  # the time to execute it at a throttle (``execute.estimate``, plan_run_dir)
+    execution: NotRequired[dict[str, Any]]  # the time to execute it at a throttle (``movement.estimate``, plan_run_dir)
 
 
 @dataclass

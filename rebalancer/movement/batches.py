@@ -8,7 +8,7 @@ A *batch* is a set of steps submitted together: at most ``per_broker`` moves tou
 leader or the destination), at most ``total`` moves, at most ``max_bytes`` bytes (a single larger step still gets
 a batch of its own), one step per partition, and a partition's steps in order across batches. Each batch waits for
 its slowest move, so the batches take at least the sum of each one's busiest broker's bytes (``batch_floor``) at
-the throttle, which no order brings below the busiest broker's bytes over the whole plan (``execute.estimate``).
+the throttle, which no order brings below the busiest broker's bytes over the whole plan (``movement.estimate``).
 ``order="bound"`` (the default) forms the batches to come near that: the critical broker (most bytes left) kept
 busy, largest first (``_bound_batches``), or the largest steps first, whichever floor is lower, then shortened by
 local search (``refine``: steps moved or traded between batches); ``"smallest"`` and

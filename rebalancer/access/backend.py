@@ -1,6 +1,6 @@
 """The execution backend: the contract every way of reaching a cluster fulfils (``Backend``, with the records it
 speaks in: ``ConfigChange``, ``Observation``, the lock's ``Marker``). It imports no backend: the implementations
-import it, and ``execute.connect`` (the one registry of them) opens one by the source URL's scheme; callers never
+import it, and ``access.connect`` (the one registry of them) opens one by the source URL's scheme; callers never
 branch on the scheme. Two implement the contract:
 
     zk://     ``ZkBackend``     what ``kafka-reassign-partitions --zookeeper`` does (ZooKeeper-mode clusters)

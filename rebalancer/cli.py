@@ -87,7 +87,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                         thresholds=_dimension_values(args.threshold, "--threshold", percent=True),
                         groups=args.groups, master=args.master, throttle=args.throttle,
                         max_moves_per_broker=args.max_moves_per_broker, max_moves=args.max_moves,
-                        schedule=args.schedule)
+                        schedule=args.schedule, failover_order=args.failover_order)
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -519,6 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "local[*] from there)")
     p.add_argument("--throttle", help="the replication throttle the execution estimate assumes, e.g. 50MB/s "
                                       "(default 50MB/s, execute's)")
+    p.add_argument("--failover-order", action="store_true",
+                   help="order each partition's followers so that a failed broker's leadership spreads evenly over "
+                        "the others (a partition whose order alone changes is a change that copies nothing)")
     p.add_argument("--schedule", choices=EXECUTION_SCHEDULES, default=DEFAULT_SCHEDULE,
                    help="the schedule the execution estimate assumes (default auto, execute's: rolling where the "
                         "snapshot was read through kafka://, batches otherwise)")

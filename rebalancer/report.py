@@ -818,6 +818,40 @@ footer{margin-top:30px;color:#5f6b7a;font-size:12px}
 """
 
 
+def _failover_section(plan: Mapping[str, Any] | None, worst: int = 5) -> str:
+    """If a broker or a rack fails (``summary.failover``): the worst single failures after the plan, and each
+    rack's, against the same failure before it; absent for a plan written before the figures existed."""
+    failover = _obj(_obj(_obj(plan).get("summary")).get("failover")) if plan is not None else {}
+    before, after = _obj(failover.get("before")), _obj(failover.get("after"))
+    if not after:
+        return ""
+    weighted = _e(failover.get("weighted_by", "load"))
+
+    def cells(fig: Mapping[str, Any]) -> str:
+        return (f"<td>{_dec(fig.get('leaders_dev_pct'), 1)}%</td><td>{_dec(fig.get('load_dev_pct'), 1)}%</td>"
+                f"<td>{_int(fig.get('offline'))}</td><td>{_int(fig.get('single_replica'))}</td>")
+
+    rows = []
+    brokers_after, brokers_before = _obj(after.get("brokers")), _obj(before.get("brokers"))
+    ranked = sorted(brokers_after, key=lambda b: (-float(_obj(brokers_after[b]).get("leaders_dev_pct") or 0),
+                                                 -float(_obj(brokers_after[b]).get("load_dev_pct") or 0), str(b)))
+    for b in ranked[:worst]:
+        rows.append(f"<tr><th>broker {_e(b)}</th>{cells(_obj(brokers_before.get(b)))}<td>&rarr;</td>"
+                    f"{cells(_obj(brokers_after[b]))}</tr>")
+    racks_after, racks_before = _obj(after.get("racks")), _obj(before.get("racks"))
+    for r in sorted(racks_after, key=str):
+        rows.append(f"<tr><th>rack {_e(r)}</th>{cells(_obj(racks_before.get(r)))}<td>&rarr;</td>"
+                    f"{cells(_obj(racks_after[r]))}</tr>")
+    head = (f"<th>leaders</th><th>leader {weighted}</th><th>offline</th><th>one replica left</th>")
+    return ('<section id="failover"><h2>If a broker or a rack fails</h2><p class="muted">Each failure alone, every '
+            "replica in sync: the survivors' largest deviation from their mean in leader count and leader load "
+            "(each partition elects the first live replica of its order), the partitions left offline and those "
+            f"left with one replica. The {min(worst, len(ranked))} worst brokers after the plan, and every rack.</p>"
+            f'<table class="failover"><thead><tr><th></th>{head}<th></th>{head}</tr>'
+            '<tr><th></th><th colspan="4">before</th><th></th><th colspan="4">after</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></section>')
+
+
 def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str:
     plan_hash = inputs.plan.get("content_hash", "") if inputs.plan is not None else ""
     footer = (f"<footer>Generated {_e(generated_at)} by rebalancer.report"
@@ -825,7 +859,8 @@ def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str
               + "</footer>")
     body = "".join([
         _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan, charts),
-        _heatmap_section(inputs, charts), _flags_section(inputs.summary), _gates_section(inputs.validation),
+        _heatmap_section(inputs, charts), _failover_section(inputs.plan), _flags_section(inputs.summary),
+        _gates_section(inputs.validation),
         _changes_section(inputs.plan), footer,
     ])
     title = f"Kafka rebalance report: {_source(inputs)}"

@@ -134,11 +134,12 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
          bands: Mapping[str, float] | None = None, groups: int | None = None,
          master: str | None = None, isolated: bool = False, throttle: str | None = None,
          max_moves_per_broker: int | None = None, max_moves: int | None = None,
-         schedule: str | None = None) -> dict[str, Any]:
+         schedule: str | None = None, failover_order: bool = False) -> dict[str, Any]:
     """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
     ``throttle``, ``schedule`` (auto, batches, rolling), ``max_moves_per_broker``, ``max_moves``: the execution the plan's
     time estimate assumes;
-    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``).
+    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``);
+    ``failover_order``: followers ordered for failover (``plan --failover-order``).
 
     ``isolated``: plan in a fresh ``python -m rebalancer plan`` process (``run_cli``), as the DAGs do. The plan of a
     large cluster starts worker processes (the leader waves' pool, a Spark session); they re-import the main module
@@ -156,13 +157,13 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
                                     objective=objective, max_changes_per_partition=max_changes_per_partition,
                                     time_limit=time_limit, capacity=capacity, bands=bands, groups=groups,
                                     master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                                    max_moves=max_moves, schedule=schedule)])
+                                    max_moves=max_moves, schedule=schedule, failover_order=failover_order)])
         return plan_summary(run_dir)
     result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
                           max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
                           objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
                           master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                          max_moves=max_moves, schedule=schedule or DEFAULT_SCHEDULE)
+                          max_moves=max_moves, schedule=schedule or DEFAULT_SCHEDULE, failover_order=failover_order)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 
@@ -171,7 +172,8 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
               objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
               bands: Mapping[str, float] | None = None, groups: int | None = None,
               master: str | None = None, throttle: str | None = None, max_moves_per_broker: int | None = None,
-              max_moves: int | None = None, schedule: str | None = None) -> list[str]:
+              max_moves: int | None = None, schedule: str | None = None,
+              failover_order: bool = False) -> list[str]:
     """The arguments of ``rebalancer plan`` (after the word ``plan``) for ``plan``'s options: what an isolated plan
     runs, and what the DAGs hand ``spark/plan_job.py``."""
     args = [str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance, "--objective", objective]
@@ -187,6 +189,7 @@ def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None =
     args += ["--max-moves-per-broker", str(int(max_moves_per_broker))] if max_moves_per_broker else []
     args += ["--max-moves", str(int(max_moves))] if max_moves else []
     args += ["--schedule", schedule] if schedule else []
+    args += ["--failover-order"] if failover_order else []
     return args
 
 

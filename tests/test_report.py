@@ -309,3 +309,24 @@ def test_without_a_plan_the_report_shows_current_skew(tmp_path: Path) -> None:
     for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png"):
         assert (run / "report" / name).read_bytes()[:8] == PNG_MAGIC
     assert not list((run / "report").glob("load_*.png"))
+
+
+def test_the_report_says_what_a_broker_or_rack_failure_does(planned_run: Path) -> None:
+    """The failover section (issue 46): the worst single-broker failures after the plan and every rack, each against
+    the same failure before it, from plan.json's ``summary.failover``; no section without a plan."""
+    markup = render_report(planned_run).read_text()
+    failover = json.loads((planned_run / "plan.json").read_text())["summary"]["failover"]
+    section = markup[markup.index('<section id="failover">'):]
+    section = section[:section.index("</section>")]
+    worst = failover["after"]["worst_broker"]
+    assert f"<th>broker {worst['leaders_dev_pct_by']}</th>" in section
+    assert f"{worst['leaders_dev_pct']:.1f}%" in section
+    for rack in failover["after"]["racks"]:
+        assert f"<th>rack {rack}</th>" in section
+    assert section.count("<tr><th>broker ") == 5 and "before" in section and "after" in section
+
+
+def test_no_failover_section_without_a_plan(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _make_run(run, with_plan=False)
+    assert 'id="failover"' not in render_report(run).read_text()

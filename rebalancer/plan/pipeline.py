@@ -43,6 +43,7 @@ class PlanRequest:
     limit_given: bool
     groups: int | None = None  # load placement split in this many groups (None: ``split_plan``'s choice)
     master: str | None = None  # Spark master running the groups (None: in process, or SPLIT_MASTER when large)
+    failover_order: bool = False  # followers ordered so that a failed broker's leadership spreads (``failover``)
 
 
 @dataclass

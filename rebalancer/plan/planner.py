@@ -54,6 +54,7 @@ from ..strategies import BALANCES, DEFAULT_SCHEDULE, STRATEGIES, STRATEGY_REGIST
 from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import Budget, default_time_limit
+from .failover import failover_figures, leader_weights, order_followers
 from .leader_pass import place_leaders
 from .load_summary import load_summary
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
@@ -192,6 +193,7 @@ def make_plan(
     balance: str = "auto",
     groups: int | None = None,
     master: str | None = None,
+    failover_order: bool = False,
 ) -> Plan:
     """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc; None: ``default_time_limit``
     of the cluster's replicas, generous enough that no cluster the benchmarks cover is cut short).
@@ -205,6 +207,9 @@ def make_plan(
     (``choose_balance``): ``load`` places replicas by ``load_greedy`` (disk, network in, counts, the fewest bytes),
     ``counts`` by replica counts alone. ``groups`` / ``master``: the load placement split in groups of topics
     planned as Spark tasks (``split_plan``; by default from ``SPLIT_MIN_REPLICAS`` replicas, on ``SPLIT_MASTER``).
+    ``failover_order``: each partition's followers ordered so that the leadership of a failed broker spreads evenly
+    (``failover.order_followers``; leaders, replica sets and bytes unchanged, a partition whose order alone changes
+    becomes a change that copies nothing).
     """
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
@@ -217,7 +222,8 @@ def make_plan(
         raise PlanError(f"--groups must be at least 1, not {groups}")
     request = PlanRequest(cluster, mode, tuple(sorted(int(b) for b in (brokers or ()))), strategy, balance, objective,
                           max_changes_per_partition, load if load is not None else load_model(cluster), write_lp,
-                          limit_given=time_limit is not None, groups=groups, master=master)
+                          limit_given=time_limit is not None, groups=groups, master=master,
+                          failover_order=failover_order)
     with budget.phase("targets"):
         setup = _setup(request, brokers)
     if budget.remaining() == 0.0:
@@ -307,6 +313,9 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
         by_tp = {p.tp: p.replicas for p in cluster.partitions}
         assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in placement.assignment.items())
                       if v != by_tp[k]}
+        weights, weighted_by = leader_weights(cluster, model)
+        if req.failover_order:
+            _order_for_failover(cluster, assignment, targets, weights, solver)
         placement.assignment = assignment
         if targets.removed:
             left = [(p.name, b) for p in cluster.partitions for b in assignment.get(p.tp, p.replicas)
@@ -332,6 +341,7 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
         plan.summary["load"] = load_summary(cluster, assignment, targets, model, plan.summary["bytes_moved"],
                                             proof=solver.get("bytes_proof"))
         bounds["bytes_moved"] = plan.summary["load"]["bytes_bound"]
+        plan.summary["failover"] = _failover_summary(cluster, assignment, targets, weights, weighted_by)
         if setup.balanced == "load" and req.mode != "leaders":
             _load_status(plan, solver, model, _network_out_proof(cluster, assignment, targets, model, plan))
     solver["budget"] = budget.to_dict()
@@ -339,6 +349,33 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
         _mark_cut_short(plan, solver, budget)
     plan.solver = SolverRecord.from_dict(solver)  # the record, frozen once every step has written its part
     return plan
+
+
+def _order_for_failover(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets,
+                        weights: list[float], solver: dict[str, Any]) -> None:
+    """Followers reordered for failover (``failover.order_followers``), in place: a partition the plan did not
+    change and whose order alone changes joins the assignment (a change that copies nothing)."""
+    started = time.monotonic()
+    parts = cluster.partitions
+    final = [assignment.get(p.tp, p.replicas) for p in parts]
+    reordered = order_followers(final, sorted(targets.eligible), weights, {b.id: b.rack for b in cluster.brokers})
+    for i, reps in reordered.items():
+        assignment[parts[i].tp] = reps
+    solver["failover"] = {"reordered": len(reordered),  # of them, the partitions the plan changes for this alone:
+                          "order_only": sum(1 for i in reordered if final[i] == parts[i].replicas),
+                          "seconds": round(time.monotonic() - started, 3)}
+
+
+def _failover_summary(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], targets: Targets,
+                      weights: list[float], weighted_by: str) -> dict[str, Any]:
+    """plan.json's ``summary.failover``: every single broker's and rack's failure, before the plan and after it
+    (``failover.failover_figures``), over the brokers the plan keeps."""
+    rack = {b.id: b.rack for b in cluster.brokers}
+    alive = sorted(targets.eligible)
+    before = failover_figures([p.replicas for p in cluster.partitions], alive, rack, weights, weighted_by)
+    after = failover_figures([assignment.get(p.tp, p.replicas) for p in cluster.partitions], alive, rack, weights,
+                             weighted_by)
+    return {"weighted_by": weighted_by, "before": before, "after": after}
 
 
 def _counts_outside_gate(plan: Plan, model: LoadModel) -> dict[str, list[int]]:

@@ -63,6 +63,26 @@ def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
     return [f"  execution {describe(execution)}"]
 
 
+def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any]) -> list[str]:
+    """The worst single-broker and single-rack failure, before the plan and after it (``plan.failover``)."""
+    if not failover:
+        return []
+    lines = []
+    for key, what in (("worst_broker", "one broker"), ("worst_rack", "one rack")):
+        before, after = failover["before"][key], failover["after"][key]
+        if not after:
+            continue
+        lines.append(f"  after {what} fails: leaders +-{before['leaders_dev_pct']:.1f}% -> "
+                     f"{after['leaders_dev_pct']:.1f}% (worst: {after['leaders_dev_pct_by']}), leader "
+                     f"{failover['weighted_by']} +-{before['load_dev_pct']:.1f}% -> {after['load_dev_pct']:.1f}% "
+                     f"(worst: {after['load_dev_pct_by']})"
+                     + (f", {after['offline']} partition(s) offline" if after["offline"] else ""))
+    if "failover" in solver:
+        lines.append(f"  followers reordered for failover: {solver['failover']['reordered']} partition(s), "
+                     f"{solver['failover']['order_only']} of them for that alone (no bytes)")
+    return lines
+
+
 def format_plan_summary(plan: Plan) -> str:
     s = plan.summary
     b = s["lower_bounds"]
@@ -81,6 +101,7 @@ def format_plan_summary(plan: Plan) -> str:
         f" worst per-topic leader spread {s['topic_leader_spread']['before']} -> {s['topic_leader_spread']['after']}",
         *_load_lines(s.get("load")),
         *_execution_lines(s.get("execution")),
+        *_failover_lines(s.get("failover"), solver),
         f"  content hash {plan.hash}",
     ]
     if not plan.changes:

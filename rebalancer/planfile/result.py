@@ -133,6 +133,7 @@ class PlanSummary(TypedDict):
     brokers: list[BrokerSummary]
     load: NotRequired[LoadSummary]
     execution: NotRequired[dict[str, Any]]  # the time to execute it at a throttle (``movement.estimate``, plan_run_dir)
+    failover: NotRequired[dict[str, Any]]  # each broker and rack failing, before and after (``plan.failover``)
 
 
 @dataclass

@@ -1,0 +1,377 @@
+"""Where leadership goes when a broker fails, and a follower order that spreads it (issue 46).
+
+When a broker fails, each partition it led elects the first replica of its assignment that is alive and in sync
+(Kafka's offline-partition election, ZooKeeper and KRaft alike: ``assignment.find(live && isr)``). So the second
+replica of every partition a broker leads decides where that broker's leadership lands; left to chance, one
+survivor takes far more than its share exactly when the cluster is under stress. The order of followers copies no
+data: reordering them is a metadata change.
+
+``failover_figures`` measures it from the plan's final replica order, every replica assumed in sync: for each
+broker failing alone (and each rack failing whole), the survivors' leader counts and leader load against their
+mean (the largest deviation, in percent), the partitions left with no replica, and those left with a single one.
+Single failures come from one matrix: ``N[b, c]`` = partitions led by b whose second replica is c (and ``W`` the
+same weighted by leader load), so survivor c leads ``L_c + N[b, c]`` once b is gone. Racks are counted partition
+by partition (the first replica outside the failed rack).
+
+``order_followers`` chooses each partition's second replica among its followers so that, for every broker b, the
+partitions b leads fail over evenly: per leader b, a local search over the partitions with a choice (two or more
+followers outside b's rack) moves a partition's second from the survivor furthest above its mean to another
+follower, or to the survivor furthest below its mean from the partition's current second, where that brings both
+nearer than the furthest stands: leader counts first (no survivor's load taken further off than the worst one
+stands), then load (no count further off than the worst one then stands); with racks, the failure of b's own rack
+keeps every survivor within its worst too. A dry run first finds how far each failure can be evened; no broker's
+order then changes past what the worst of them leaves (a plan reorders what the worst case needs, not more), and a
+plan made again on its own result reorders nothing. Leaders, replica sets and bytes moved never change; only the
+followers' order does (the second first, the others in their current order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+__all__ = ["FailoverFigures", "failover_figures", "order_followers", "leader_weights"]
+
+ORDER = "load"
+MOVES_PER_PARTITION = 2  # the local search's work limit per partition with a choice (a bound, not a clock)
+
+
+class Scenario(TypedDict):
+    """One failure: the survivors' largest deviation from their mean (percent) in leader counts and leader load,
+    and the partitions it leaves with no replica, or with a single one (of two or more)."""
+
+    leaders_dev_pct: float
+    load_dev_pct: float
+    offline: int
+    single_replica: int
+
+
+class FailoverFigures(TypedDict):
+    """``failover_figures``: every scenario, and the worst of each figure over the single-broker and rack ones."""
+
+    brokers: dict[int, Scenario]
+    racks: dict[str, Scenario]
+    worst_broker: dict[str, Any]
+    worst_rack: dict[str, Any]
+    weighted_by: str
+
+
+def leader_weights(cluster: Any, model: Any | None) -> tuple[list[float], str]:
+    """Each partition's load as leader: its network out where the model has rates, else its bytes; (weights, what
+    they are)."""
+    if model is not None:
+        from ..load import DIMENSIONS
+
+        out = DIMENSIONS["nw_out"].leader
+        weights = [float(out(model.loads[p.tp])) for p in cluster.partitions]
+        if any(w > 0 for w in weights):
+            return weights, "network out"
+    return [float(p.size_bytes) for p in cluster.partitions], "bytes"
+
+
+def _dev(values: Any, alive: Any) -> float:
+    """The largest |value - mean| / mean over the alive entries, in percent (0 when the mean is 0)."""
+    import numpy as np
+
+    v = values[alive]
+    if not v.size:
+        return 0.0
+    mean = float(v.mean())
+    return 0.0 if mean <= 0 else round(float(np.abs(v - mean).max()) / mean * 100, 2)
+
+
+def _replica_matrix(replicas: Sequence[Sequence[int]], brokers: Sequence[int]) -> tuple[list[int], Any]:
+    """(every broker id, sorted; a partitions x RF matrix of each replica's broker as an index into them, -1 past a
+    partition's last replica), built without a Python pass per replica."""
+    import itertools
+
+    import numpy as np
+
+    parts = len(replicas)
+    sizes = np.fromiter(map(len, replicas), np.int64, parts)
+    flat = np.fromiter(itertools.chain.from_iterable(replicas), np.int64, int(sizes.sum()))
+    ids = np.union1d(np.asarray(sorted(brokers), dtype=np.int64), flat)
+    reps = np.full((parts, max(1, int(sizes.max()) if parts else 1)), -1, dtype=np.int64)
+    row = np.repeat(np.arange(parts, dtype=np.int64), sizes)
+    col = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    reps[row, col] = np.searchsorted(ids, flat)
+    return ids.tolist(), reps
+
+
+def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], rack: Mapping[int, str | None],
+                     weight: Sequence[float] | None = None, weighted_by: str = "bytes") -> FailoverFigures:
+    """The figures of every single-broker and single-rack failure (module doc). ``replicas``: each partition's final
+    replicas, the preferred leader first; ``brokers``: the brokers alive after the plan; ``weight``: each
+    partition's load as leader (default 1 each)."""
+    import numpy as np
+
+    ids, reps = _replica_matrix(replicas, brokers)
+    index = {b: i for i, b in enumerate(ids)}
+    n, parts, width = len(ids), reps.shape[0], reps.shape[1]
+    w = np.ones(parts) if weight is None else np.asarray(weight, dtype=np.float64)
+    rf = (reps >= 0).sum(axis=1)
+    leader, second = reps[:, 0], reps[:, 1] if width > 1 else np.full(parts, -1)
+    alive_all = np.zeros(n, dtype=bool)
+    alive_all[[index[b] for b in brokers]] = True
+    counts = np.bincount(leader, minlength=n).astype(np.float64)
+    loads = np.bincount(leader, weights=w, minlength=n)
+    has2 = second >= 0
+    pair_n = np.zeros((n, n))
+    pair_w = np.zeros((n, n))
+    np.add.at(pair_n, (leader[has2], second[has2]), 1.0)
+    np.add.at(pair_w, (leader[has2], second[has2]), w[has2])
+    # partitions holding each broker, by replica count: a failure of b leaves RF-1 replicas of each
+    holds = np.zeros((n, width + 1))
+    for k in range(width):
+        col = reps[:, k]
+        ok = col >= 0
+        np.add.at(holds, (col[ok], rf[ok]), 1.0)
+    out: FailoverFigures = {"brokers": {}, "racks": {}, "worst_broker": {}, "worst_rack": {}, "weighted_by": weighted_by}
+    for b in brokers:
+        i = index[b]
+        alive = alive_all.copy()
+        alive[i] = False
+        out["brokers"][b] = {"leaders_dev_pct": _dev(counts + pair_n[i], alive),
+                             "load_dev_pct": _dev(loads + pair_w[i], alive),
+                             "offline": int(holds[i, 1]), "single_replica": int(holds[i, 2]) if width >= 2 else 0}
+    names = sorted({str(rack[b]) for b in brokers if rack.get(b) is not None})
+    valid = reps >= 0
+    for name in names:
+        down = np.array([rack.get(b) == name for b in ids], dtype=bool)
+        lost = valid & down[np.where(valid, reps, 0)]
+        left = valid & ~lost
+        remaining = left.sum(axis=1)
+        first = np.argmax(left, axis=1)
+        new_leader = np.where(remaining > 0, reps[np.arange(parts), first], -1)
+        ok = new_leader >= 0
+        alive = alive_all & ~down
+        out["racks"][name] = {
+            "leaders_dev_pct": _dev(np.bincount(new_leader[ok], minlength=n).astype(np.float64), alive),
+            "load_dev_pct": _dev(np.bincount(new_leader[ok], weights=w[ok], minlength=n), alive),
+            "offline": int((remaining == 0).sum()), "single_replica": int(((remaining == 1) & (rf > 1)).sum())}
+    out["worst_broker"] = _worst(out["brokers"])
+    out["worst_rack"] = _worst(out["racks"])
+    return out
+
+
+def _worst(scenarios: Mapping[Any, Scenario]) -> dict[str, Any]:
+    """Each figure's largest value over the scenarios, and the scenario with it (``<figure>_by``)."""
+    worst: dict[str, Any] = {}
+    if not scenarios:
+        return worst
+    for fig in ("leaders_dev_pct", "load_dev_pct", "offline", "single_replica"):
+        who = max(sorted(scenarios, key=str), key=lambda s: float(scenarios[s][fig]))
+        worst[fig] = scenarios[who][fig]
+        worst[f"{fig}_by"] = who
+    return worst
+
+
+def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
+                    weight: Sequence[float] | None = None,
+                    rack: Mapping[int, str | None] | None = None) -> dict[int, tuple[int, ...]]:
+    """New orders (partition index -> replicas) for the partitions whose second replica the local search changed
+    (module doc): leaders and replica sets as given, the chosen second next, the other followers in their order.
+    ``rack``: brokers' racks; where every broker has one, a second changes only between followers outside its
+    leader's rack, and never takes a rack failure's survivor further from its mean than the worst one stands."""
+    alive = set(brokers)
+    w = [1.0] * len(replicas) if weight is None else [float(x) for x in weight]
+    base: dict[int, tuple[float, float]] = dict.fromkeys(alive, (0.0, 0.0))
+    led: dict[int, list[int]] = {}
+    for i, reps in enumerate(replicas):
+        if reps and reps[0] in alive:
+            n, load = base[reps[0]]
+            base[reps[0]] = (n + 1.0, load + w[i])
+            led.setdefault(reps[0], []).append(i)
+    if len(alive) < 2:
+        return {}
+    racks = dict(rack) if rack and all(rack.get(b) is not None for b in alive) else None
+    rack_tally = _rack_tallies(replicas, alive, base, w, racks, led) if racks else {}
+    searches = {b: _Spread(b, led[b], replicas, alive, base, w, rack_tally.get(racks[b]) if racks else None,
+                           racks) for b in sorted(led)}
+    # Where every failure ends once each is spread as evenly as it can be (a dry run, rack caps aside): no
+    # broker's order changes past what the worst one leaves, so a plan reorders no more than the worst case needs.
+    floor = [0.0, 0.0]
+    for b in sorted(led):
+        if not searches[b].by_option:  # nothing to choose: it ends as it stands
+            start = searches[b].tally.worst()
+            floor = [max(floor[0], start[0]), max(floor[1], start[1])]
+            continue
+        dry = _Spread(b, led[b], replicas, alive, base, w, None, racks)
+        for phase in (0, 1):
+            floor[phase] = max(floor[phase], dry.search(phase, 0.0))
+    second: dict[int, int] = {}
+    for b in sorted(led):
+        if searches[b].by_option:
+            for phase in (0, 1):
+                searches[b].search(phase, floor[phase])
+            second.update(searches[b].changed)
+    out: dict[int, tuple[int, ...]] = {}
+    for i, c in second.items():
+        reps = replicas[i]
+        if len(reps) > 1 and reps[1] != c:
+            out[i] = (reps[0], c, *(x for x in reps[1:] if x != c))
+    return out
+
+
+class _Tally:
+    """One failure's survivors: their leaders and leader load with everything up (``base``) plus what they take over
+    (``extra``), against the means once the failure happened."""
+
+    def __init__(self, base: Mapping[int, tuple[float, float]], survivors: set[int], lost_n: float,
+                 lost_w: float) -> None:
+        self.base = {c: base.get(c, (0.0, 0.0)) for c in survivors}
+        total_n = sum(n for n, _ in base.values())
+        total_w = sum(x for _, x in base.values())
+        self.mean_n = (total_n - lost_n) / max(1, len(survivors))
+        self.mean_w = (total_w - lost_w) / max(1, len(survivors))
+        self.extra: dict[int, list[float]] = {}
+        self.cap = (0.0, 0.0)
+
+    def add(self, c: int, dn: float, dw: float) -> None:
+        e = self.extra.setdefault(c, [0.0, 0.0])
+        e[0] += dn
+        e[1] += dw
+
+    def ratios(self, c: int, dn: float = 0.0, dw: float = 0.0) -> tuple[float, float]:
+        n, load = self.base.get(c, (0.0, 0.0))
+        e = self.extra.get(c, (0.0, 0.0))
+        r = (n + e[0] + dn) / self.mean_n - 1.0 if self.mean_n > 0 else 0.0
+        q = (load + e[1] + dw) / self.mean_w - 1.0 if self.mean_w > 0 else 0.0
+        return r, q
+
+    def dev(self, c: int, dn: float = 0.0, dw: float = 0.0) -> tuple[float, float]:
+        r, q = self.ratios(c, dn, dw)
+        return round(abs(r), 9), round(abs(q), 9)
+
+    def worst(self) -> tuple[float, float]:
+        """The survivors' largest deviation in counts and in load (``dev``'s, written out: it reads every one)."""
+        mean_n, mean_w, extra = self.mean_n, self.mean_w, self.extra
+        worst_r = worst_q = 0.0
+        for c, (n, load) in self.base.items():
+            e = extra.get(c)
+            if e is not None:
+                n, load = n + e[0], load + e[1]
+            if mean_n > 0:
+                worst_r = max(worst_r, abs(n / mean_n - 1.0))
+            if mean_w > 0:
+                worst_q = max(worst_q, abs(load / mean_w - 1.0))
+        return round(worst_r, 9), round(worst_q, 9)
+
+    def within(self, c: int, dn: float, dw: float, cap: tuple[float, float]) -> bool:
+        r, q = self.dev(c, dn, dw)
+        return r <= cap[0] and q <= cap[1]
+
+
+def _rack_tallies(replicas: Sequence[tuple[int, ...]], alive: set[int], base: Mapping[int, tuple[float, float]],
+                  w: Sequence[float], racks: Mapping[int, str | None], led: Mapping[int, list[int]]
+                  ) -> dict[str | None, _Tally]:
+    """Each rack's failure as the order stands: where the partitions its brokers lead land (their first replica
+    outside it), capped at its worst survivor."""
+    out: dict[str | None, _Tally] = {}
+    for name in sorted({racks[b] for b in alive}, key=str):
+        down = {b for b in alive if racks[b] == name}
+        lands = [(i, next((x for x in replicas[i] if x not in down and x in alive), None))
+                 for b in sorted(down) for i in led.get(b, ())]
+        lost = [i for i, x in lands if x is None]
+        tally = _Tally(base, alive - down, float(len(lost)), sum(w[i] for i in lost))
+        for i, x in lands:
+            if x is not None:
+                tally.add(x, 1.0, w[i])
+        tally.cap = tally.worst()
+        out[name] = tally
+    return out
+
+
+class _Spread:
+    """One leader b's partitions and where each fails over (its second replica). A survivor's deviation once b is
+    gone is (|counts / mean - 1|, |load / mean - 1|). Phase 0 brings the survivor furthest off in counts nearer,
+    phase 1 the one furthest off in load, each keeping the other figure within its worst; a partition b leads
+    with a choice sheds its second to another follower (the survivor stands above its mean) or takes it from the
+    current second (below), where both end nearer than the survivor stands and, with racks, the rack failure of b's
+    rack keeps every survivor within its worst; first such move in order of load; until the furthest survivor is
+    within ``floor`` or cannot be helped, or the work limit."""
+
+    def __init__(self, b: int, mine: list[int], replicas: Sequence[tuple[int, ...]], alive: set[int],
+                 base: Mapping[int, tuple[float, float]], w: Sequence[float], rack_tally: _Tally | None,
+                 racks: Mapping[int, str | None] | None) -> None:
+        self.replicas, self.w, self.rack_tally = replicas, w, rack_tally
+        lost = [i for i in mine if len(replicas[i]) < 2]  # offline while b is down: led by no survivor
+        self.tally = _Tally(base, alive - {b}, float(len(lost)), sum(w[i] for i in lost))
+        home = racks[b] if racks else None
+        self.sec: dict[int, int] = {}
+        self.options: dict[int, list[int]] = {}   # partition -> the followers its second may be
+        for i in mine:
+            reps = replicas[i]
+            if len(reps) < 2:
+                continue
+            self.sec[i] = c = reps[1]
+            self.tally.add(c, 1.0, w[i])
+            options = [x for x in reps[1:] if x in alive and x != b and (home is None or racks is None
+                                                                          or racks[x] != home)]
+            if len(options) >= 2 and c in options:
+                self.options[i] = options
+        # survivor -> the partitions its second may move to or from, heaviest first (each move lowers the most)
+        self.by_option: dict[int, list[int]] = {}
+        for i in sorted(self.options, key=lambda i: (-w[i], i)):
+            for x in self.options[i]:
+                self.by_option.setdefault(x, []).append(i)
+        self.changed: dict[int, int] = {}
+
+    def _key(self, c: int, phase: int) -> tuple[float, float]:
+        r, q = self.tally.dev(c)
+        return (r, q) if phase == 0 else (q, r)
+
+    def _move_from(self, x: int, phase: int, cap: tuple[float, float]) -> tuple[int, int, int] | None:
+        """The first move (partition, from, to) that brings survivor x and the one it trades with nearer than x
+        stands, every cap kept."""
+        t, w, top = self.tally, self.w, self._key(x, phase)
+        r, q = t.ratios(x)
+        above = (r if phase == 0 else q) > 0
+        for i in self.by_option.get(x, ()):
+            c = self.sec[i]
+            if above != (c == x):
+                continue
+            moves = [(x, d) for d in self.options[i] if d != x] if above else [(c, x)]
+            for src, dst in moves:
+                a, b = t.dev(src, -1.0, -w[i]), t.dev(dst, 1.0, w[i])
+                after = max(a if phase == 0 else a[::-1], b if phase == 0 else b[::-1])
+                if after >= top or max(a[1 - phase], b[1 - phase]) > cap[1 - phase]:
+                    continue
+                rt = self.rack_tally
+                if rt is not None and not (rt.within(src, -1.0, -w[i], rt.cap) and rt.within(dst, 1.0, w[i], rt.cap)):
+                    continue
+                return i, src, dst
+        return None
+
+    def search(self, phase: int, floor: float) -> float:
+        """One phase (0: counts, 1: load) until the furthest survivor is within ``floor``; returns where the phase's
+        figure ends (its worst survivor)."""
+        import heapq
+
+        cap = self.tally.worst()  # the other figure's worst survivor stays the worst it may become
+        movable = sorted(self.by_option)
+        heap = [(tuple(-v for v in self._key(x, phase)), x) for x in movable]
+        heapq.heapify(heap)
+        budget = MOVES_PER_PARTITION * len(self.options)
+        while heap and budget > 0:
+            key, x = heapq.heappop(heap)
+            now = self._key(x, phase)
+            if key != tuple(-v for v in now):  # stale: its deviation changed since
+                heapq.heappush(heap, (tuple(-v for v in now), x))
+                continue
+            if now[0] <= floor:
+                break  # within what the worst failure leaves anyway
+            found = self._move_from(x, phase, cap)
+            budget -= 1
+            if found is None:
+                break  # the survivor furthest off cannot be helped: the worst case stands
+            i, src, dst = found
+            self.tally.add(src, -1.0, -self.w[i])
+            self.tally.add(dst, 1.0, self.w[i])
+            if self.rack_tally is not None:
+                self.rack_tally.add(src, -1.0, -self.w[i])
+                self.rack_tally.add(dst, 1.0, self.w[i])
+            self.sec[i] = self.changed[i] = dst
+            for c in (src, dst):
+                heapq.heappush(heap, (tuple(-v for v in self._key(c, phase)), c))
+        return self.tally.worst()[phase]

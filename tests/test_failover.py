@@ -1,0 +1,138 @@
+"""Failover-aware follower order and the N-1 figures (issue 46, ``rebalancer.plan.failover``): the figures agree with
+a failure simulated partition by partition; reordering never changes a replica set, a leader or the bytes moved, and
+never leaves a single failure worse; on a plan, the worst failure gets better."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rebalancer.plan.failover import failover_figures, order_followers
+from rebalancer.plan.planner import make_plan
+from rebalancer.plan.summary import format_plan_summary
+from rebalancer.sim.scenarios import ScenarioParams, build_scenario
+
+
+@st.composite
+def clusters(draw: Any) -> tuple[list[tuple[int, ...]], list[int], dict[int, str], list[float]]:
+    n = draw(st.integers(3, 10))
+    brokers = list(range(100, 100 + n))
+    racks = draw(st.integers(1, min(4, n)))
+    rack = {b: "rack-" + "abcd"[i % racks] for i, b in enumerate(brokers)}
+    rf = draw(st.integers(1, min(3, n)))
+    parts = draw(st.integers(1, 40))
+    replicas = [tuple(draw(st.permutations(brokers))[:draw(st.integers(1, rf))]) for _ in range(parts)]
+    weights = [draw(st.floats(0.0, 1000.0, allow_nan=False)) for _ in range(parts)]
+    return replicas, brokers, rack, weights
+
+
+def _simulated(replicas: list[tuple[int, ...]], alive: list[int], down: set[int],
+               weights: list[float]) -> tuple[float, float, int, int]:
+    """The failure of ``down``, one partition at a time: (leaders' and leader load's largest deviation from the
+    survivors' mean in percent, partitions with no replica left, partitions it leaves with one replica)."""
+    counts: Counter[int] = Counter()
+    load: Counter[int] = Counter()
+    offline = single = 0
+    for reps, w in zip(replicas, weights, strict=True):
+        left = [b for b in reps if b not in down]
+        offline += not left
+        single += len(left) == 1 < len(reps)
+        if left:
+            counts[left[0]] += 1
+            load[left[0]] += w
+
+    def dev(c: Counter[int]) -> float:
+        survivors = [b for b in alive if b not in down]
+        values = [c[b] for b in survivors]
+        mean = sum(values) / len(values) if values else 0.0
+        return 0.0 if mean <= 0 else round(max(abs(v - mean) for v in values) / mean * 100, 2)
+
+    return dev(counts), dev(load), offline, single
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_the_figures_are_the_failures_simulated_partition_by_partition(case: Any) -> None:
+    replicas, brokers, rack, weights = case
+    figures = failover_figures(replicas, brokers, rack, weights)
+    for b in brokers:
+        got = figures["brokers"][b]
+        want = _simulated(replicas, brokers, {b}, weights)
+        assert (got["leaders_dev_pct"], got["load_dev_pct"], got["offline"], got["single_replica"]) == \
+            pytest.approx(want, abs=0.011), b
+    for name in set(rack.values()):
+        got = figures["racks"][name]
+        want = _simulated(replicas, brokers, {b for b in brokers if rack[b] == name}, weights)
+        assert (got["leaders_dev_pct"], got["load_dev_pct"], got["offline"], got["single_replica"]) == \
+            pytest.approx(want, abs=0.011), name
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_reordering_keeps_sets_and_leaders_and_no_broker_or_rack_failure_gets_worse(case: Any) -> None:
+    replicas, brokers, rack, weights = case
+    reordered = order_followers(replicas, brokers, weights, rack)
+    after = [reordered.get(i, r) for i, r in enumerate(replicas)]
+    for i, reps in reordered.items():
+        assert reps != replicas[i] and reps[0] == replicas[i][0] and sorted(reps) == sorted(replicas[i])
+        assert len(reps) >= 3  # only a partition with a choice of second is reordered
+        assert rack[reps[1]] != rack[reps[0]]  # its new second outside its leader's rack
+    before_f, after_f = (failover_figures(r, brokers, rack, weights) for r in (replicas, after))
+    for scenarios in ("brokers", "racks"):
+        for s in before_f[scenarios]:
+            was, now = before_f[scenarios][s], after_f[scenarios][s]  # type: ignore[index]
+            assert now["leaders_dev_pct"] <= was["leaders_dev_pct"] + 0.01, (scenarios, s)
+            assert now["load_dev_pct"] <= was["load_dev_pct"] + 0.01, (scenarios, s)
+    # a plan made again on its own result reorders nothing
+    assert order_followers(after, brokers, weights, rack) == {}
+
+
+def _replicas_after(cluster: Any, plan: Any) -> dict[tuple[str, int], tuple[int, ...]]:
+    changed = {(c.topic, c.partition): tuple(c.replicas_after) for c in plan.changes}
+    return {p.tp: changed.get(p.tp, p.replicas) for p in cluster.partitions}
+
+
+@pytest.mark.parametrize("scenario, mode, brokers", [("new-brokers", "add-brokers", [12, 13, 14, 15]),
+                                                    ("wix", "rebalance", None)])
+def test_a_plan_ordered_for_failover_moves_the_same_and_fails_over_more_evenly(scenario: str, mode: str,
+                                                                               brokers: list[int] | None) -> None:
+    cluster = build_scenario(scenario, ScenarioParams())
+    plain = make_plan(cluster, mode, brokers=brokers)
+    ordered = make_plan(cluster, mode, brokers=brokers, failover_order=True)
+    a, b = _replicas_after(cluster, plain), _replicas_after(cluster, ordered)
+    # the same replica sets and leaders, the same bytes: only followers' order differs
+    assert all(sorted(a[k]) == sorted(b[k]) and a[k][0] == b[k][0] for k in a)
+    assert ordered.summary["bytes_moved"] == plain.summary["bytes_moved"]
+    assert ordered.summary["leader_changes"] == plain.summary["leader_changes"]
+    reordered = ordered.solver["failover"]["reordered"]
+    assert reordered > 0 and sum(1 for k in a if a[k] != b[k]) == reordered
+    worst_plain = plain.summary["failover"]["after"]["worst_broker"]
+    worst = ordered.summary["failover"]["after"]["worst_broker"]
+    assert worst["leaders_dev_pct"] < worst_plain["leaders_dev_pct"]
+    assert worst["load_dev_pct"] < worst_plain["load_dev_pct"]
+    text = format_plan_summary(ordered)
+    assert "after one broker fails: leaders +-" in text and f"-> {worst['leaders_dev_pct']:.1f}%" in text
+    assert f"followers reordered for failover: {reordered} partition(s)" in text
+
+
+def test_the_runbook_asks_the_cli_for_the_failover_order(tmp_path: Any) -> None:
+    """``runbook.plan(failover_order=True, isolated=True)`` runs ``rebalancer plan --failover-order`` in its own
+    process: the plan file records the reorder and the figures."""
+    from rebalancer import runbook
+    from rebalancer.formats import write_cluster_json
+    from rebalancer.planfile.result import load_plan
+
+    desc = tmp_path / "cluster.json"
+    write_cluster_json(build_scenario("new-brokers", ScenarioParams()), desc)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{desc}")
+    assert runbook.plan_args(run, "rebalance", failover_order=True)[-1] == "--failover-order"
+    runbook.plan(run, "add-brokers", brokers=[12, 13, 14, 15], failover_order=True, isolated=True)
+    plan = load_plan(run)
+    assert plan.solver["failover"]["reordered"] > 0
+    assert plan.summary["failover"]["after"]["worst_broker"]["leaders_dev_pct"] < \
+        plan.summary["failover"]["before"]["worst_broker"]["leaders_dev_pct"]

@@ -186,19 +186,18 @@ def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
         return {}
     racks = dict(rack) if rack and all(rack.get(b) is not None for b in alive) else None
     rack_tally = _rack_tallies(replicas, alive, base, w, racks, led) if racks else {}
-    searches = {b: _Spread(b, led[b], replicas, alive, base, w, rack_tally.get(racks[b]) if racks else None,
-                           racks) for b in sorted(led)}
+    searches = {b: _Spread(b, led[b], replicas, alive, base, w, racks) for b in sorted(led)}
     # Where every failure ends once each is spread as evenly as it can be (a dry run, rack caps aside): no
     # broker's order changes past what the worst one leaves, so a plan reorders no more than the worst case needs.
     floor = [0.0, 0.0]
     for b in sorted(led):
-        if not searches[b].by_option:  # nothing to choose: it ends as it stands
-            start = searches[b].tally.worst()
-            floor = [max(floor[0], start[0]), max(floor[1], start[1])]
-            continue
-        dry = _Spread(b, led[b], replicas, alive, base, w, None, racks)
-        for phase in (0, 1):
-            floor[phase] = max(floor[phase], dry.search(phase, 0.0))
+        search = searches[b]
+        if search.by_option:
+            for phase in (0, 1):
+                search.search(phase, 0.0)
+        end = search.tally.worst()
+        floor = [max(floor[0], end[0]), max(floor[1], end[1])]
+        search.restart(rack_tally.get(racks[b]) if racks else None)
     second: dict[int, int] = {}
     for b in sorted(led):
         if searches[b].by_option:
@@ -292,9 +291,10 @@ class _Spread:
     within ``floor`` or cannot be helped, or the work limit."""
 
     def __init__(self, b: int, mine: list[int], replicas: Sequence[tuple[int, ...]], alive: set[int],
-                 base: Mapping[int, tuple[float, float]], w: Sequence[float], rack_tally: _Tally | None,
+                 base: Mapping[int, tuple[float, float]], w: Sequence[float],
                  racks: Mapping[int, str | None] | None) -> None:
-        self.replicas, self.w, self.rack_tally = replicas, w, rack_tally
+        self.replicas, self.w = replicas, w
+        self.rack_tally: _Tally | None = None  # the failure of b's rack, once ``restart`` names it
         lost = [i for i in mine if len(replicas[i]) < 2]  # offline while b is down: led by no survivor
         self.tally = _Tally(base, alive - {b}, float(len(lost)), sum(w[i] for i in lost))
         home = racks[b] if racks else None
@@ -316,6 +316,13 @@ class _Spread:
             for x in self.options[i]:
                 self.by_option.setdefault(x, []).append(i)
         self.changed: dict[int, int] = {}
+        self._start = (dict(self.sec), {c: list(e) for c, e in self.tally.extra.items()})
+
+    def restart(self, rack_tally: _Tally | None) -> None:
+        """Back to the order it started from (after a dry run), the failure of b's rack to keep within its worst."""
+        sec, extra = self._start
+        self.sec, self.tally.extra, self.changed = dict(sec), {c: list(e) for c, e in extra.items()}, {}
+        self.rack_tally = rack_tally
 
     def _key(self, c: int, phase: int) -> tuple[float, float]:
         r, q = self.tally.dev(c)

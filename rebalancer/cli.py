@@ -122,7 +122,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     max_network_deviation_pct=args.max_network_deviation,
                     max_disk_utilisation_pct=args.max_disk_utilisation,
                     max_network_utilisation_pct=args.max_network_utilisation,
-                    max_bytes_to_bound=args.max_bytes_to_bound)
+                    max_bytes_to_bound=args.max_bytes_to_bound,
+                    max_failover_deviation_pct=args.max_failover_deviation)
     try:
         result = validate_run_dir(args.run_dir, th)
     except GateFailure:
@@ -557,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes-to-bound", type=_positive_float,
                    help="load plans: bytes copied at most this factor of their lower bound, plus the largest "
                         "partition moved (default 1.15)")
+    p.add_argument("--max-failover-deviation", type=_positive_float,
+                   help="after any one broker fails, the survivors' leader load vs their mean, %% (default 25), "
+                        "unless no worse than before the plan")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("approve", help="record approval (or rejection) of exactly this plan (its content hash)")

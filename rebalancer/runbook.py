@@ -272,17 +272,19 @@ def has_changes(run_dir: str | Path) -> bool:
 def validate(run_dir: str | Path, *, max_changes_per_partition: int | None = None, max_deviation_pct: float = 15.0,
              max_leader_deviation_pct: float = 15.0, max_disk_deviation_pct: float | None = None,
              max_network_deviation_pct: float | None = None, max_disk_utilisation_pct: float | None = None,
-             max_network_utilisation_pct: float | None = None, max_bytes_to_bound: float | None = None) -> dict[str, Any]:
+             max_network_utilisation_pct: float | None = None, max_bytes_to_bound: float | None = None,
+             max_failover_deviation_pct: float | None = None) -> dict[str, Any]:
     """The GX gates; raises ``GateFailure`` (the message names the failed gates) after writing the result.
     The load thresholds (disk and network deviation, disk and network utilisation): None is the plan's own band or
-    threshold; ``max_bytes_to_bound`` None is 1.15."""
+    threshold; ``max_bytes_to_bound`` None is 1.15; ``max_failover_deviation_pct`` None is 25."""
     from .validate import Thresholds, format_gate_table, validate_run_dir
 
     th = Thresholds(max_changes_per_partition=max_changes_per_partition, max_deviation_pct=max_deviation_pct,
                     max_leader_deviation_pct=max_leader_deviation_pct, max_disk_deviation_pct=max_disk_deviation_pct,
                     max_network_deviation_pct=max_network_deviation_pct,
                     max_disk_utilisation_pct=max_disk_utilisation_pct,
-                    max_network_utilisation_pct=max_network_utilisation_pct, max_bytes_to_bound=max_bytes_to_bound)
+                    max_network_utilisation_pct=max_network_utilisation_pct, max_bytes_to_bound=max_bytes_to_bound,
+                    max_failover_deviation_pct=max_failover_deviation_pct)
     result = validate_run_dir(run_dir, th)
     return {"run_dir": str(run_dir), "passed": result["passed"], "gates": len(result["gates"]),
             "docs": str(Path(result["docs"]).resolve()), "table": format_gate_table(result)}

@@ -37,6 +37,12 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
 12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
                                   the snapshot and the recorded load model), plus the largest partition it moves
+13. ``failover-balance``          every plan: after any one broker fails, the survivor taking most of its leadership
+                                  (leader load: network out where rates are known, else bytes, else leader counts)
+                                  within the % (default 25) over the survivors' mean plus one partition, or no
+                                  further above it than the worst single failure before the plan (``failover``, from
+                                  the final replica order as Kafka elects: ``plan.failover``); a rack's failure:
+                                  ``rack-diversity``
 
 Load gates measure each broker against its target (its capacity's share of the total) with the load model the plan
 recorded (``params.load``), at the plan's band unless a threshold says otherwise; the band is widened to whole
@@ -84,6 +90,7 @@ log = logging.getLogger(__name__)
 
 
 BYTES_TO_BOUND = 1.15  # the bytes gate's default factor: a load plan copies at most this much more than its bound
+FAILOVER_DEVIATION_PCT = 25.0  # the failover gate's default: survivors' leader load after one broker fails
 
 
 @dataclass(frozen=True)
@@ -97,12 +104,15 @@ class Thresholds:
     max_disk_utilisation_pct: float | None = None
     max_network_utilisation_pct: float | None = None
     max_bytes_to_bound: float | None = None  # None: BYTES_TO_BOUND
+    # N-1 (issue 46): the survivors' leader load after any one broker fails, % off their mean; None: 25
+    max_failover_deviation_pct: float | None = None
     sample_rows: int = 10
 
     def check(self) -> None:
         """Every threshold a finite number in range (utilisation at most 100 %), before anything is read."""
         for name in ("max_deviation_pct", "max_leader_deviation_pct", "max_disk_deviation_pct",
-                     "max_network_deviation_pct", "max_disk_utilisation_pct", "max_network_utilisation_pct"):
+                     "max_network_deviation_pct", "max_disk_utilisation_pct", "max_network_utilisation_pct",
+                     "max_failover_deviation_pct"):
             value = getattr(self, name)
             top = 100.0 if "utilisation" in name else math.inf
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= top):
@@ -128,8 +138,9 @@ def _changes_hash_from_files(run: Path) -> str | None:
     return content_hash(Change(t, p, before[(t, p)], after[(t, p)], None, 0) for (t, p) in after)
 
 
-def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None) -> dict[str, Any]:
-    """The data frames the gates look at (pandas)."""
+def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None,
+                 failover_pct: float = FAILOVER_DEVIATION_PCT) -> dict[str, Any]:
+    """The data frames the gates look at (pandas); ``failover_pct``: the failover gate's band, percent."""
     import pandas as pd
 
     rack = {b.id: b.rack for b in cluster.brokers}
@@ -201,7 +212,7 @@ def build_frames(cluster: Cluster, plan: Plan, run: Path | None = None) -> dict[
         "files_hash": (_changes_hash_from_files(run) if run is not None else None) or "missing files",
     }
     return {
-        **_load_frames(cluster, plan, eligible, after, run),
+        **_load_frames(cluster, plan, eligible, after, run, failover_pct),
         "partitions": pd.DataFrame(rows, columns=["topic", "partition", "in_snapshot", "replica_changes", "rf_before",
                                                   "rf_after", "rf_check", "racks_before", "racks_after"]),
         "placements": pd.DataFrame(placements, columns=["topic", "partition", "broker", "status"]),
@@ -218,10 +229,12 @@ NETWORK = ("nw_in", "nw_out")
 
 
 def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
-                 after: Mapping[tuple[str, int], tuple[int, ...]], run: Path | None) -> dict[str, Any]:
+                 after: Mapping[tuple[str, int], tuple[int, ...]], run: Path | None,
+                 failover_pct: float = FAILOVER_DEVIATION_PCT) -> dict[str, Any]:
     """``load``: one row per (dimension with a load, eligible broker) for disk, network in and out: its load before and
     after the plan, its target (its capacity's share of the total), deviations and utilisation, measured with the
-    load model the plan recorded (``params.load``: capacities, bands, thresholds, fan-outs) over this snapshot."""
+    load model the plan recorded (``params.load``: capacities, bands, thresholds, fan-outs) over this snapshot; and
+    the frames measured with that model too: ``bytes``, ``transient``, ``failover``."""
     import pandas as pd
 
     from .load import load_model, model_from_params, read_history
@@ -266,7 +279,33 @@ def _load_frames(cluster: Cluster, plan: Plan, eligible: list[int],
                 "util_after_pct": round(now[d][b] / c * 100, 3) if c else None,
             })
     return {"load": pd.DataFrame(rows, columns=LOAD_COLUMNS), **_bytes_frame(cluster, plan, model, changed),
-            **_transient_frame(plan, model, before["disk"], eligible)}
+            **_transient_frame(plan, model, before["disk"], eligible),
+            "failover": _failover_frame(cluster, eligible, after, model, failover_pct)}
+
+
+FAILOVER_COLUMNS = ["failed", "weighed_by", "before", "after"]
+
+
+def _failover_frame(cluster: Cluster, eligible: list[int], after: Mapping[tuple[str, int], tuple[int, ...]],
+                    model: Any, pct: float) -> Any:
+    """``failover``: one row per broker failing alone, before the plan and after it (from the snapshot and the final
+    replica order, as Kafka elects: the first replica alive): how far the survivor taking most of its leadership
+    ends above ``pct`` % over the survivors' mean, plus one partition, in percent of the mean
+    (``plan.failover.failover_overload``; leader load weighed as the plan weighs it: network out where rates are
+    known, else bytes, else leader counts). A rack's failure needs no row: a partition it leaves without a replica
+    spans one rack, and ``rack-diversity`` already holds each partition to its racks before."""
+    import pandas as pd
+
+    from .plan.failover import failover_overload, leader_weights
+
+    weights, weighted_by = leader_weights(cluster, model)
+    if not any(weights):
+        weights, weighted_by = [1.0] * len(weights), "leaders"
+    alive = sorted(eligible)
+    orders = ([p.replicas for p in cluster.partitions], [after[p.tp] for p in cluster.partitions])
+    before, now = (failover_overload(reps, alive, pct / 100, weights) for reps in orders)
+    rows = [{"failed": b, "weighed_by": weighted_by, "before": before[b], "after": now[b]} for b in alive]
+    return pd.DataFrame(rows, columns=FAILOVER_COLUMNS)
 
 
 TRANSIENT_COLUMNS = ["broker", "capacity", "limit_pct", "before", "peak", "peak_batch", "util_before_pct",
@@ -428,6 +467,28 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
     return gates
 
 
+def _failover_gate(frames: dict[str, Any], th: Thresholds) -> list[_GateRow]:
+    """``failover-balance``: after any one broker fails, the survivor taking most of its leadership within the % over
+    the survivors' mean plus one partition, or no further above it than the worst single failure before the plan
+    (the plan's worst N-1 figure made no worse: which broker's failure is the worst may change)."""
+    import great_expectations as gx
+
+    frame = frames.get("failover")
+    if frame is None or not len(frame):
+        return []
+    worst_before = float(frame["before"].max())
+    frame["excess"] = [round(max(0.0, a - worst_before), 3) for a in frame["after"]]
+    return [("failover-balance", "failover", gx.expectations.ExpectColumnValuesToBeBetween(column="excess", max_value=0),
+             f"{failover_pct(th):g}%", "after any one broker fails, the survivor taking most of its leadership "
+             "within the % over the survivors' mean plus one partition, or no further above it than the worst failure "
+             "before the plan")]
+
+
+def failover_pct(th: Thresholds) -> float:
+    """The failover gate's band, percent: the threshold, or ``FAILOVER_DEVIATION_PCT``."""
+    return FAILOVER_DEVIATION_PCT if th.max_failover_deviation_pct is None else float(th.max_failover_deviation_pct)
+
+
 def _gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[dict[str, Any]]:
     """(gate name, frame, expectation, threshold, description) in gate order."""
     import great_expectations as gx
@@ -468,6 +529,7 @@ def _gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[dict[str,
         ("brokers-not-empty", "inventory", e.ExpectColumnValuesToBeBetween(column="brokers", min_value=1), ">= 1",
          "the snapshot's broker list is not empty"),
         *_load_gates(frames, plan, th),
+        *_failover_gate(frames, th),
         ("partitions-in-snapshot", "partitions", e.ExpectColumnValuesToBeInSet(column="in_snapshot", value_set=[True]),
          "true", "the plan covers only partitions of the snapshot"),
         ("plan-hash", "plan", e.ExpectColumnPairValuesToBeEqual(column_A="recorded_hash", column_B="changes_hash"),
@@ -552,7 +614,7 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
             if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
                 raise InputError(f"{path}: not a Kafka reassignment document")
     out = RunDir(run).validation
-    frames = build_frames(cluster, plan, run)
+    frames = build_frames(cluster, plan, run, failover_pct(thresholds))
     # The whole directory (result and Data Docs) or nothing: built aside, renamed into place when complete.
     with StagedFiles(run) as stage:
         staged = stage.path(VALIDATION_DIR)

@@ -64,7 +64,7 @@ def test_stages_return_small_summaries_and_the_approval_request(tmp_path: Path, 
     assert f"{plan['replica_moves']} replica moves" in subject and re.search(r"\d+\.\d (GiB|MiB)", subject)
     assert f"| replica moves | {plan['replica_moves']} |" in body
     assert "| replicas | 100.0% |" in body  # before: the new brokers are empty
-    assert "Validation gates (Great Expectations): **15/15 passed**" in body  # disk, network and bytes too
+    assert "Validation gates (Great Expectations): **16/16 passed**" in body  # disk, network, bytes, failover too
     assert body.split("\n\n")[1].startswith("**Bytes to copy:")  # the request leads with bytes and their bound
     assert "[Open the approver's report](http://af/rebalancer/runs/d/r/report.html)" in body
     assert f"`{plan['plan_hash'][:12]}`" in body

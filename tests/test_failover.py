@@ -4,6 +4,7 @@ never leaves a single failure worse; on a plan, the worst failure gets better.""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.plan.failover import failover_figures, order_followers
+from rebalancer.plan.failover import failover_figures, failover_overload, order_followers
 from rebalancer.plan.planner import make_plan
 from rebalancer.plan.summary import format_plan_summary
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -69,6 +70,26 @@ def test_the_figures_are_the_failures_simulated_partition_by_partition(case: Any
         want = _simulated(replicas, brokers, {b for b in brokers if rack[b] == name}, weights)
         assert (got["leaders_dev_pct"], got["load_dev_pct"], got["offline"], got["single_replica"]) == \
             pytest.approx(want, abs=0.011), name
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.sampled_from([0.0, 0.1, 0.25]))
+def test_the_overload_is_the_busiest_survivor_simulated(case: Any, band: float) -> None:
+    """The failover gate's measure: per broker failing, the busiest survivor's leader load above the band over the
+    survivors' mean, widened to a whole unit and by the heaviest partition the failed broker led."""
+    replicas, brokers, _, weights = case
+    got = failover_overload(replicas, brokers, band, weights)
+    for b in brokers:
+        load: Counter[int] = Counter()
+        for reps, w in zip(replicas, weights, strict=True):
+            left = [x for x in reps if x != b]
+            if left:
+                load[left[0]] += w
+        values = [load[c] for c in brokers if c != b]
+        mean = sum(values) / len(values) if values else 0.0
+        heaviest = max((w for reps, w in zip(replicas, weights, strict=True) if reps[0] == b), default=0.0)
+        want = 0.0 if mean <= 0 else max(0.0, max(values) - (math.ceil(mean * (1 + band) - 1e-9) + heaviest)) / mean * 100
+        assert got[b] == pytest.approx(want, abs=0.002), b
 
 
 @settings(max_examples=150, deadline=None)

@@ -180,13 +180,13 @@ def cli(section: str, step: str, *args: str, expect: int = 0, timeout: float = 3
 
 
 def gate_count(plan: dict[str, Any]) -> int:
-    """The gates validate runs on this plan: the 11 of every plan, topic leader balance where the plan claims it
-    (its leader flow met every topic's band), disk and network balance and bytes against their bound for every
+    """The gates validate runs on this plan: the 12 of every plan (failover balance among them), topic leader
+    balance where the plan claims it (its leader flow met every topic's band), disk and network balance and bytes against their bound for every
     replica plan (the snapshot knows the sizes, whatever the plan balanced), and capacity headroom and transient
     disk (these brokers report their disks' total bytes through DescribeLogDirs)."""
     balanced_load = plan["mode"] != "leaders"
     topic_claimed = (plan.get("solver", {}).get("leaders") or {}).get("topic_band_violation") == 0
-    return 11 + (1 if topic_claimed else 0) + (3 if balanced_load else 0) + 2
+    return 12 + (1 if topic_claimed else 0) + (3 if balanced_load else 0) + 2
 
 
 def planned(run: Path) -> Assignment:

@@ -19,7 +19,7 @@ from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
 
 ALL_GATES = {"max-changes-per-partition", "replica-balance", "known-live-brokers", "leader-balance",
              "replication-factor", "rack-diversity", "topics-not-empty", "brokers-not-empty",
-             "partitions-in-snapshot", "plan-hash", "reassignment-files-hash"}
+             "partitions-in-snapshot", "plan-hash", "reassignment-files-hash", "failover-balance"}
 RACK = {b: "abc"[b % 3] for b in range(6)}
 
 
@@ -143,6 +143,34 @@ def test_gate_topic_leader_balance_when_claimed(tmp_path: Path):
     edits = {("t0", 0): (1, 0, 2), ("t1", 1): (0, 1, 2)}
     plan = crafted(c, edits, mode="leaders", solver={"leaders": {"topic_band_violation": 0}})
     _only(gate_results(run_dir(tmp_path, c, plan)), "topic-leader-balance")
+
+
+def failover_cluster() -> Cluster:
+    """6 brokers in 3 racks, 36 partitions at RF 3, 6 led by each broker: the leader's two followers alternate as the
+    second replica, so a broker's failure hands 3 leaderships to each of two survivors."""
+    parts = []
+    for i in range(36):
+        a = i % 6
+        follow = ((a + 1) % 6, (a + 2) % 6) if (i // 6) % 2 == 0 else ((a + 2) % 6, (a + 1) % 6)
+        parts.append(Partition(f"t{i % 3}", i // 3, (a, *follow), a, (a, *follow), 0))
+    return Cluster.build([Broker(i, RACK[i]) for i in range(6)], parts)
+
+
+def test_gate_failover_balance_fails_a_follower_order_made_worse(tmp_path: Path):
+    """Reordering followers copies nothing and keeps every leader, so only the failover gate sees it: every partition
+    broker 0 leads with broker 1 second, its failure leaves broker 1 12 leaders where the survivors average 7.2
+    (the band: ceil(7.2 x 1.25) + 1 partition = 10), and the cluster before was within it."""
+    c = failover_cluster()
+    edits = {p.tp: (0, 1, 2) for p in c.partitions if p.replicas[0] == 0 and p.replicas[1] != 1}
+    assert len(edits) == 3
+    run = run_dir(tmp_path, c, crafted(c, edits))
+    _only(gate_results(run), "failover-balance")
+    result = json.loads((run / "validation" / "result.json").read_text())
+    gate = next(g for g in result["gates"] if g["name"] == "failover-balance")
+    assert [(r["failed"], r["before"], r["after"]) for r in gate["failing_rows_sample"]] == [(0, 0.0, 27.778)]
+    # within a wider band, and the order the cluster has passes the default one
+    assert gate_results(run, max_failover_deviation_pct=60)["failover-balance"]
+    assert gate_results(run_dir(tmp_path / "same", c, crafted(c, {})))["failover-balance"]
 
 
 def test_gate_replication_factor(tmp_path: Path):
@@ -277,7 +305,8 @@ def test_cli_prints_gate_table_and_fails_with_exit_6(tmp_path: Path):
     assert result.stderr.strip().splitlines() == [
         f"rebalancer: error: 1 gate(s) failed: max-changes-per-partition (see {run / 'validation' / 'result.json'})"]
     ok = run_cli("validate", str(run), "--max-changes-per-partition", "2")
-    assert ok.returncode == 0 and "all 12 gates passed" not in ok.stdout and "gates passed" in ok.stdout
+    # no sizes: no load gate runs (11 gates and the failover one)
+    assert ok.returncode == 0 and "all 12 gates passed" in ok.stdout and "failover-balance" in ok.stdout
 
 
 def test_relative_run_dir(tmp_path: Path, monkeypatch):

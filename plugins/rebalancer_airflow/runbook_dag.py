@@ -122,6 +122,10 @@ def common_params(mode: str) -> dict[str, Param]:
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
                                           title="Gate: leader deviation from median (%)", section="Validation"),
+        "max_failover_deviation_pct": Param(None, type=["null", "number"], minimum=0,
+                                            title="Gate: leader load after one broker fails, vs the survivors' mean (%)",
+                                            description="empty: 25 %; a plan no worse than the cluster was passes",
+                                            section="Validation"),
         **({k: Param(None, type=["null", "number"], minimum=minimum, title=title,
                      description=f"empty: {default}", section="Validation",
                      **_upper_bound(maximum))
@@ -335,7 +339,8 @@ def validate_task(**context: Any) -> dict[str, Any]:
     out = runbook.validate(run_dir(context), max_changes_per_partition=p.get("max_changes_per_partition"),
                            max_deviation_pct=float(p["max_deviation_pct"]),
                            max_leader_deviation_pct=float(p["max_leader_deviation_pct"]),
-                           **{k: (None if p.get(k) is None else float(p[k])) for k in LOAD_GATE_PARAMS})
+                           **{k: (None if p.get(k) is None else float(p[k]))
+                              for k in ("max_failover_deviation_pct", *LOAD_GATE_PARAMS)})
     print(out["table"])
     return out
 

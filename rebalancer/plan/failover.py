@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-__all__ = ["FailoverFigures", "failover_figures", "order_followers", "leader_weights"]
+__all__ = ["FailoverFigures", "failover_figures", "failover_overload", "order_followers", "leader_weights"]
 
 ORDER = "load"
 MOVES_PER_PARTITION = 2  # the local search's work limit per partition with a choice (a bound, not a clock)
@@ -151,6 +151,47 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
             "offline": int((remaining == 0).sum()), "single_replica": int(((remaining == 1) & (rf > 1)).sum())}
     out["worst_broker"] = _worst(out["brokers"])
     out["worst_rack"] = _worst(out["racks"])
+    return out
+
+
+def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int], band: float,
+                      weight: Sequence[float] | None = None) -> dict[int, float]:
+    """Per broker b failing alone: how far the survivor that takes most of b's leadership ends above what a failure
+    may leave it, in percent of the survivors' mean (0 within): at most ``band`` (a fraction) over the mean, widened
+    to a whole unit and by one partition of slack (the heaviest partition b leads: its leadership lands whole on one
+    survivor), as the count gates allow one replica and the network gate one partition
+    (``load.accepted_range``). Only the high side: a survivor left light takes no failover traffic. ``weight``:
+    each partition's load as leader (default 1: leader counts)."""
+    import math
+
+    import numpy as np
+
+    ids, reps = _replica_matrix(replicas, brokers)
+    index = {b: i for i, b in enumerate(ids)}
+    n, parts = len(ids), reps.shape[0]
+    w = np.ones(parts) if weight is None else np.asarray(weight, dtype=np.float64)
+    leader = reps[:, 0]
+    second = reps[:, 1] if reps.shape[1] > 1 else np.full(parts, -1)
+    alive = np.zeros(n, dtype=bool)
+    alive[[index[b] for b in brokers]] = True
+    loads = np.bincount(leader, weights=w, minlength=n)
+    has2 = second >= 0
+    pair = np.zeros((n, n))
+    np.add.at(pair, (leader[has2], second[has2]), w[has2])
+    heaviest = np.zeros(n)
+    np.maximum.at(heaviest, leader, w)
+    out = {}
+    for b in brokers:
+        i = index[b]
+        survivors = alive.copy()
+        survivors[i] = False
+        after = (loads + pair[i])[survivors]
+        mean = float(after.mean()) if after.size else 0.0
+        if mean <= 0:
+            out[b] = 0.0
+            continue
+        high = math.ceil(mean * (1 + band) - 1e-9) + float(heaviest[i])
+        out[b] = round(max(0.0, float(after.max()) - high) / mean * 100, 3)
     return out
 
 

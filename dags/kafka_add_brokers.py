@@ -19,7 +19,8 @@ with the fewest moves that bring every broker within the band of the median, and
 3. **plan** the smallest change set and its lower bound; **check_changes** ends the run successfully when there is
    nothing to change.
 4. **validate**: Great Expectations gates (at most one change per partition, deviation from the median, known and
-   live brokers, racks kept, hashes). A failed gate fails the run; nobody is asked.
+   live brokers, racks kept, hashes, the worst single broker failure). A failed gate fails the run; nobody is
+   asked.
 5. **analyze_plan** + **report**: the approver's report (before/after charts, gates, every change).
 6. **approve**: Required Actions in the UI (or the REST API). The request links to the report and Data Docs. The
    decision is recorded with the plan's hash in `approval.json`; Reject or timeout ends the run untouched.

@@ -136,3 +136,6 @@ def test_trigger_params(bag: dict[str, Any]) -> None:
     for dag_id in ("kafka_add_brokers", "kafka_rebalance_weekly"):
         assert load <= set(bag["dags"][dag_id]["params"]), dag_id
     assert not load & set(bag["dags"]["kafka_leader_rebalance"]["params"])
+    # Failover (issue 46): every runbook orders followers on request and gates the worst single broker failure.
+    for dag in bag["dags"].values():
+        assert {"failover_order", "max_failover_deviation_pct"} <= set(dag["params"])

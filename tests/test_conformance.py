@@ -29,6 +29,7 @@ import pytest
 from conftest import REPO
 from engines import (
     ENGINES,
+    RACKS,
     Engine,
     RealCluster,
     agreed_throttles,
@@ -561,3 +562,46 @@ def test_a_move_that_producers_outpace_is_reported_not_timed_out(engine: Engine)
         assert "ZooKeeper shows no replica sizes" in outcome["failed"]
         with open_backend(engine.source) as backend:  # the move goes on (ZooKeeper mode cannot cancel), throttled
             assert p.tp in backend.in_flight() and backend.throttle_configs()
+
+
+def test_a_broker_killed_after_the_plan_hands_its_leadership_as_the_plan_predicted(engine: Engine) -> None:
+    """Issue 46: the N-1 figures are what Kafka does. After the plan is executed (every partition led by its first
+    replica), the broker leading the most partitions is killed (kill -9 on a real cluster): each partition it led
+    elects the first replica of its assignment that is alive and in sync, so the survivors' leader counts, as the
+    cluster then reports them, are exactly those the final replica order predicts, and so is the plan's figure."""
+    from rebalancer.plan.failover import failover_figures
+
+    with open_backend(engine.source) as backend:
+        assert execute(engine.run, backend, opts(engine, per_broker=50, total=500))["finished"]
+        final = {p.tp: p.replicas for p in backend.read_cluster().partitions}
+        backend.elect_preferred(list(final))  # no-op where the executor's own election left them preferred
+    wait_until(lambda: all(lead == final[tp][0] for tp, lead in leaders(engine).items()), 60,
+               "every partition led by its first replica", poll=0.5)
+    led: dict[int, int] = {}
+    for reps in final.values():
+        led[reps[0]] = led.get(reps[0], 0) + 1
+    victim = max(sorted(led), key=lambda b: led[b])
+    alive = sorted(set(RACKS) - {victim})
+    predicted = {b: 0 for b in alive}
+    for reps in final.values():
+        predicted[next(b for b in reps if b != victim)] += 1
+    engine.kill_broker(victim)
+    try:
+        def reported() -> dict[int, int] | None:
+            now = leaders(engine)
+            if any(lead in (victim, None) for lead in now.values()):
+                return None  # the failure not yet seen everywhere
+            counts = {b: 0 for b in alive}
+            for lead in now.values():
+                counts[lead] += 1
+            return counts
+
+        counts = wait_until(reported, 180, f"the partitions broker {victim} led failing over", poll=0.5)
+        assert counts == predicted, (victim, final)
+        figure = failover_figures(list(final.values()), sorted(RACKS), RACKS)["brokers"][victim]
+        mean = sum(counts.values()) / len(counts)
+        seen = round(max(abs(v - mean) for v in counts.values()) / mean * 100, 2)
+        assert figure["leaders_dev_pct"] == seen and figure["offline"] == 0
+        record(engine, "failover", victim=victim, leaders=counts, leaders_dev_pct=seen)
+    finally:
+        engine.restart_broker(victim)

@@ -118,6 +118,10 @@ def common_params(mode: str) -> dict[str, Param]:
         "objective": Param("replicas", type="string", enum=["replicas", "bytes"], title="Minimise",
                            description="replicas moved (default) or bytes copied, among the plans that balance "
                                        "replica counts", section="Plan"),
+        "failover_order": Param(False, type="boolean", title="Order followers for failover",
+                                description="each partition's second replica chosen so that a failed broker's "
+                                            "leadership spreads evenly over the survivors (copies nothing; adds "
+                                            "order-only changes)", section="Plan"),
         "max_deviation_pct": Param(15.0, type="number", minimum=0, title="Gate: replica deviation from median (%)",
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
@@ -270,7 +274,7 @@ def plan_options(mode: str, context: Any) -> dict[str, Any]:
             "master": p.get("plan_spark_master") or None,
             # the execution the plan's time estimate assumes (the approval request shows it)
             "throttle": str(p["throttle"]), "schedule": _estimated_schedule(p), "max_moves_per_broker": _per_broker(p),
-            "max_moves": int(p["max_moves"])}
+            "max_moves": int(p["max_moves"]), "failover_order": bool(p.get("failover_order"))}
 
 
 class PlanOperator(SparkSubmitOperator):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Required, TypedDict
+from typing import Required, TypedDict, cast
 
 from ..balance import counts_excess
 from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, replica_table
@@ -177,8 +177,7 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     inp = LeaderLoadInput(current, cands, units, bands, weight, count_band=counts, topics=[p.topic for p in parts],
                           topic_band=topic_band, accepted=accepted)
     handed, handed_stats = leader_load(inp if counts_too else _counts_as_dimension(inp, counts), deadline)
-    stats = NetworkOutStats(moves=handed_stats["moves"], swaps=handed_stats["swaps"], rounds=handed_stats["rounds"],
-                            outside_bands=handed_stats["outside_bands"], cut_short=handed_stats["cut_short"])
+    stats = cast(NetworkOutStats, dict(handed_stats))  # the hand-overs' record, the rest added below
     if len(parts) <= EXACT_MAX_PARTITIONS and not deadline.cut_short:
         handed = _every_leader_at_once(cluster, inp, handed, targets, model, deadline, stats)
     _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in handed.items()})
@@ -189,7 +188,17 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
         stats["cut_short"] = deadline.cut_short or handed_stats["cut_short"]
         stats["partitions_without_eligible_leader"] = stranded
         stats["leader_bound"] = bound
+    elif handed:  # a hand-over may take a topic past its band to mend the count gate (so may the exact program)
+        stats["topic_band_violation_after"] = _topic_violation_after(inp, handed)
     return stats
+
+
+def _topic_violation_after(inp: LeaderLoadInput, handed: Mapping[int, int]) -> int:
+    """Leaders outside their topic's band once ``handed`` (partition index -> new leader) is applied."""
+    led = list(inp.leader)
+    for i, b in handed.items():
+        led[i] = b
+    return topic_violation(led, inp.topics, inp.candidates, inp.topic_band or {})
 
 
 def _counts_as_dimension(inp: LeaderLoadInput, counts: Mapping[int, Band]) -> LeaderLoadInput:

@@ -98,6 +98,19 @@ def _replica_matrix(replicas: Sequence[Sequence[int]], brokers: Sequence[int]) -
     return ids.tolist(), reps
 
 
+def _handed_over(reps: Any, w: Any, n: int) -> tuple[Any, Any]:
+    """(each broker's leader load, ``P[b, c]``: the load b leads whose second replica is c, which c takes over when b
+    fails alone) from a ``_replica_matrix`` and each partition's weight."""
+    import numpy as np
+
+    leader = reps[:, 0]
+    second = reps[:, 1] if reps.shape[1] > 1 else np.full(reps.shape[0], -1)
+    has2 = second >= 0
+    pair = np.zeros((n, n))
+    np.add.at(pair, (leader[has2], second[has2]), w[has2])
+    return np.bincount(leader, weights=w, minlength=n), pair
+
+
 def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], rack: Mapping[int, str | None],
                      weight: Sequence[float] | None = None, weighted_by: str = "bytes") -> FailoverFigures:
     """The figures of every single-broker and single-rack failure (module doc). ``replicas``: each partition's final
@@ -110,16 +123,10 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
     n, parts, width = len(ids), reps.shape[0], reps.shape[1]
     w = np.ones(parts) if weight is None else np.asarray(weight, dtype=np.float64)
     rf = (reps >= 0).sum(axis=1)
-    leader, second = reps[:, 0], reps[:, 1] if width > 1 else np.full(parts, -1)
     alive_all = np.zeros(n, dtype=bool)
     alive_all[[index[b] for b in brokers]] = True
-    counts = np.bincount(leader, minlength=n).astype(np.float64)
-    loads = np.bincount(leader, weights=w, minlength=n)
-    has2 = second >= 0
-    pair_n = np.zeros((n, n))
-    pair_w = np.zeros((n, n))
-    np.add.at(pair_n, (leader[has2], second[has2]), 1.0)
-    np.add.at(pair_w, (leader[has2], second[has2]), w[has2])
+    counts, pair_n = _handed_over(reps, np.ones(parts), n)
+    loads, pair_w = _handed_over(reps, w, n)
     # partitions holding each broker, by replica count: a failure of b leaves RF-1 replicas of each
     holds = np.zeros((n, width + 1))
     for k in range(width):
@@ -170,16 +177,11 @@ def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int],
     index = {b: i for i, b in enumerate(ids)}
     n, parts = len(ids), reps.shape[0]
     w = np.ones(parts) if weight is None else np.asarray(weight, dtype=np.float64)
-    leader = reps[:, 0]
-    second = reps[:, 1] if reps.shape[1] > 1 else np.full(parts, -1)
     alive = np.zeros(n, dtype=bool)
     alive[[index[b] for b in brokers]] = True
-    loads = np.bincount(leader, weights=w, minlength=n)
-    has2 = second >= 0
-    pair = np.zeros((n, n))
-    np.add.at(pair, (leader[has2], second[has2]), w[has2])
+    loads, pair = _handed_over(reps, w, n)
     heaviest = np.zeros(n)
-    np.maximum.at(heaviest, leader, w)
+    np.maximum.at(heaviest, reps[:, 0], w)
     out = {}
     for b in brokers:
         i = index[b]

@@ -37,9 +37,9 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
 12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
                                   the snapshot and the recorded load model), plus the largest partition it moves
-13. ``failover-balance``          every plan: after any one broker fails, the survivor taking most of its leadership
-                                  (leader load: network out where rates are known, else bytes, else leader counts)
-                                  within the % (default 25) over the survivors' mean plus one partition, or no
+13. ``failover-balance``          every plan: after any one broker fails, every survivor's leader load (network out
+                                  where rates are known, else bytes, else leader counts) within the % (default 25)
+                                  over the survivors' mean plus the heaviest partition it then leads, or no
                                   further above it than the worst single failure before the plan (``failover``, from
                                   the final replica order as Kafka elects: ``plan.failover``); a rack's failure:
                                   ``rack-diversity``
@@ -289,8 +289,8 @@ FAILOVER_COLUMNS = ["failed", "weighed_by", "before", "after"]
 def _failover_frame(cluster: Cluster, eligible: list[int], after: Mapping[tuple[str, int], tuple[int, ...]],
                     model: Any, pct: float) -> Any:
     """``failover``: one row per broker failing alone, before the plan and after it (from the snapshot and the final
-    replica order, as Kafka elects: the first replica alive): how far the survivor taking most of its leadership
-    ends above ``pct`` % over the survivors' mean, plus one partition, in percent of the mean
+    replica order, as Kafka elects: the first replica alive): how far the busiest survivor ends above ``pct`` % over
+    the survivors' mean plus the heaviest partition it then leads, in percent of the mean
     (``plan.failover.failover_overload``; leader load weighed as the plan weighs it: network out where rates are
     known, else bytes, else leader counts). A rack's failure needs no row: a partition it leaves without a replica
     spans one rack, and ``rack-diversity`` already holds each partition to its racks before."""
@@ -468,8 +468,8 @@ def _load_gates(frames: dict[str, Any], plan: Plan, th: Thresholds) -> list[_Gat
 
 
 def _failover_gate(frames: dict[str, Any], th: Thresholds) -> list[_GateRow]:
-    """``failover-balance``: after any one broker fails, the survivor taking most of its leadership within the % over
-    the survivors' mean plus one partition, or no further above it than the worst single failure before the plan
+    """``failover-balance``: after any one broker fails, every survivor within the % over the survivors' mean plus
+    the heaviest partition it then leads, or no further above it than the worst single failure before the plan
     (the plan's worst N-1 figure made no worse: which broker's failure is the worst may change)."""
     import great_expectations as gx
 
@@ -479,8 +479,8 @@ def _failover_gate(frames: dict[str, Any], th: Thresholds) -> list[_GateRow]:
     worst_before = float(frame["before"].max())
     frame["excess"] = [round(max(0.0, a - worst_before), 3) for a in frame["after"]]
     return [("failover-balance", "failover", gx.expectations.ExpectColumnValuesToBeBetween(column="excess", max_value=0),
-             f"{failover_pct(th):g}%", "after any one broker fails, the survivor taking most of its leadership "
-             "within the % over the survivors' mean plus one partition, or no further above it than the worst failure "
+             f"{failover_pct(th):g}%", "after any one broker fails, every survivor within the % over the survivors' "
+             "mean plus the heaviest partition it then leads, or no further above it than the worst failure "
              "before the plan")]
 
 

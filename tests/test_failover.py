@@ -76,20 +76,36 @@ def test_the_figures_are_the_failures_simulated_partition_by_partition(case: Any
 @given(clusters(), st.sampled_from([0.0, 0.1, 0.25]))
 def test_the_overload_is_the_busiest_survivor_simulated(case: Any, band: float) -> None:
     """The failover gate's measure: per broker failing, the busiest survivor's leader load above the band over the
-    survivors' mean, widened to a whole unit and by the heaviest partition the failed broker led."""
+    survivors' mean, widened to a whole unit and by the heaviest partition that survivor leads after the failure."""
     replicas, brokers, _, weights = case
     got = failover_overload(replicas, brokers, band, weights)
     for b in brokers:
         load: Counter[int] = Counter()
+        heaviest: dict[int, float] = {}
         for reps, w in zip(replicas, weights, strict=True):
             left = [x for x in reps if x != b]
             if left:
                 load[left[0]] += w
+                heaviest[left[0]] = max(heaviest.get(left[0], 0.0), w)
         values = [load[c] for c in brokers if c != b]
         mean = sum(values) / len(values) if values else 0.0
-        heaviest = max((w for reps, w in zip(replicas, weights, strict=True) if reps[0] == b), default=0.0)
-        want = 0.0 if mean <= 0 else max(0.0, max(values) - (math.ceil(mean * (1 + band) - 1e-9) + heaviest)) / mean * 100
+        over = max((load[c] - math.ceil(mean * (1 + band) - 1e-9) - heaviest.get(c, 0.0) for c in brokers if c != b),
+                   default=0.0)
+        want = 0.0 if mean <= 0 else max(0.0, over) / mean * 100
         assert got[b] == pytest.approx(want, abs=0.002), b
+
+
+def test_a_survivor_heavy_on_its_own_has_that_partition_of_slack() -> None:
+    """Fuzz small seed 7's shape: broker 0 leads one partition twenty times the others' network out, so it stands far
+    above the survivors' mean whichever broker fails. Like the network gate with every broker up, a survivor may
+    stand one partition (the heaviest it leads) above the band; one given more than that by a failure is over."""
+    replicas = [(0, 1, 2)] + [(b, b % 5 + 1, 0) for b in range(1, 6) for _ in range(6)]
+    weights = [20.0] + [1.0] * 30
+    # broker 3's six go to 4: 12 there against a mean of 10 (band ceil(12.5) + 1 = 14); 0 keeps its 20 (13 + 20)
+    assert failover_overload(replicas, list(range(6)), 0.25, weights)[3] == 0.0
+    # broker 3 leads six more, second 4 again: its failure leaves 4 with 18 against a mean of 11.2 (band 14 + 1)
+    heavier = failover_overload(replicas + [(3, 4, 0)] * 6, list(range(6)), 0.25, weights + [1.0] * 6)
+    assert heavier[3] == pytest.approx(3 / 11.2 * 100, abs=0.01)
 
 
 @settings(max_examples=150, deadline=None)

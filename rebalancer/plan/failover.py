@@ -163,12 +163,13 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
 
 def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int], band: float,
                       weight: Sequence[float] | None = None) -> dict[int, float]:
-    """Per broker b failing alone: how far the survivor that takes most of b's leadership ends above what a failure
-    may leave it, in percent of the survivors' mean (0 within): at most ``band`` (a fraction) over the mean, widened
-    to a whole unit and by one partition of slack (the heaviest partition b leads: its leadership lands whole on one
-    survivor), as the count gates allow one replica and the network gate one partition
-    (``load.accepted_range``). Only the high side: a survivor left light takes no failover traffic. ``weight``:
-    each partition's load as leader (default 1: leader counts)."""
+    """Per broker b failing alone: how far the busiest survivor ends above what a failure may leave it, in percent of
+    the survivors' mean (0 within): at most ``band`` (a fraction) over the mean, widened to a whole unit and by the
+    heaviest partition that survivor leads once b is gone: the one partition of slack the network gate gives every
+    broker with all up (``load.accepted_range``), as the count gates allow one replica. A survivor that leads a
+    partition heavier than the band stands above the band whichever broker fails (fuzz small seed 7), and a
+    partition b hands over lands whole on one survivor: each is one partition. Only the high side: a survivor left
+    light takes no failover traffic. ``weight``: each partition's load as leader (default 1: leader counts)."""
     import math
 
     import numpy as np
@@ -180,8 +181,12 @@ def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int],
     alive = np.zeros(n, dtype=bool)
     alive[[index[b] for b in brokers]] = True
     loads, pair = _handed_over(reps, w, n)
-    heaviest = np.zeros(n)
+    heaviest = np.zeros(n)  # the heaviest partition each broker leads, and each pair hands over (b's, to c)
     np.maximum.at(heaviest, reps[:, 0], w)
+    heaviest_pair = np.zeros((n, n))
+    if reps.shape[1] > 1:
+        has2 = reps[:, 1] >= 0
+        np.maximum.at(heaviest_pair, (reps[has2, 0], reps[has2, 1]), w[has2])
     out = {}
     for b in brokers:
         i = index[b]
@@ -192,8 +197,8 @@ def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int],
         if mean <= 0:
             out[b] = 0.0
             continue
-        high = math.ceil(mean * (1 + band) - 1e-9) + float(heaviest[i])
-        out[b] = round(max(0.0, float(after.max()) - high) / mean * 100, 3)
+        high = math.ceil(mean * (1 + band) - 1e-9) + np.maximum(heaviest, heaviest_pair[i])[survivors]
+        out[b] = round(max(0.0, float((after - high).max())) / mean * 100, 3)
     return out
 
 

@@ -336,16 +336,21 @@ def keep_logs(cluster: RealCluster | None, dest: Path) -> None:
     os.sync()
 
 
-def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3) -> None:
-    """Someone else creates a topic (Kafka's Admin API, as any application would): the cluster changes beside the run."""
+def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3,
+                           assignment: dict[int, list[int]] | None = None) -> None:
+    """Someone else creates a topic (Kafka's Admin API, as any application would): the cluster changes beside the run.
+    ``assignment``: partition -> replicas, in their order (else ``partitions`` at RF 2, placed by the controller)."""
     from kafka.admin import NewTopic
 
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=str(engine.extra["bootstrap"]).removeprefix("kafka://").split(","),
                              client_id="someone-else")
+    new = NewTopic(name, partitions, 2) if assignment is None else \
+        NewTopic(name, -1, -1, replica_assignments=assignment)
+    partitions = partitions if assignment is None else len(assignment)
     try:
-        admin.create_topics([NewTopic(name, partitions, 2)], timeout_ms=30_000)
+        admin.create_topics([new], timeout_ms=30_000)
     finally:
         admin.close()
     # Created means known to the controller; the broker the run's connection asks may learn of it a moment later.

@@ -605,3 +605,37 @@ def test_a_broker_killed_after_the_plan_hands_its_leadership_as_the_plan_predict
         record(engine, "failover", victim=victim, leaders=counts, leaders_dev_pct=seen)
     finally:
         engine.restart_broker(victim)
+
+
+def test_a_follower_order_only_change_decides_who_leads_when_the_leader_fails(engine: Engine) -> None:
+    """Issue 46's failover order is a metadata change: the same replicas in another order. At RF 3 it decides which
+    follower takes over: three partitions led by broker 0, each with its followers swapped by an order-only plan;
+    once broker 0 is killed (kill -9 on a real cluster), each is led by its new second replica, not its old one."""
+    prefix = engine.extra["cluster"].prefixes[-1] if engine.real else ""
+    topic = f"{prefix}failover-order"
+    before = {0: [0, 1, 2], 1: [0, 2, 1], 2: [0, 1, 2]}
+    create_topic_elsewhere(engine, topic, assignment=before)
+    with open_backend(engine.source) as backend:
+        cluster = backend.read_cluster()
+    targets = {(topic, p): (0, reps[2], reps[1]) for p, reps in before.items()}
+    assert all(cluster.partition(*tp).replicas == tuple(before[tp[1]]) for tp in targets)
+    plan = build_plan(cluster, targets, mode="leaders", strategy="manual",
+                      eligible=frozenset(b.id for b in cluster.brokers), params={}, solver={}, bounds={})
+    assert plan.summary["bytes_moved"] == 0
+    write_plan(plan, engine.run)
+    approve(engine.run, by="conformance")
+    with open_backend(engine.source) as backend:
+        assert execute(engine.run, backend, opts(engine))["finished"]
+    assert {tp: assignment(engine)[tp] for tp in targets} == targets
+    wait_until(lambda: all(leaders(engine)[tp] == 0 for tp in targets), 60, "broker 0 leading the topic", poll=0.5)
+    engine.kill_broker(0)
+    try:
+        def led() -> dict[tuple[str, int], int | None] | None:
+            now = {tp: leaders(engine)[tp] for tp in targets}
+            return None if any(lead in (0, None) for lead in now.values()) else now
+
+        now = wait_until(led, 180, "the partitions broker 0 led failing over", poll=0.5)
+        assert now == {tp: reps[1] for tp, reps in targets.items()}, now  # the new seconds: 2, 1, 2 (not 1, 2, 1)
+        record(engine, "failover-order", leaders={f"{t}-{p}": b for (t, p), b in now.items()})
+    finally:
+        engine.restart_broker(0)

@@ -50,7 +50,7 @@ MAX_LISTED_BROKERS = 24  # flag lists longer than this are cut with "... and N m
 METRICS = ("replicas", "leaders", "bytes")
 LOAD_DIMENSIONS = ("disk", "nw_in", "nw_out")
 CHART_FILES = ({m: f"brokers_{m}.png" for m in METRICS} | {"heatmap": "topics_heatmap.png"}
-               | {f"load_{d}": f"load_{d}.png" for d in LOAD_DIMENSIONS})
+               | {f"load_{d}": f"load_{d}.png" for d in LOAD_DIMENSIONS} | {"failover": "failover.png"})
 
 COLOR_OK = "#4c72b0"
 COLOR_ABOVE = "#d62728"
@@ -441,6 +441,42 @@ def _load_chart(dim: str, info: Mapping[str, Any], rows: Sequence[Mapping[str, A
     fig.savefig(out, format="png")
 
 
+def _failover_chart(failover: Mapping[str, Any], out: Path) -> None:
+    """Per broker failing alone (x), the survivors' largest deviation from their mean, before and after the plan: one
+    panel for leader counts, one for leader load (``summary.failover``, as the section's table)."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    before, after = _obj(_obj(failover.get("before")).get("brokers")), _obj(_obj(failover.get("after")).get("brokers"))
+    ids = sorted(int(b) for b in after)
+    weighted = str(failover.get("weighted_by", "load"))
+    panels = [("leaders_dev_pct", "leader count"), ("load_dev_pct", f"leader {weighted}")]
+    width = min(16.0, max(12.0, 4.0 + 0.1 * len(ids)))
+    fig = Figure(figsize=(width, 0.9 + 2.2 * len(panels)), dpi=100, layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    xs = list(range(len(ids)))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        was = [_num(_obj(before.get(str(b))).get(key)) or 0.0 for b in ids]  # plan.json: keys are strings
+        now = [_num(_obj(after.get(str(b))).get(key)) or 0.0 for b in ids]
+        ax.bar([x - 0.2 for x in xs], was, width=0.38, color="#b0b0b0", linewidth=0, zorder=2)
+        ax.bar([x + 0.2 for x in xs], now, width=0.38, color=[COLOR_OK if a <= w else COLOR_ABOVE
+                                                               for w, a in zip(was, now, strict=True)],
+               linewidth=0, zorder=3)
+        ax.set_title(f"{label}: worst survivor's deviation from the survivors' mean", loc="left", fontsize=10)
+        ax.set_ylabel("%", fontsize=9)
+        ax.set_xlim(-0.6, len(ids) - 0.4)
+        ax.grid(axis="y", linewidth=0.5, alpha=0.5, zorder=0)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="y", labelsize=8)
+    axes[-1].set_xlabel("the broker that fails", fontsize=9)
+    _broker_ticks(axes[-1], ids)
+    handles = [Patch(color="#b0b0b0", label="before"), Patch(color=COLOR_OK, label="after, no worse"),
+               Patch(color=COLOR_ABOVE, label="after, worse")]
+    fig.legend(handles=handles, loc="outside upper right", ncols=len(handles), fontsize=9, frameon=False)
+    fig.suptitle("If one broker fails", fontsize=12, x=0.01, ha="left")
+    fig.savefig(out, format="png")
+
+
 def _load_dims(plan: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], list[str]]:
     """plan.json's ``summary.load``: its dimensions, broker rows, and the load dimensions that carry a load."""
     load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
@@ -467,6 +503,10 @@ def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
     for d in dims if rows else ():
         made[f"load_{d}"] = charts_dir / CHART_FILES[f"load_{d}"]
         _load_chart(d, _obj(dims_doc[d]), rows, made[f"load_{d}"])
+    failover = _obj(_obj(_obj(inputs.plan).get("summary")).get("failover")) if inputs.plan is not None else {}
+    if _obj(_obj(failover.get("after")).get("brokers")):
+        made["failover"] = charts_dir / CHART_FILES["failover"]
+        _failover_chart(failover, made["failover"])
     for key, name in CHART_FILES.items():
         if key not in made:
             (charts_dir / name).unlink(missing_ok=True)
@@ -818,9 +858,10 @@ footer{margin-top:30px;color:#5f6b7a;font-size:12px}
 """
 
 
-def _failover_section(plan: Mapping[str, Any] | None, worst: int = 5) -> str:
-    """If a broker or a rack fails (``summary.failover``): the worst single failures after the plan, and each
-    rack's, against the same failure before it; absent for a plan written before the figures existed."""
+def _failover_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path], worst: int = 5) -> str:
+    """If a broker or a rack fails (``summary.failover``): every broker's failure as a chart, then the worst single
+    failures after the plan, and each rack's, against the same failure before it; absent for a plan written before
+    the figures existed."""
     failover = _obj(_obj(_obj(plan).get("summary")).get("failover")) if plan is not None else {}
     before, after = _obj(failover.get("before")), _obj(failover.get("after"))
     if not after:
@@ -843,7 +884,9 @@ def _failover_section(plan: Mapping[str, Any] | None, worst: int = 5) -> str:
         rows.append(f"<tr><th>rack {_e(r)}</th>{cells(_obj(racks_before.get(r)))}<td>&rarr;</td>"
                     f"{cells(_obj(racks_after[r]))}</tr>")
     head = (f"<th>leaders</th><th>leader {weighted}</th><th>offline</th><th>one replica left</th>")
-    return ('<section id="failover"><h2>If a broker or a rack fails</h2><p class="muted">Each failure alone, every '
+    chart = (f'<figure id="failover-chart">{_img(charts["failover"], "each broker failing alone")}</figure>'
+             if "failover" in charts else "")
+    return (f'<section id="failover"><h2>If a broker or a rack fails</h2>{chart}<p class="muted">Each failure alone, every '
             "replica in sync: the survivors' largest deviation from their mean in leader count and leader load "
             "(each partition elects the first live replica of its order), the partitions left offline and those "
             f"left with one replica. The {min(worst, len(ranked))} worst brokers after the plan, and every rack.</p>"
@@ -859,7 +902,7 @@ def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str
               + "</footer>")
     body = "".join([
         _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan, charts),
-        _heatmap_section(inputs, charts), _failover_section(inputs.plan), _flags_section(inputs.summary),
+        _heatmap_section(inputs, charts), _failover_section(inputs.plan, charts), _flags_section(inputs.summary),
         _gates_section(inputs.validation),
         _changes_section(inputs.plan), footer,
     ])

@@ -211,7 +211,7 @@ def test_report_charts_are_pngs(planned_run: Path) -> None:
     execution = json.loads((planned_run / "plan.json").read_text())["summary"]["execution"]
     assert f'<span id="execution">{describe(execution)}</span>' in html_path.read_text()
     for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png",
-                 "load_disk.png", "load_nw_in.png", "load_nw_out.png"):
+                 "load_disk.png", "load_nw_in.png", "load_nw_out.png", "failover.png"):
         data = (planned_run / "report" / name).read_bytes()
         assert data[:8] == PNG_MAGIC, name
         assert len(data) > 10_000, f"{name} is only {len(data)} bytes"
@@ -255,16 +255,17 @@ def test_report_in_chromium_shows_plan_numbers(planned_run: Path, tmp_path: Path
     assert dom.text["validation-missing"].strip() == "validation not run yet"
     assert dom.text["changes-count"].startswith(f"showing 200 of {len(plan['changes'])} changes")
     assert dom.text["source"].strip() == "simulated scenario new-brokers"
-    # Self-contained: seven embedded charts (counts, heat map, a utilisation chart per load dimension), nothing
-    # fetched, no script.
-    assert len(dom.img_src) == 7 and all(src.startswith("data:image/png;base64,") for src in dom.img_src)
+    # Self-contained: eight embedded charts (counts, heat map, a utilisation chart per load dimension, a broker's
+    # failure), nothing fetched, no script.
+    assert len(dom.img_src) == 8 and all(src.startswith("data:image/png;base64,") for src in dom.img_src)
     assert all(f'id="load-chart-{d}"' in html_path.read_text() for d in ("disk", "nw_in", "nw_out"))
     assert not {"script", "link", "iframe", "object"} & set(dom.tags)
     assert "http://" not in html_path.read_text() and "https://" not in html_path.read_text()
 
-    # Tall enough for the headline, the count charts and the utilisation section (a chart per load dimension).
+    # Tall enough for the headline, the count charts, the utilisation section (a chart per load dimension) and the
+    # failover chart.
     shot = tmp_path / "report.png"
-    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4400", "--hide-scrollbars", html_path.as_uri())
+    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,5700", "--hide-scrollbars", html_path.as_uri())
     assert shot.read_bytes()[:8] == PNG_MAGIC and shot.stat().st_size > 50_000
     shutil.copyfile(shot, SCREENSHOT_COPY)
 
@@ -308,7 +309,7 @@ def test_without_a_plan_the_report_shows_current_skew(tmp_path: Path) -> None:
     assert len(dom.img_src) == 4  # no plan: no utilisation charts
     for name in ("brokers_replicas.png", "brokers_leaders.png", "brokers_bytes.png", "topics_heatmap.png"):
         assert (run / "report" / name).read_bytes()[:8] == PNG_MAGIC
-    assert not list((run / "report").glob("load_*.png"))
+    assert not list((run / "report").glob("load_*.png")) and not (run / "report" / "failover.png").exists()
 
 
 def test_the_report_says_what_a_broker_or_rack_failure_does(planned_run: Path) -> None:
@@ -324,6 +325,9 @@ def test_the_report_says_what_a_broker_or_rack_failure_does(planned_run: Path) -
     for rack in failover["after"]["racks"]:
         assert f"<th>rack {rack}</th>" in section
     assert section.count("<tr><th>broker ") == 5 and "before" in section and "after" in section
+    # every broker's failure as a chart above the table
+    assert section.index('<figure id="failover-chart"><img src="data:image/png;base64,') < section.index("<table")
+    assert (planned_run / "report" / "failover.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_no_failover_section_without_a_plan(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from .errors import CapacityError, InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
-__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "DEFAULT_RETENTION_MS",
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "beyond", "DEFAULT_RETENTION_MS",
            "partition_loads", "dimension_loads", "largest_replica", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
            "model_from_params", "read_history", "HISTORY_FILE", "CapacityError"]
 
@@ -483,6 +483,13 @@ def load_bands(dimension: str, total: int, eligible: Iterable[int], capacity: Ma
     return out
 
 
+def beyond(value: float, low: float, high: float) -> float:
+    """How far ``value`` lies outside [low, high]: ``value - high`` above it, ``low - value`` below it, 0 inside. The
+    band distance every search weighs (``plan.load_greedy``, ``plan.leader_load``, ``plan.load_problem``,
+    ``plan.split``) and the gates measure (``gate_excess_pct``): a plan and its gate cannot measure differently."""
+    return value - high if value > high else low - value if value < low else 0.0
+
+
 def gate_excess_pct(after: float, before: float, target: float, band: float, *, not_worse: bool,
                     largest: float = 0.0, held: bool = False) -> float:
     """The disk and network gates' predicate for one broker, which the plan's summary judges by too: percent of the
@@ -498,7 +505,7 @@ def gate_excess_pct(after: float, before: float, target: float, band: float, *, 
     low, high = accepted_range(target, band, before, slack, not_worse)
     if held:
         low, high = min(low, before), max(high, before)
-    return round(max(0.0, low - after, after - high) / target * 100, 3)
+    return round(beyond(after, low, high) / target * 100, 3)
 
 
 def held_one_way(after: float, target: float, may_give: bool, may_take: bool) -> bool:

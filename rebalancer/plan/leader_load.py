@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
-from ..load import Band
+from ..load import Band, beyond
 from .budget import CHECK_EVERY, Deadline
 from .load_greedy import SIZE_PULL, WINDOW
-from .load_problem import mean_target, violation_unit
+from .load_problem import mean_target, violation_sides, violation_unit
 
 __all__ = ["HandOverStats", "LeaderLoadInput", "leader_load"]
 
@@ -142,20 +142,16 @@ class _Leadership:
     def out(self, d: str, b: int, v: float) -> float:
         z = self.zone[d].get(b)
         scale = self.scale[d][b]
-        beyond = ZONE_WEIGHT * max(0.0, z[0] - v, v - z[1]) / scale if z else 0.0
-        if v > self.high[d][b]:
-            return beyond + (v - self.high[d][b]) / scale
-        if v < self.low[d][b]:
-            return beyond + (self.low[d][b] - v) / scale
-        return beyond
+        outside_zone = ZONE_WEIGHT * beyond(v, z[0], z[1]) / scale if z else 0.0
+        return outside_zone + beyond(v, self.low[d][b], self.high[d][b]) / scale
 
     def violation(self, b: int) -> float:
         return sum(self.out(d, b, self.load[d][b]) for d in self.dims)
 
     def above(self, b: int) -> bool:
-        load, high, low, scale = self.load, self.high, self.low, self.scale
-        return sum(max(0.0, load[d][b] - high[d][b]) / scale[d][b] for d in self.dims) >= \
-            sum(max(0.0, low[d][b] - load[d][b]) / scale[d][b] for d in self.dims)
+        """Whether broker b is further above its bands than below them."""
+        up, down = violation_sides(b, self.dims, self.load, self.low, self.high, self.scale)
+        return up >= down
 
     def window(self, lst: list[tuple[float, int]], desired: float, width: int = WINDOW) -> list[int]:
         pos = bisect.bisect_right(lst, (desired, len(self.leader)))

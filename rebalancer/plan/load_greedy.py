@@ -47,8 +47,9 @@ import itertools
 from collections.abc import Sequence
 from typing import TypedDict
 
+from ..load import beyond
 from .budget import CHECK_EVERY, Deadline
-from .load_problem import REMOVED_WEIGHT, LoadInput, add_fixed, mean_target, violation_unit
+from .load_problem import REMOVED_WEIGHT, LoadInput, add_fixed, mean_target, violation_sides, violation_unit
 from .racks import keeps_racks
 
 __all__ = ["GreedyStats", "load_greedy"]
@@ -195,12 +196,7 @@ class _Placement:
                     scale[b] = violation_unit(band.average, mean, inp.weight.get(d, 1.0))
 
     def out_of_band(self, d: str, b: int, value: float) -> float:
-        high, low = self.high[d][b], self.low[d][b]
-        if value > high:
-            return (value - high) / self.scale[d][b]
-        if value < low:
-            return (low - value) / self.scale[d][b]
-        return 0.0
+        return beyond(value, self.low[d][b], self.high[d][b]) / self.scale[d][b]
 
     def refresh(self, b: int) -> float:
         """Broker b's violation above and below its bands, after its load changed (its partner order kept)."""
@@ -211,13 +207,7 @@ class _Placement:
                     self._takers[d].remove(self._keys[(d, 0, b)])
                 if b in self._giver_pos:
                     self._givers[d].remove(self._keys[(d, 1, b)])
-        up = down = 0.0
-        for d in self.dims:
-            v, high, low = self.load[d][b], self.high[d][b], self.low[d][b]
-            if v > high:
-                up += (v - high) / self.scale[d][b]
-            elif v < low:
-                down += (low - v) / self.scale[d][b]
+        up, down = violation_sides(b, self.dims, self.load, self.low, self.high, self.scale)
         self.above[b], self.below[b] = up, down
         if ordered:
             for d in self.dims:
@@ -282,7 +272,9 @@ class _Placement:
         of a band only in a dimension of lower priority than the best the move improves, or in one the move
         improves overall when that broker can undo it later (it may both give and take): shifting excess from one
         broker to another is no progress, and a giver that may not take (add-brokers) stays below its band. Each
-        broker's distance from its band as ``out_of_band`` measures it, written out: millions of moves are weighed."""
+        broker's distance from its band as ``out_of_band`` measures it: ``load.beyond`` written out (a call costs
+        this loop 2.4x: 131 against 55 ns a dimension, and millions of moves are weighed), on the pair's loads and
+        bands read once (``pair``)."""
         change = 0.0
         top = 0.0
         worse: list[tuple[float, float, bool]] = []

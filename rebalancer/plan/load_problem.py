@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..balance import count_allowance
-from ..load import Band
+from ..load import Band, beyond
 
 if TYPE_CHECKING:
     from ..load import LoadModel
     from ..model import Cluster
     from .targets import Targets
 
-__all__ = ["LoadInput", "add_fixed", "load_input", "placement_dimensions", "evaluate", "broker_violation", "mean_target",
-           "violation_unit", "count_gate_band", "median_safe_band", "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN",
+__all__ = ["LoadInput", "add_fixed", "load_input", "placement_dimensions", "evaluate", "broker_violation",
+           "violation_sides", "mean_target", "violation_unit", "count_gate_band", "median_safe_band", "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN",
            "LOAD_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
@@ -189,6 +189,22 @@ def violation_unit(average: float, mean: float, weight: float = 1.0) -> float:
     return max(average, mean * 1e-3) / weight
 
 
+def violation_sides(b: int, dims: Sequence[str], load: Mapping[str, Mapping[int, float]],
+                    low: Mapping[str, Mapping[int, float]], high: Mapping[str, Mapping[int, float]],
+                    scale: Mapping[str, Mapping[int, float]]) -> tuple[float, float]:
+    """Broker b's violation above its bands and below them (each dimension's ``load.beyond`` in units of its
+    ``scale``, summed by side): the local search's and the leader pass's incremental tallies."""
+    up = down = 0.0
+    for d in dims:
+        v, top = load[d][b], high[d][b]
+        x = beyond(v, low[d][b], top) / scale[d][b]
+        if v > top:
+            up += x
+        else:
+            down += x
+    return up, down
+
+
 def broker_violation(inp: LoadInput, d: str, b: int, band: Band, mean: float, value: float,
                      before: float | None = None) -> float:
     """How far broker b's load ``value`` in dimension d lies outside ``band``, weighted by the dimension's priority,
@@ -205,4 +221,4 @@ def broker_violation(inp: LoadInput, d: str, b: int, band: Band, mean: float, va
         away = abs(before - band.average)
         low = low if b in inp.receivers else min(low, band.average - away)
         high = high if b in inp.givers else max(high, band.average + away)
-    return inp.weight.get(d, 1.0) * (max(0.0, value - high) + max(0.0, low - value)) / violation_unit(band.average, mean)
+    return inp.weight.get(d, 1.0) * beyond(value, low, high) / violation_unit(band.average, mean)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from ..bulk import collector_paused
-from ..load import Band
+from ..load import Band, beyond
 from .budget import Deadline
 from .load_greedy import GreedyStats, load_greedy
 from .load_problem import LoadInput, broker_violation, mean_target
@@ -150,11 +150,11 @@ def _transport(load: dict[int, float], bands: dict[int, Band], removed: Sequence
         x, goal = load[b], band.average
         if x > goal:
             high = goal + (band.ceil - goal) * TRANSPORT_INNER
-            beyond_out[b] = max(0.0, x - high)
+            beyond_out[b] = beyond(x, goal, high)
             inside_out[b] = x - goal - beyond_out[b]
         elif x < goal:
             low = goal - (goal - band.floor) * TRANSPORT_INNER
-            beyond_in[b] = max(0.0, low - x)
+            beyond_in[b] = beyond(x, low, goal)
             inside_in[b] = goal - x - beyond_in[b]
     moving = max(sum(beyond_out.values()), sum(beyond_in.values()))
 

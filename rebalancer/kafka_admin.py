@@ -484,25 +484,28 @@ def log_dir_sizes(admin: Any, brokers: list[int], topic_partitions: Mapping[str,
     return sizes
 
 
-def topic_retention_ms(admin: Any, topics: list[str]) -> dict[str, int]:
-    """Each topic's effective ``retention.ms`` (its own, else the one its brokers give it), from DescribeConfigs;
-    -1 is kept for ever."""
+TOPIC_SETTINGS = ("retention.ms", "min.insync.replicas")  # what a snapshot reads of each topic's config
+
+
+def topic_settings(admin: Any, topics: list[str]) -> dict[str, dict[str, int]]:
+    """Each topic's effective ``TOPIC_SETTINGS`` (its own, else the one its brokers give it), from DescribeConfigs:
+    setting -> topic -> value (``retention.ms`` -1: kept for ever); a topic not described (deleted meanwhile) is
+    left out, and its readers use Kafka's defaults."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
+    out: dict[str, dict[str, int]] = {key: {} for key in TOPIC_SETTINGS}
     if not topics:
-        return {}
-    res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs={"retention.ms": None})
+        return out
+    res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs=dict.fromkeys(TOPIC_SETTINGS))
                                   for t in topics], config_filter="all")
-    out: dict[str, int] = {}
     for by_name in res.values():
         for name, entries in by_name.items():
-            value = (entries.get("retention.ms") or {}).get("value")
-            if value is None:
-                continue  # not described (a topic deleted meanwhile)
-            try:
-                out[name] = int(value)
-            except (TypeError, ValueError):
-                continue  # not described (a topic deleted meanwhile): the load model uses the default
+            for key in TOPIC_SETTINGS:
+                value = (entries.get(key) or {}).get("value")
+                try:
+                    out[key][name] = int(str(value))
+                except ValueError:
+                    continue  # not described (None: a topic deleted meanwhile)
     return out
 
 
@@ -523,7 +526,7 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool
         sizes = log_dir_sizes(admin, live, totals=disks) if with_sizes else None
         ongoing = in_flight(admin)
         topics = sorted(t["name"] for t in meta["topics"] if not t.get("error_code") and t["name"] != LOCK_TOPIC)
-        retention = topic_retention_ms(admin, topics) if with_sizes else {}
+        settings = topic_settings(admin, topics) if with_sizes else {}
     except kafka_errors() as exc:
         if raw:
             raise
@@ -547,8 +550,11 @@ def read_cluster(admin: Any, *, display: str, with_sizes: bool = True, raw: bool
     meta_out: dict[str, Any] = {"source": display, "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "sizes_known": bool(with_sizes), "cluster_id": meta.get("cluster_id"),
                                 "controller_id": meta.get("controller_id")}
-    if retention:
-        meta_out["topic_retention_ms"] = retention  # effective: Kafka resolves topic, broker and default
+    # effective values: Kafka resolves topic, broker and default
+    if settings.get("retention.ms"):
+        meta_out["topic_retention_ms"] = settings["retention.ms"]
+    if settings.get("min.insync.replicas"):
+        meta_out["topic_min_insync_replicas"] = settings["min.insync.replicas"]
     if ongoing:
         meta_out["reassignment_in_progress"] = [
             {"topic": t, "partition": p, "replicas": [b for b in v["replicas"] if b not in v["removing_replicas"]]}

@@ -273,15 +273,18 @@ def read_cluster(  # noqa: C901
             continue  # deleted while reading
         assignments[t] = parse_topic_znode(data, t)
 
-    # Topic overrides of retention.ms (ZooKeeper holds no broker defaults: the load model assumes Kafka's).
+    # Topic overrides of retention.ms and min.insync.replicas (ZooKeeper holds no broker defaults: the load model
+    # and the failover figures assume Kafka's).
     config_futs = [(t, zk.get_async(config_path("topics", t))) for t in assignments]
     retention: dict[str, int] = {}
+    min_isr: dict[str, int] = {}
     for t, fut in config_futs:
         try:
             data, _ = fut.get()
-            value = (json.loads(data).get("config") or {}).get("retention.ms")
-            if value is not None:
-                retention[t] = int(value)
+            config = json.loads(data).get("config") or {}
+            for key, into in (("retention.ms", retention), ("min.insync.replicas", min_isr)):
+                if config.get(key) is not None:
+                    into[t] = int(config[key])
         except NoNodeError:
             continue
         except (ValueError, TypeError, AttributeError):
@@ -337,6 +340,8 @@ def read_cluster(  # noqa: C901
     meta["sizes_known"] = bool(sizes)
     if retention:
         meta["topic_retention_ms"] = retention
+    if min_isr:
+        meta["topic_min_insync_replicas"] = min_isr
     return Cluster.build(brokers.values(), partitions, meta)
 
 

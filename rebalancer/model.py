@@ -175,7 +175,8 @@ class Cluster:
     """Brokers and partitions, validated together. Build with ``Cluster.build``.
 
     ``brokers`` is sorted by id and ``partitions`` by (topic, partition); ``meta`` carries provenance (source,
-    time taken, in-flight reassignment) and never affects planning.
+    time taken, in-flight reassignment) and the topic settings a snapshot read (``topic_retention_ms``: the load
+    model's network in; ``topic_min_insync_replicas``: the failover figures), never where replicas may go.
     """
 
     brokers: tuple[Broker, ...]

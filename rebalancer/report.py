@@ -870,7 +870,8 @@ def _failover_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]
 
     def cells(fig: Mapping[str, Any]) -> str:
         return (f"<td>{_dec(fig.get('leaders_dev_pct'), 1)}%</td><td>{_dec(fig.get('load_dev_pct'), 1)}%</td>"
-                f"<td>{_int(fig.get('offline'))}</td><td>{_int(fig.get('single_replica'))}</td>")
+                f"<td>{_int(fig.get('offline'))}</td><td>{_int(fig.get('single_replica'))}</td>"
+                f"<td>{_int(fig.get('under_min_isr'))}</td>")
 
     rows = []
     brokers_after, brokers_before = _obj(after.get("brokers")), _obj(before.get("brokers"))
@@ -883,15 +884,20 @@ def _failover_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]
     for r in sorted(racks_after, key=str):
         rows.append(f"<tr><th>rack {_e(r)}</th>{cells(_obj(racks_before.get(r)))}<td>&rarr;</td>"
                     f"{cells(_obj(racks_after[r]))}</tr>")
-    head = (f"<th>leaders</th><th>leader {weighted}</th><th>offline</th><th>one replica left</th>")
+    head = (f"<th>leaders</th><th>leader {weighted}</th><th>offline</th><th>one replica left</th>"
+            "<th>under min.insync</th>")
+    isr = ("each topic's min.insync.replicas as the snapshot read it" if failover.get("min_insync_replicas_known")
+           else "min.insync.replicas 1 assumed: the snapshot read no topic's")
     chart = (f'<figure id="failover-chart">{_img(charts["failover"], "each broker failing alone")}</figure>'
              if "failover" in charts else "")
     return (f'<section id="failover"><h2>If a broker or a rack fails</h2>{chart}<p class="muted">Each failure alone, every '
             "replica in sync: the survivors' largest deviation from their mean in leader count and leader load "
-            "(each partition elects the first live replica of its order), the partitions left offline and those "
-            f"left with one replica. The {min(worst, len(ranked))} worst brokers after the plan, and every rack.</p>"
+            "(each partition elects the first live replica of its order), the partitions left offline, those "
+            "left with one replica and those left with fewer live replicas than their min.insync.replicas "
+            f"(producers with acks=all refused; {isr}). The {min(worst, len(ranked))} worst brokers after the plan, "
+            "and every rack.</p>"
             f'<table class="failover"><thead><tr><th></th>{head}<th></th>{head}</tr>'
-            '<tr><th></th><th colspan="4">before</th><th></th><th colspan="4">after</th></tr></thead>'
+            '<tr><th></th><th colspan="5">before</th><th></th><th colspan="5">after</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></section>')
 
 

@@ -55,7 +55,7 @@ from rebalancer.execute import (
 )
 from rebalancer.movement.estimate import estimate
 from rebalancer.planfile.result import build_plan, load_plan, write_plan
-from rebalancer.snapshot import load_snapshot
+from rebalancer.snapshot import load_snapshot, read_source, take_snapshot
 
 MB = 1_000_000
 
@@ -639,3 +639,33 @@ def test_a_follower_order_only_change_decides_who_leads_when_the_leader_fails(en
         record(engine, "failover-order", leaders={f"{t}-{p}": b for (t, p), b in now.items()})
     finally:
         engine.restart_broker(0)
+
+
+def test_a_snapshot_reads_each_topics_min_insync_replicas(engine: Engine) -> None:
+    """Issue 46's failover figures count the partitions a failure leaves under their min.insync.replicas: the
+    snapshot reads the setting, a topic's own through ZooKeeper (which holds no broker defaults), each topic's
+    effective one through the Admin API; at RF 2 and min.insync.replicas 2, any one broker's failure leaves every
+    partition it holds of that topic under it, and the plan's figures say so."""
+    from rebalancer.plan import plan_run_dir
+
+    cluster = load_snapshot(engine.run)
+    topic = min(p.topic for p in cluster.partitions)
+    other = max(p.topic for p in cluster.partitions)
+    with open_backend(engine.source) as backend:
+        backend.alter_configs("topics", topic, {"min.insync.replicas": "2"})
+
+    def read() -> dict[str, int] | None:
+        found = read_source(engine.source).meta.get("topic_min_insync_replicas") or {}
+        return found if found.get(topic) == 2 else None
+
+    found = wait_until(read, 30, f"{engine.source} showing {topic}'s min.insync.replicas", poll=0.5)
+    assert found == ({topic: 2} if engine.kind == "zk" else {topic: 2, other: 1}), found
+    run = engine.run.parent / "min-isr"
+    snapshot = take_snapshot(engine.source, run)
+    plan_run_dir(run, "leaders")
+    failover = load_plan(run).summary["failover"]
+    assert failover["min_insync_replicas_known"] is True
+    assert all(len(p.replicas) == 2 for p in snapshot.partitions if p.topic == topic)
+    under = {int(b): f["under_min_isr"] for b, f in failover["before"]["brokers"].items()}
+    assert under == {b: sum(1 for p in snapshot.partitions if p.topic == topic and b in p.replicas) for b in under}
+    assert sum(under.values()) == 2 * sum(1 for p in snapshot.partitions if p.topic == topic) > 0

@@ -74,12 +74,14 @@ def test_snapshots_read_retention_and_disk_totals_for_the_load_model(tmp_path, z
     topic = cluster.partitions[0].topic
     other = next(p.topic for p in cluster.partitions if p.topic != topic)
     with admin_backend(sim) as backend:
-        backend.alter_configs("topics", topic, {"retention.ms": "86400000"})
+        backend.alter_configs("topics", topic, {"retention.ms": "86400000", "min.insync.replicas": "2"})
     via_zk = read_source(zk_url)
     via_kafka = read_source(f"kafka://{sim.bootstrap}")
-    # ZooKeeper holds the topic's own override only; the Admin API gives each topic's effective retention.
+    # ZooKeeper holds the topic's own override only; the Admin API gives each topic's effective setting.
     assert via_zk.meta["topic_retention_ms"] == {topic: 86400000}
     assert via_kafka.meta["topic_retention_ms"] == {topic: 86400000, other: 7 * 24 * 3600 * 1000}
+    assert via_zk.meta["topic_min_insync_replicas"] == {topic: 2}
+    assert via_kafka.meta["topic_min_insync_replicas"] == {topic: 2, other: 1}
     # DescribeLogDirs reports each broker's disk (its log directories' total bytes).
     assert {b.id: b.disk_capacity_bytes for b in via_kafka.brokers} == {b.id: (b.id + 1) * 10**12 for b in cluster.brokers}
 

@@ -32,16 +32,18 @@ def clusters(draw: Any) -> tuple[list[tuple[int, ...]], list[int], dict[int, str
 
 
 def _simulated(replicas: list[tuple[int, ...]], alive: list[int], down: set[int],
-               weights: list[float]) -> tuple[float, float, int, int]:
+               weights: list[float], min_isr: list[int]) -> tuple[float, float, int, int, int]:
     """The failure of ``down``, one partition at a time: (leaders' and leader load's largest deviation from the
-    survivors' mean in percent, partitions with no replica left, partitions it leaves with one replica)."""
+    survivors' mean in percent, partitions with no replica left, partitions it leaves with one replica, partitions
+    it leaves with fewer live replicas than their min.insync.replicas, which their replicas could hold)."""
     counts: Counter[int] = Counter()
     load: Counter[int] = Counter()
-    offline = single = 0
-    for reps, w in zip(replicas, weights, strict=True):
+    offline = single = under = 0
+    for reps, w, m in zip(replicas, weights, min_isr, strict=True):
         left = [b for b in reps if b not in down]
         offline += not left
         single += len(left) == 1 < len(reps)
+        under += 0 < len(left) < m <= len(reps)
         if left:
             counts[left[0]] += 1
             load[left[0]] += w
@@ -52,24 +54,26 @@ def _simulated(replicas: list[tuple[int, ...]], alive: list[int], down: set[int]
         mean = sum(values) / len(values) if values else 0.0
         return 0.0 if mean <= 0 else round(max(abs(v - mean) for v in values) / mean * 100, 2)
 
-    return dev(counts), dev(load), offline, single
+    return dev(counts), dev(load), offline, single, under
+
+
+FIGURES = ("leaders_dev_pct", "load_dev_pct", "offline", "single_replica", "under_min_isr")
 
 
 @settings(max_examples=150, deadline=None)
-@given(clusters())
-def test_the_figures_are_the_failures_simulated_partition_by_partition(case: Any) -> None:
+@given(clusters(), st.lists(st.integers(1, 4), min_size=40, max_size=40))
+def test_the_figures_are_the_failures_simulated_partition_by_partition(case: Any, settings_: list[int]) -> None:
     replicas, brokers, rack, weights = case
-    figures = failover_figures(replicas, brokers, rack, weights)
+    min_isr = settings_[:len(replicas)]
+    figures = failover_figures(replicas, brokers, rack, weights, min_isr=min_isr)
     for b in brokers:
         got = figures["brokers"][b]
-        want = _simulated(replicas, brokers, {b}, weights)
-        assert (got["leaders_dev_pct"], got["load_dev_pct"], got["offline"], got["single_replica"]) == \
-            pytest.approx(want, abs=0.011), b
+        want = _simulated(replicas, brokers, {b}, weights, min_isr)
+        assert tuple(got[f] for f in FIGURES) == pytest.approx(want, abs=0.011), b
     for name in set(rack.values()):
         got = figures["racks"][name]
-        want = _simulated(replicas, brokers, {b for b in brokers if rack[b] == name}, weights)
-        assert (got["leaders_dev_pct"], got["load_dev_pct"], got["offline"], got["single_replica"]) == \
-            pytest.approx(want, abs=0.011), name
+        want = _simulated(replicas, brokers, {b for b in brokers if rack[b] == name}, weights, min_isr)
+        assert tuple(got[f] for f in FIGURES) == pytest.approx(want, abs=0.011), name
 
 
 @settings(max_examples=150, deadline=None)

@@ -229,7 +229,8 @@ def test_throttle_set_through_the_api_lands_in_zookeeper_and_paces_the_copy(zk, 
            {LEADER_RATE: (LONG_MAX, "DEFAULT_CONFIG"), FOLLOWER_RATE: (LONG_MAX, "DEFAULT_CONFIG")}
     assert {k: (v["value"], v["config_source"]) for k, v in every["topic"]["t"].items()} == \
            {LEADER_REPLICAS: ("", "DEFAULT_CONFIG"), FOLLOWER_REPLICAS: ("", "DEFAULT_CONFIG"),
-            "retention.ms": ("604800000", "DEFAULT_CONFIG"), "retention.bytes": ("-1", "DEFAULT_CONFIG")}
+            "retention.ms": ("604800000", "DEFAULT_CONFIG"), "retention.bytes": ("-1", "DEFAULT_CONFIG"),
+            "min.insync.replicas": ("1", "DEFAULT_CONFIG")}
 
     notes_before = len(zk.get_children(kz.CONFIG_CHANGES))
     throttle(admin, rate, [0, 1, 5], "t", "0:0,0:1", "0:5")
@@ -549,7 +550,8 @@ def _request(api_key: int, version: int) -> tuple[Any, Callable[[Any], bool]]:
         resource = D.DescribeConfigsResource(resource_type=2, resource_name="t", configuration_keys=None)
         return (D(version=version, resources=[resource]),
                 lambda r: {c.name for c in r.results[0].configs} == {LEADER_REPLICAS, FOLLOWER_REPLICAS,
-                                                                      "retention.ms", "retention.bytes"})
+                                                                      "retention.ms", "retention.bytes",
+                                                                      "min.insync.replicas"})
     if api_key == IncrementalAlterConfigsRequest.API_KEY:
         change = I.AlterableConfig(name=LEADER_REPLICAS, config_operation=0, value="*")
         return (IncrementalAlterConfigsRequest(version=version, validate_only=True, resources=[

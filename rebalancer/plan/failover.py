@@ -38,12 +38,14 @@ MOVES_PER_PARTITION = 2  # the local search's work limit per partition with a ch
 
 class Scenario(TypedDict):
     """One failure: the survivors' largest deviation from their mean (percent) in leader counts and leader load,
-    and the partitions it leaves with no replica, or with a single one (of two or more)."""
+    the partitions it leaves with no replica, or with a single one (of two or more), and those it leaves with fewer
+    live replicas than their ``min.insync.replicas`` (not offline: producers with acks=all are refused there)."""
 
     leaders_dev_pct: float
     load_dev_pct: float
     offline: int
     single_replica: int
+    under_min_isr: int
 
 
 class FailoverFigures(TypedDict):
@@ -112,10 +114,13 @@ def _handed_over(reps: Any, w: Any, n: int) -> tuple[Any, Any]:
 
 
 def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], rack: Mapping[int, str | None],
-                     weight: Sequence[float] | None = None, weighted_by: str = "bytes") -> FailoverFigures:
+                     weight: Sequence[float] | None = None, weighted_by: str = "bytes",
+                     min_isr: Sequence[int] | None = None) -> FailoverFigures:
     """The figures of every single-broker and single-rack failure (module doc). ``replicas``: each partition's final
     replicas, the preferred leader first; ``brokers``: the brokers alive after the plan; ``weight``: each
-    partition's load as leader (default 1 each)."""
+    partition's load as leader (default 1 each); ``min_isr``: each partition's ``min.insync.replicas`` (default 1).
+    A partition counts under its min.insync.replicas where the failure takes it there (one whose replicas are
+    fewer than it with every broker up is misconfigured, not failed: not counted)."""
     import numpy as np
 
     ids, reps = _replica_matrix(replicas, brokers)
@@ -123,16 +128,21 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
     n, parts, width = len(ids), reps.shape[0], reps.shape[1]
     w = np.ones(parts) if weight is None else np.asarray(weight, dtype=np.float64)
     rf = (reps >= 0).sum(axis=1)
+    needs = np.ones(parts, dtype=np.int64) if min_isr is None else np.asarray(min_isr, dtype=np.int64)
+    needs = np.where(needs <= rf, needs, 0)  # more than its replicas: under with every broker up, not counted
     alive_all = np.zeros(n, dtype=bool)
     alive_all[[index[b] for b in brokers]] = True
     counts, pair_n = _handed_over(reps, np.ones(parts), n)
     loads, pair_w = _handed_over(reps, w, n)
     # partitions holding each broker, by replica count: a failure of b leaves RF-1 replicas of each
     holds = np.zeros((n, width + 1))
+    tight = np.zeros(n)  # partitions holding each broker with min.insync.replicas = RF >= 2: one failure is too many
     for k in range(width):
         col = reps[:, k]
         ok = col >= 0
         np.add.at(holds, (col[ok], rf[ok]), 1.0)
+        at = ok & (needs == rf) & (rf >= 2)
+        np.add.at(tight, col[at], 1.0)
     out: FailoverFigures = {"brokers": {}, "racks": {}, "worst_broker": {}, "worst_rack": {}, "weighted_by": weighted_by}
     for b in brokers:
         i = index[b]
@@ -140,7 +150,8 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
         alive[i] = False
         out["brokers"][b] = {"leaders_dev_pct": _dev(counts + pair_n[i], alive),
                              "load_dev_pct": _dev(loads + pair_w[i], alive),
-                             "offline": int(holds[i, 1]), "single_replica": int(holds[i, 2]) if width >= 2 else 0}
+                             "offline": int(holds[i, 1]), "single_replica": int(holds[i, 2]) if width >= 2 else 0,
+                             "under_min_isr": int(tight[i])}
     names = sorted({str(rack[b]) for b in brokers if rack.get(b) is not None})
     valid = reps >= 0
     for name in names:
@@ -155,7 +166,8 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
         out["racks"][name] = {
             "leaders_dev_pct": _dev(np.bincount(new_leader[ok], minlength=n).astype(np.float64), alive),
             "load_dev_pct": _dev(np.bincount(new_leader[ok], weights=w[ok], minlength=n), alive),
-            "offline": int((remaining == 0).sum()), "single_replica": int(((remaining == 1) & (rf > 1)).sum())}
+            "offline": int((remaining == 0).sum()), "single_replica": int(((remaining == 1) & (rf > 1)).sum()),
+            "under_min_isr": int(((remaining > 0) & (remaining < needs)).sum())}
     out["worst_broker"] = _worst(out["brokers"])
     out["worst_rack"] = _worst(out["racks"])
     return out
@@ -207,7 +219,7 @@ def _worst(scenarios: Mapping[Any, Scenario]) -> dict[str, Any]:
     worst: dict[str, Any] = {}
     if not scenarios:
         return worst
-    for fig in ("leaders_dev_pct", "load_dev_pct", "offline", "single_replica"):
+    for fig in ("leaders_dev_pct", "load_dev_pct", "offline", "single_replica", "under_min_isr"):
         who = max(sorted(scenarios, key=str), key=lambda s: float(scenarios[s][fig]))
         worst[fig] = scenarios[who][fig]
         worst[f"{fig}_by"] = who

@@ -372,10 +372,13 @@ def _failover_summary(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]
     (``failover.failover_figures``), over the brokers the plan keeps."""
     rack = {b.id: b.rack for b in cluster.brokers}
     alive = sorted(targets.eligible)
-    before = failover_figures([p.replicas for p in cluster.partitions], alive, rack, weights, weighted_by)
+    topic_min = cluster.meta.get("topic_min_insync_replicas") or {}
+    min_isr = [int(topic_min.get(p.topic, 1)) for p in cluster.partitions]
+    before = failover_figures([p.replicas for p in cluster.partitions], alive, rack, weights, weighted_by, min_isr)
     after = failover_figures([assignment.get(p.tp, p.replicas) for p in cluster.partitions], alive, rack, weights,
-                             weighted_by)
-    return {"weighted_by": weighted_by, "before": before, "after": after}
+                             weighted_by, min_isr)
+    return {"weighted_by": weighted_by, "before": before, "after": after,
+            "min_insync_replicas_known": bool(topic_min)}
 
 
 def _counts_outside_gate(plan: Plan, model: LoadModel) -> dict[str, list[int]]:

@@ -76,7 +76,9 @@ def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any
                      f"{after['leaders_dev_pct']:.1f}% (worst: {after['leaders_dev_pct_by']}), leader "
                      f"{failover['weighted_by']} +-{before['load_dev_pct']:.1f}% -> {after['load_dev_pct']:.1f}% "
                      f"(worst: {after['load_dev_pct_by']})"
-                     + (f", {after['offline']} partition(s) offline" if after["offline"] else ""))
+                     + (f", {after['offline']} partition(s) offline" if after["offline"] else "")
+                     + (f", {after['under_min_isr']} under min.insync.replicas (was {before.get('under_min_isr', 0)})"
+                        if after.get("under_min_isr") or before.get("under_min_isr") else ""))
     if "failover" in solver:
         lines.append(f"  followers reordered for failover: {solver['failover']['reordered']} partition(s), "
                      f"{solver['failover']['order_only']} of them for that alone (no bytes)")

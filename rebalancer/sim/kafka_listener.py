@@ -176,6 +176,20 @@ def _check_long(minimum: int) -> Callable[[str], str | None]:
     return check
 
 
+def _check_int(minimum: int) -> Callable[[str], str | None]:
+    """Kafka's validator of an INT config with a lower bound (its error texts)."""
+    def check(value: str) -> str | None:
+        try:
+            number = int(value.strip())
+        except ValueError:
+            return "Not a number of type INT"
+        if not -(2**31) <= number <= 2**31 - 1:
+            return "Not a number of type INT"
+        return f"Value must be at least {minimum}" if number < minimum else None
+
+    return check
+
+
 _check_rate = _check_long(0)
 _check_retention = _check_long(-1)
 
@@ -221,6 +235,9 @@ KNOWN_KEYS: dict[ConfigResourceType, dict[str, _Key]] = {
                              "are discarded (ms); -1: no time limit.", _check_retention),
         "retention.bytes": _Key("-1", ConfigType.LONG, "The largest size a partition's log may grow to before old "
                                 "segments are discarded; -1: no size limit.", _check_retention),
+        # What the failover figures read (partitions a failure leaves under it).
+        "min.insync.replicas": _Key("1", ConfigType.INT, "The fewest in-sync replicas a write with acks=all needs; "
+                                    "with fewer, such producers are refused (NotEnoughReplicas).", _check_int(1)),
     },
 }
 DEFAULT_BROKER = "<default>"  # the znode of the cluster-wide broker default, named "" in the protocol

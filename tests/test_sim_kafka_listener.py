@@ -267,6 +267,9 @@ def test_invalid_throttles_are_refused_and_nothing_is_written(zk, make_sim, conn
     for resource, bad in (
         (ConfigResource(ConfigResourceType.BROKER, "1", {LEADER_RATE: "fast"}), "Not a number of type LONG"),
         (ConfigResource(ConfigResourceType.BROKER, "1", {LEADER_RATE: "-1"}), "Value must be at least 0"),
+        (ConfigResource(ConfigResourceType.TOPIC, "t", {"min.insync.replicas": "0"}), "Value must be at least 1"),
+        (ConfigResource(ConfigResourceType.TOPIC, "t", {"min.insync.replicas": str(2**31)}),
+         "Not a number of type INT"),
         (ConfigResource(ConfigResourceType.TOPIC, "t", {LEADER_REPLICAS: "0-1"}), "Must be the literal '*'"),
         (ConfigResource(ConfigResourceType.TOPIC, "t", {LEADER_REPLICAS: (AlterConfigOp.APPEND, "x:1")}), "Must be"),
         (ConfigResource(ConfigResourceType.BROKER, "1", {LEADER_RATE: (AlterConfigOp.APPEND, "5")}),

@@ -162,36 +162,23 @@ class _Close(Exception):
 
 
 # -- configs ---------------------------------------------------------------------------------------------------
-def _check_long(minimum: int) -> Callable[[str], str | None]:
-    """Kafka's validator of a LONG config with a lower bound (its error texts)."""
+def _check_number(kind: str, bits: int, minimum: int) -> Callable[[str], str | None]:
+    """Kafka's validator of a LONG (64 bits) or INT (32 bits) config with a lower bound (its error texts)."""
     def check(value: str) -> str | None:
         try:
             number = int(value.strip())
         except ValueError:
-            return "Not a number of type LONG"
-        if number > 2**63 - 1:
-            return "Not a number of type LONG"
+            return f"Not a number of type {kind}"
+        if not -(2 ** (bits - 1)) <= number <= 2 ** (bits - 1) - 1:
+            return f"Not a number of type {kind}"
         return f"Value must be at least {minimum}" if number < minimum else None
 
     return check
 
 
-def _check_int(minimum: int) -> Callable[[str], str | None]:
-    """Kafka's validator of an INT config with a lower bound (its error texts)."""
-    def check(value: str) -> str | None:
-        try:
-            number = int(value.strip())
-        except ValueError:
-            return "Not a number of type INT"
-        if not -(2**31) <= number <= 2**31 - 1:
-            return "Not a number of type INT"
-        return f"Value must be at least {minimum}" if number < minimum else None
-
-    return check
-
-
-_check_rate = _check_long(0)
-_check_retention = _check_long(-1)
+_check_rate = _check_number("LONG", 64, 0)
+_check_retention = _check_number("LONG", 64, -1)
+_check_min_isr = _check_number("INT", 32, 1)
 
 
 _REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
@@ -237,7 +224,7 @@ KNOWN_KEYS: dict[ConfigResourceType, dict[str, _Key]] = {
                                 "segments are discarded; -1: no size limit.", _check_retention),
         # What the failover figures read (partitions a failure leaves under it).
         "min.insync.replicas": _Key("1", ConfigType.INT, "The fewest in-sync replicas a write with acks=all needs; "
-                                    "with fewer, such producers are refused (NotEnoughReplicas).", _check_int(1)),
+                                    "with fewer, such producers are refused (NotEnoughReplicas).", _check_min_isr),
     },
 }
 DEFAULT_BROKER = "<default>"  # the znode of the cluster-wide broker default, named "" in the protocol

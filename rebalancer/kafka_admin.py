@@ -502,10 +502,12 @@ def topic_settings(admin: Any, topics: list[str]) -> dict[str, dict[str, int]]:
         for name, entries in by_name.items():
             for key in TOPIC_SETTINGS:
                 value = (entries.get(key) or {}).get("value")
+                if value is None:
+                    continue  # not described (a topic deleted meanwhile)
                 try:
-                    out[key][name] = int(str(value))
-                except ValueError:
-                    continue  # not described (None: a topic deleted meanwhile)
+                    out[key][name] = int(value)
+                except (TypeError, ValueError):
+                    continue  # not a number: its readers use Kafka's default
     return out
 
 

@@ -477,6 +477,11 @@ def _failover_chart(failover: Mapping[str, Any], out: Path) -> None:
     fig.savefig(out, format="png")
 
 
+def _failover_doc(plan: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """plan.json's ``summary.failover`` (empty without a plan, or for a plan written before the figures existed)."""
+    return _obj(_obj(_obj(plan).get("summary")).get("failover")) if plan is not None else {}
+
+
 def _load_dims(plan: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[Mapping[str, Any]], list[str]]:
     """plan.json's ``summary.load``: its dimensions, broker rows, and the load dimensions that carry a load."""
     load = _obj(_obj(plan.get("summary")).get("load")) if plan is not None else {}
@@ -503,7 +508,7 @@ def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
     for d in dims if rows else ():
         made[f"load_{d}"] = charts_dir / CHART_FILES[f"load_{d}"]
         _load_chart(d, _obj(dims_doc[d]), rows, made[f"load_{d}"])
-    failover = _obj(_obj(_obj(inputs.plan).get("summary")).get("failover")) if inputs.plan is not None else {}
+    failover = _failover_doc(inputs.plan)
     if _obj(_obj(failover.get("after")).get("brokers")):
         made["failover"] = charts_dir / CHART_FILES["failover"]
         _failover_chart(failover, made["failover"])
@@ -862,7 +867,7 @@ def _failover_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]
     """If a broker or a rack fails (``summary.failover``): every broker's failure as a chart, then the worst single
     failures after the plan, and each rack's, against the same failure before it; absent for a plan written before
     the figures existed."""
-    failover = _obj(_obj(_obj(plan).get("summary")).get("failover")) if plan is not None else {}
+    failover = _failover_doc(plan)
     before, after = _obj(failover.get("before")), _obj(failover.get("after"))
     if not after:
         return ""

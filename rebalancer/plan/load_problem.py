@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from .targets import Targets
 
 __all__ = ["LoadInput", "add_fixed", "load_input", "placement_dimensions", "evaluate", "broker_violation",
-           "violation_sides", "mean_target", "violation_unit", "count_gate_band", "median_safe_band", "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN",
-           "LOAD_MARGIN"]
+           "violation_sides", "mean_target", "violation_unit", "count_gate_band", "median_safe_band",
+           "median_gate_band", "REMOVED_WEIGHT", "COUNT_MARGIN", "LOAD_MARGIN"]
 
 REMOVED_WEIGHT = 1000.0  # a removed broker's violation weighs this much more: it must end empty
 

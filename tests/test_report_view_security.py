@@ -197,15 +197,15 @@ def test_in_chromium_the_report_renders_and_no_planted_script_runs(stack: Stack,
             assert driver.title != "pwned" and not driver.find_elements(By.TAG_NAME, "script")
             assert shown in driver.find_element(By.TAG_NAME, "body").text
 
-        # The approver's report under its CSP: tables, the inline style, the four embedded charts; not the
+        # The approver's report under its CSP: tables, the inline style, the embedded charts; not the
         # script appended to it, nor the markup in its plan.
         driver.get(f"{stack.base_url}{url(DAG, 'manual__edited', 'report.html')}")
         wait.until(ec.presence_of_element_located((By.ID, "moves")))
         assert driver.title.startswith("Kafka rebalance report")
         assert driver.find_element(By.CSS_SELECTOR, ".cards").value_of_css_property("display") == "grid"
         images = driver.find_elements(By.TAG_NAME, "img")
-        # the count charts, the heat map and a utilisation chart per load dimension
-        assert len(images) == 7 and all(int(i.get_property("naturalWidth")) > 500 for i in images)
+        # the count charts, the heat map, a utilisation chart per load dimension and the failover chart
+        assert len(images) == 8 and all(int(i.get_property("naturalWidth")) > 500 for i in images)
         assert len(driver.find_elements(By.CSS_SELECTOR, "table.changes tbody tr")) == 200
         assert PWNED in driver.find_element(By.ID, "changes").text
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from .errors import INTERNAL_EXIT, InputError, RebalancerError, write_record
+from .options import INT32_MAX, add_arguments, number
 from .rundir import RunDir
 
 if TYPE_CHECKING:
@@ -153,15 +153,10 @@ def _terminal_bar() -> ProgressBar:
 def _exec_options(args: argparse.Namespace) -> ExecOptions:
     from .execute import ExecOptions
 
-    return ExecOptions.from_input(args.throttle, max_batch_bytes=getattr(args, "max_batch_bytes", None),
-                       batch_bytes_option="--max-batch-bytes",
-                       schedule=args.schedule, per_broker=args.max_moves_per_broker, total=args.max_moves,
-                       order=args.order, poll=args.poll,
-                       timeout_factor=args.timeout_factor, min_timeout=args.min_timeout,
-                       throttle_settle=args.throttle_settle, destination_grace=args.destination_grace,
-                       on_progress=_terminal_bar() if sys.stderr.isatty() else None,
-                       progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr, flush=True)),
-                       approval=getattr(args, "approval", None))
+    return ExecOptions.from_input(args, on_progress=_terminal_bar() if sys.stderr.isatty() else None,
+                                  progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr,
+                                                            flush=True)),
+                                  approval=getattr(args, "approval", None))
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -228,7 +223,7 @@ def cmd_throttle(args: argparse.Namespace) -> int:
 
     if not args.clear:
         raise InputError("only --clear is supported: throttles are otherwise set per batch by execute")
-    opts = ExecOptions(throttle=1, approval=args.approval, progress=lambda t: print(t, file=sys.stderr, flush=True))
+    opts = ExecOptions(approval=args.approval, progress=lambda t: print(t, file=sys.stderr, flush=True))
     preflight(args.run_dir, opts.approval)
     with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
         result = release_throttles(args.run_dir, backend, opts)
@@ -413,40 +408,17 @@ def _add_scenario_options(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--partitions", type=_count, help="total partitions")
     p.add_argument("--topics", type=_count, help="number of topics")
     p.add_argument("--rf", type=_count, help="replication factor")
-    p.add_argument("--new-brokers", type=_number(int, minimum=0, maximum=10_000),
+    p.add_argument("--new-brokers", type=number(int, minimum=0, maximum=10_000),
                    help="new-brokers scenario: how many empty brokers")
-    p.add_argument("--seed", type=_number(int, minimum=0, maximum=2**32 - 1), default=42, help="random seed (default 42)")
+    p.add_argument("--seed", type=number(int, minimum=0, maximum=2**32 - 1), default=42, help="random seed (default 42)")
 
 
-INT32_MAX = 2**31 - 1  # Kafka's broker ids, partition numbers and counts are Java ints
-
-
-def _number(kind: type, *, minimum: float | None = None, above: float | None = None, maximum: float | None = None,
-            what: str = "") -> Any:
-    """An argparse type: a finite number of ``kind`` within bounds, or a one-line error that says which bound."""
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if kind is float and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
-        if above is not None and not value > above:
-            raise argparse.ArgumentTypeError(f"{text!r} must be greater than {above:g}{what}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum:g}{what}")
-        if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(f"{text!r} must be at most {maximum:g}{what}")
-        return value
-    return parse
-
-
-_positive_float = _number(float, above=0, maximum=10**9)
-_timeout = _number(float, above=0, maximum=86_400, what=" seconds")
-_seconds = _number(float, minimum=0, maximum=86_400, what=" seconds")
-_count = _number(int, minimum=1, maximum=INT32_MAX)
-_broker_id = _number(int, minimum=0, maximum=INT32_MAX, what=" (a Kafka broker id)")
-_port = _number(int, minimum=1, maximum=65_535)
+_positive_float = number(float, above=0, maximum=10**9)
+_timeout = number(float, above=0, maximum=86_400, what=" seconds")
+_seconds = number(float, minimum=0, maximum=86_400, what=" seconds")
+_count = number(int, minimum=1, maximum=INT32_MAX)
+_broker_id = number(int, minimum=0, maximum=INT32_MAX, what=" (a Kafka broker id)")
+_port = number(int, minimum=1, maximum=65_535)
 
 
 SOURCE_HELP = ("zk://[user:password@]HOST:PORT[/chroot] (ZooKeeper) or kafka://[user:password@]HOST:PORT[,HOST:PORT]"
@@ -571,36 +543,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_approve)
 
     def exec_opts(q: argparse.ArgumentParser, throttle_required: bool = True) -> None:
+        from .execute import ExecOptions
+
         q.add_argument("run_dir")
         q.add_argument("--source", required=True, help=SOURCE_HELP)
         _kafka_config_option(q)
         q.add_argument("--timeout", type=_timeout, default=10.0, help="connection timeout, seconds")
-        q.add_argument("--throttle", required=throttle_required, default="50MB/s",
-                       help="replication quota per broker, e.g. 50MB/s, 20MiB/s or bytes/s")
-        # Left out: ExecOptions' default (rebalancer.execute.runner), the one place they live.
-        q.add_argument("--schedule", choices=EXECUTION_SCHEDULES,
-                       help="auto (default): rolling where the source can add moves to those in flight (kafka://), "
-                            "batches otherwise (zk://); batches: each batch after the previous one's slowest move; "
-                            "rolling: a move starts as soon as its brokers have room (kafka:// only)")
-        q.add_argument("--max-moves-per-broker", type=_count,
-                       help="moves at once per broker (rolling: into it and out of it apart; default 2 rolling, "
-                            "5 in batches)")
-        q.add_argument("--max-moves", type=_count, help="moves at once in the cluster (default 50)")
-        q.add_argument("--max-batch-bytes", help="batches: cap on the bytes one batch copies, e.g. 100GB")
-        q.add_argument("--order", choices=["bound", "smallest", "largest"],
-                       help="batches: how they are formed: bound (default: the broker with the most bytes left kept "
-                            "busy, the fewest seconds in all), or the smallest or largest moves first")
-        q.add_argument("--poll", type=_number(float, above=0, maximum=3600, what=" seconds"),
-                       help="seconds between progress checks (default 1)")
-        q.add_argument("--timeout-factor", type=_positive_float,
-                       help="batch timeout = factor x bytes/throttle of the busiest broker + --min-timeout (default 3)")
-        q.add_argument("--min-timeout", type=_seconds, help="seconds (default 120)")
-        q.add_argument("--throttle-settle", type=_seconds,
-                       help="seconds between setting throttles and starting a batch (brokers apply config changes "
-                            "asynchronously; default 2)")
-        q.add_argument("--destination-grace", type=_seconds,
-                       help="seconds a destination broker may be down (restarting) before the batch fails "
-                            "(default 60)")
+        add_arguments(q, ExecOptions, required=("throttle",) if throttle_required else ())
 
     p = sub.add_parser("execute", help="execute an approved plan in throttled batches (resumable)")
     exec_opts(p)
@@ -692,7 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("zookeeper", help="run a ZooKeeper server in the foreground (from the pyspark jars)")
     p.add_argument("--dir", required=True, help="data and log directory")
     p.add_argument("--port", type=_port, default=2181)
-    p.add_argument("--tick-ms", type=_number(int, minimum=1, maximum=60_000), default=2000)
+    p.add_argument("--tick-ms", type=number(int, minimum=1, maximum=60_000), default=2000)
     p.set_defaults(func=cmd_zookeeper)
     return parser
 

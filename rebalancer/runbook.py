@@ -24,7 +24,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -521,29 +521,27 @@ def _backend(source: str, kafka_config: Mapping[str, Any] | None, timeout: float
         yield backend
 
 
-def _options(throttle: str, *, schedule: str | None = None, max_moves_per_broker: int | None = None,
-             max_moves: int | None = None, max_batch_bytes: str | None = None, order: str | None = None,
-             poll: float | None = None, min_timeout: float | None = None, timeout_factor: float | None = None,
-             throttle_settle: float | None = None, destination_grace: float | None = None,
-             progress: Callable[[str], None] | None = None) -> ExecOptions:
-    """ExecOptions from the runbook's arguments (None: ExecOptions' default); progress lines on stdout (task logs).
-    ``schedule``: "batches", "rolling" or "auto" (``ExecOptions.schedule``); a rollback always runs in batches."""
+def _options(options: Mapping[str, Any]) -> ExecOptions:
+    """ExecOptions from the runbook's keywords: its fields by name (``rebalancer.options``), text options as an
+    operator writes them (``throttle="50MB/s"``), one left out or None its default; progress lines on stdout (task
+    logs). A name that is no option is a TypeError, as for any function."""
     from .execute import ExecOptions
+    from .options import option_fields
 
-    return ExecOptions.from_input(throttle, schedule=schedule, max_batch_bytes=max_batch_bytes,
-                                  per_broker=max_moves_per_broker, total=max_moves, order=order, poll=poll,
-                                  min_timeout=min_timeout, timeout_factor=timeout_factor,
-                                  throttle_settle=throttle_settle, destination_grace=destination_grace,
-                                  progress=progress or (lambda text: print(text, flush=True)))
+    unknown = sorted(set(options) - {f.name for f in option_fields(ExecOptions)})
+    if unknown:
+        raise TypeError(f"unexpected execution option(s): {', '.join(unknown)}")
+    return ExecOptions.from_input(options, progress=lambda text: print(text, flush=True))
 
 
 def execute(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
-            throttle: str = "50MB/s", timeout: float = 10.0, **options: Any) -> dict[str, Any]:
-    """Execute the approved plan in throttled batches (resumable; a rerun of a finished execution is a no-op)."""
+            timeout: float = 10.0, **options: Any) -> dict[str, Any]:
+    """Execute the approved plan in throttled batches (resumable; a rerun of a finished execution is a no-op).
+    ``options``: ``ExecOptions``' fields (``throttle="50MB/s"``, ``schedule``, ``per_broker``, ...)."""
     from .execute import execute as run_execute
     from .execute import preflight
 
-    opts = _options(throttle, **options)  # an invalid throttle fails here, before any connection
+    opts = _options(options)  # an invalid throttle fails here, before any connection
     preflight(run_dir, kind="execute")  # the plan's hash, its approval and the state to resume, before connecting
     with _backend(source, kafka_config, timeout) as backend:
         state = run_execute(run_dir, backend, opts)
@@ -566,7 +564,7 @@ def verify(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] 
 
 
 def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any] | None = None,
-             throttle: str = "50MB/s", timeout: float = 10.0, wait: float = 600.0, **options: Any) -> dict[str, Any]:
+             timeout: float = 10.0, wait: float = 600.0, **options: Any) -> dict[str, Any]:
     """Revert what this run moved to rollback.json and verify the original assignment.
 
     Moves still in flight are waited for up to ``wait`` seconds first (ZooKeeper mode cannot cancel them: a move
@@ -576,7 +574,7 @@ def rollback(run_dir: str | Path, source: str, *, kafka_config: Mapping[str, Any
 
     run = Path(run_dir)
     reason = _execution_failure(run)
-    opts = _options(throttle, min_timeout=wait, **options)
+    opts = _options({**options, "min_timeout": wait})
     preflight(run, kind="rollback")
     with _backend(source, kafka_config, timeout) as backend:
         state = run_rollback(run, backend, opts)
@@ -600,7 +598,7 @@ def cleanup_throttles(run_dir: str | Path, source: str, *, kafka_config: Mapping
 
     if not execution_started(run_dir):
         return {"run_dir": str(run_dir), "removed": [], "skipped": "nothing was executed"}
-    opts = _options("1")
+    opts = _options({})
     preflight(run_dir)
     with _backend(source, kafka_config, timeout) as backend:
         result = release_throttles(run_dir, backend, opts)

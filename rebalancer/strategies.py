@@ -15,14 +15,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from .options import option
 
 if TYPE_CHECKING:
     from .plan.budget import Budget
     from .plan.pipeline import Placement, PlanRequest, PlanSetup
 
 __all__ = ["Strategy", "Step", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES",
-           "strategies_for", "EXECUTION_SCHEDULES", "DEFAULT_SCHEDULE", "resolve_schedule"]
+           "strategies_for", "EXECUTION_SCHEDULES", "DEFAULT_SCHEDULE", "resolve_schedule",
+           "schedule_option"]
 
 REPLICA_MODES = ("rebalance", "add-brokers", "remove-brokers")
 MODES = ("leaders", *REPLICA_MODES)  # what a plan may do: move leaders only, or replicas (and leaders)
@@ -89,3 +92,12 @@ def resolve_schedule(schedule: str, adds_moves: bool) -> str:
     if schedule == "auto":
         return "rolling" if adds_moves else "batches"
     return schedule
+
+
+def schedule_option() -> Any:
+    """The execution's schedule as an option (``rebalancer.options``): the execution's and the plan estimate's."""
+    return option(DEFAULT_SCHEDULE, choices=EXECUTION_SCHEDULES, param="execution_schedule",
+                  help="auto: rolling where the source can add moves to those in flight (kafka://), batches "
+                       "otherwise (zk://); batches: each batch after the previous one's slowest move; rolling: a "
+                       "move starts as soon as its brokers have room (kafka:// only)",
+                  title="Execution schedule", section="Execution")

@@ -134,7 +134,7 @@ from rebalancer import runbook
 params = {k: p.value for k, p in common_params("rebalance").items()}
 out = {"defaults": _exec_options(params)}
 out["rolling"] = _exec_options({**params, "execution_schedule": "rolling"})
-opts = runbook._options(**{k: v for k, v in out["rolling"].items()})
+opts = runbook._options(out["rolling"])
 out["opts"] = {"schedule": opts.schedule, "per_broker": opts.per_broker, "throttle": opts.throttle}
 out["estimated"] = [_estimated_schedule({**params, "execution_schedule": s, "backend": b})
                     for s, b in (("batches", "kafka"), ("rolling", "zookeeper"), ("auto", "kafka"), ("auto", "zookeeper"))]
@@ -151,7 +151,8 @@ def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_
                           capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["defaults"]["schedule"] == "auto" and out["defaults"]["max_moves_per_broker"] is None
+    assert out["defaults"]["schedule"] == "auto" and out["defaults"]["per_broker"] is None
+    assert out["defaults"]["throttle"] == "50MB/s" and out["defaults"]["total"] == 50
     assert out["rolling"]["schedule"] == "rolling"
     assert out["opts"] == {"schedule": "rolling", "per_broker": None, "throttle": 50_000_000}
     # the plan's time estimate assumes the same schedule, auto as the cluster access resolves it

@@ -24,10 +24,11 @@ from urllib.parse import quote
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, TriggerRule, task, teardown
 
+from rebalancer.execute import ExecOptions
+from rebalancer.options import option_fields
 from rebalancer.strategies import (
     BALANCES,
     DEFAULT_SCHEDULE,
-    EXECUTION_SCHEDULES,
     REPLICA_MODES,
     STRATEGY_REGISTRY,
     resolve_schedule,
@@ -140,23 +141,7 @@ def common_params(mode: str) -> dict[str, Param]:
         "approval_timeout_hours": Param(24.0, type="number", minimum=0, title="Approval timeout (hours)",
                                         description="no answer by then = Reject; 0 waits forever",
                                         section="Approval"),
-        "throttle": Param("50MB/s", type="string", pattern=r"^\s*[0-9.]+\s*([kKmMgG]i?B)?(/s)?\s*$",
-                          title="Replication throttle per broker", description="e.g. 50MB/s, 20MiB/s",
-                          section="Execution"),
-        "execution_schedule": Param(DEFAULT_SCHEDULE, type="string", enum=list(EXECUTION_SCHEDULES),
-                                    title="Execution schedule",
-                                    description="auto: rolling where the cluster answers on the Admin API, batches "
-                                                "through ZooKeeper; batches: each after the previous one's slowest "
-                                                "move; rolling: a move starts as soon as its brokers have room "
-                                                "(kafka:// only)", section="Execution"),
-        "max_moves_per_broker": Param(None, type=["null", "integer"], minimum=1, title="Max moves at once per broker",
-                                      description="empty: 5 in batches, 2 rolling", section="Execution"),
-        "max_moves": Param(50, type="integer", minimum=1, title="Max moves at once", section="Execution"),
-        "poll_s": Param(1.0, type="number", minimum=0.05, title="Progress poll interval (s)",
-                        section="Execution"),
-        "destination_grace_s": Param(60, type="number", minimum=0, title="Destination grace (s)",
-                                     description="how long a destination broker may be down (a restart) before "
-                                                 "the batch fails and the run rolls back", section="Execution"),
+        **option_params(ExecOptions, ("throttle", "schedule", "per_broker", "total", "poll", "destination_grace")),
         "rollback_wait_s": Param(600, type="number", minimum=0, title="Rollback: wait for in-flight moves (s)",
                                  description="ZooKeeper mode cannot cancel a move: the rollback waits this long "
                                              "for moves still copying to finish before it reverts them. A move "
@@ -205,6 +190,21 @@ def _view_url(context: Any, path: str) -> str:
             f"{quote(context['dag_run'].run_id, safe='')}/{path}")
 
 
+def option_params(record: type, names: tuple[str, ...]) -> dict[str, Param]:
+    """The DAG form's params of a record's options (``rebalancer.options``), named as the form names them: type,
+    range, choices, title and help from the one declaration, the default as an operator writes it."""
+    fields = {f.name: f for f in option_fields(record)}
+    out = {}
+    for name in names:
+        f = fields[name]
+        if not f.param:
+            raise ValueError(f"{record.__name__}.{name} is not on the DAG form")
+        description = f.spec.help + (f"; empty: {f.spec.default_help}" if f.spec.default_help else "")
+        out[f.param] = Param(f.shown_default, title=f.spec.title or name, description=description,
+                             section=f.spec.section, **f.schema())
+    return out
+
+
 def _per_broker(params: Any) -> int | None:
     """The per-broker cap (None: the schedule's own default)."""
     value = params.get("max_moves_per_broker")
@@ -218,10 +218,8 @@ def _estimated_schedule(params: Any) -> str:
 
 
 def _exec_options(params: Any) -> dict[str, Any]:
-    return {"throttle": str(params["throttle"]), "schedule": str(params.get("execution_schedule") or DEFAULT_SCHEDULE),
-            "max_moves_per_broker": _per_broker(params), "max_moves": int(params["max_moves"]),
-            "poll": float(params["poll_s"]),
-            "destination_grace": float(params["destination_grace_s"])}
+    """``runbook.execute``'s options (``ExecOptions``' fields) from the run's params: those on the form."""
+    return {f.name: params.get(f.param) for f in option_fields(ExecOptions) if f.param}
 
 
 # -- the tasks ---------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ reassignment in flight that this run did not start, another execution holding th
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import math
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, cast
 
 from ..access.backend import Backend
@@ -44,11 +46,13 @@ from ..errors import (
 from ..formats import atomic_write_json, read_json
 from ..movement.batches import TOTAL, NoRoom, Step, batch_floor, make_batches, peak_disk, steps_of
 from ..movement.estimate import batch_cost
+from ..movement.pace import per_broker_option, throttle_option, total_option
 from ..movement.rate import parse_rate
 from ..movement.schedule import DiskRoom, Scheduler, per_broker_of
+from ..options import given, option
 from ..planfile.result import Change, Plan, content_hash, load_plan
 from ..rundir import RunDir
-from ..strategies import DEFAULT_SCHEDULE, EXECUTION_SCHEDULES, resolve_schedule
+from ..strategies import EXECUTION_SCHEDULES, resolve_schedule, schedule_option
 from . import throttle as thr
 from .lock import ClusterLock
 from .progress import RunProgress
@@ -67,29 +71,42 @@ ProgressBar = Callable[[int, int, int, int, int, int, float, float], None]
 
 @dataclass(frozen=True)
 class ExecOptions:
-    """How an execution, rollback or throttle release runs. The defaults here are the operator's defaults: the CLI,
-    the runbook and the DAG leave a setting out (None) rather than repeat its value (``from_input``)."""
+    """How an execution, rollback or throttle release runs. The operator's options are declared here, once
+    (``rebalancer.options``): the CLI's flags, the runbook's keywords and the DAG form's params are generated from
+    these fields, and a setting left out keeps its default here (``from_input``)."""
 
-    throttle: int                      # bytes/s
-    schedule: str = DEFAULT_SCHEDULE   # "batches": each batch after the previous one's slowest move; "rolling": a
-                                       # move starts as soon as its brokers have room (``schedule.Scheduler``; needs
-                                       # a backend that adds moves to those in flight, kafka://); "auto" (default):
-                                       # rolling where the backend can, batches otherwise (zk://)
-                                       # (``strategies.resolve_schedule``)
-    per_broker: int | None = None      # moves at once per broker (None: the schedule's default, PER_BROKER for
-                                       # batches, ROLLING_PER_BROKER rolling)
-    total: int = TOTAL                 # moves at once in the cluster
-    max_batch_bytes: int | None = None  # batches only
-    order: str = "bound"               # batches only: formed by "bound" (the critical broker kept busy),
-                                       # "smallest" or "largest" first (``batches.make_batches``)
-    poll: float = 1.0                  # seconds between progress checks
-    timeout_factor: float = 3.0        # batch timeout = factor x (busiest broker's bytes / throttle) + min_timeout
-    min_timeout: float = 120.0
-    destination_grace: float = 60.0    # a destination broker down this long fails the batch (one restarting, back
-                                       # within it, completes the batch: failing at once rolled back good copies)
+    throttle: int = throttle_option()  # bytes/s
+    # "batches": each batch after the previous one's slowest move; "rolling": a move starts as soon as its brokers
+    # have room (``schedule.Scheduler``; needs a backend that adds moves to those in flight, kafka://); "auto": rolling
+    # where the backend can, batches otherwise (zk://) (``strategies.resolve_schedule``)
+    schedule: str = schedule_option()
+    per_broker: int | None = per_broker_option()  # None: PER_BROKER for batches, ROLLING_PER_BROKER rolling
+    total: int = total_option()
+    max_batch_bytes: int | None = option(None, text=partial(parse_rate, what="--max-batch-bytes"), param=None,
+                                         help="batches: cap on the bytes one batch copies, e.g. 100GB")
+    order: str = option("bound", choices=("bound", "smallest", "largest"), param=None,  # ``batches.make_batches``
+                        help="batches: how they are formed: bound (the broker with the most bytes left kept busy, "
+                             "the fewest seconds in all), or the smallest or largest moves first")
+    poll: float = option(1.0, above=0, maximum=3600, unit=" seconds", param="poll_s",
+                         help="seconds between progress checks", title="Progress poll interval (s)",
+                         section="Execution")
+    timeout_factor: float = option(3.0, above=0, maximum=10**9, param=None,
+                                   help="batch timeout = factor x bytes/throttle of the busiest broker + "
+                                        "--min-timeout")
+    min_timeout: float = option(120.0, minimum=0, maximum=86_400, unit=" seconds", param=None,
+                                 help="seconds every batch may take beyond the factor above (a rollback: how long "
+                                      "it waits for moves still copying)")
+    # a destination broker down this long fails the batch (one restarting, back within it, completes the batch:
+    # failing at once rolled back good copies)
+    destination_grace: float = option(60.0, minimum=0, maximum=86_400, unit=" seconds", param="destination_grace_s",
+                                      help="seconds a destination broker may be down (restarting) before the batch "
+                                           "fails and the run rolls back", title="Destination grace (s)",
+                                      section="Execution")
     settle_grace: float = 15.0         # a move no longer in flight and not at its target this long fails the batch
-    throttle_settle: float = 2.0       # seconds between setting throttles and moving: brokers learn of config changes
-                                       # asynchronously (ZooKeeper notifications), and a move must never start unthrottled
+    # brokers learn of config changes asynchronously (ZooKeeper notifications), and a move must never start unthrottled
+    throttle_settle: float = option(2.0, minimum=0, maximum=86_400, unit=" seconds", param=None,
+                                    help="seconds between setting throttles and starting a batch (brokers apply "
+                                         "config changes asynchronously)")
     approval: str | None = None        # path of the approval record (default RUN_DIR/approval.json)
     progress: Callable[[str], None] | None = None   # log lines (default: stderr)
     report_every: float = 5.0          # seconds between progress lines while a batch copies
@@ -97,14 +114,12 @@ class ExecOptions:
     on_progress: ProgressBar | None = None
 
     @classmethod
-    def from_input(cls, throttle: str, *, max_batch_bytes: str | None = None,
-                   batch_bytes_option: str = "max_batch_bytes", **settings: Any) -> ExecOptions:
-        """The options an operator gave (CLI flags, runbook arguments, DAG params): the throttle and the batch cap as
-        text (``50MB/s``, ``100GB``; a bad one is a one-line error naming ``batch_bytes_option``); a setting left out
-        or None keeps its default above."""
-        return cls(throttle=parse_rate(throttle),
-                   max_batch_bytes=parse_rate(max_batch_bytes, batch_bytes_option) if max_batch_bytes else None,
-                   **{k: v for k, v in settings.items() if v is not None})
+    def from_input(cls, values: Mapping[str, Any] | argparse.Namespace = MappingProxyType({}),
+                   **settings: Any) -> ExecOptions:
+        """The options an operator gave (CLI flags, runbook arguments, DAG params), by field name: text options
+        (the throttle, the batch cap) as text, a bad one a one-line error; one left out or None keeps its default.
+        ``settings``: the fields that are not options (``progress``, ``approval``), None likewise left out."""
+        return cls(**given(cls, values), **{k: v for k, v in settings.items() if v is not None})
 
 
 # -- approval ---------------------------------------------------------------------------------------------------

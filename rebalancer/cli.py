@@ -74,20 +74,13 @@ def cmd_skew(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .plan import plan_run_dir
+    from .plan.options import PlanOptions
     from .plan.summary import format_plan_summary
 
     brokers = _broker_list(args.brokers) if args.brokers else None
     if args.write_lp:
         _writable_file(args.write_lp, "--write-lp")
-    plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, strategy=args.strategy, balance=args.balance,
-                        max_changes_per_partition=args.max_changes_per_partition, time_limit=args.time_limit,
-                        objective=args.objective, write_lp=args.write_lp, capacity=args.capacity,
-                        fanout=_dimension_values(args.fanout, "--fanout", topics=True),
-                        bands=_dimension_values(args.band, "--band", percent=True),
-                        thresholds=_dimension_values(args.threshold, "--threshold", percent=True),
-                        groups=args.groups, master=args.master, throttle=args.throttle,
-                        max_moves_per_broker=args.max_moves_per_broker, max_moves=args.max_moves,
-                        schedule=args.schedule, failover_order=args.failover_order)
+    plan = plan_run_dir(args.run_dir, args.mode, brokers=brokers, options=PlanOptions.from_input(args))
     print(format_plan_summary(plan))
     print(f"wrote {Path(args.run_dir) / 'plan.json'}, reassignment.json and rollback.json")
     return 0
@@ -267,34 +260,6 @@ def _writable_file(path: str, option: str) -> None:
         raise InputError(f"{option} {path}: not a regular file")
 
 
-def _dimension_values(items: list[str] | None, option: str, *, percent: bool = False,
-                      topics: bool = False) -> dict[str, float] | None:
-    """``NAME=VALUE`` options as a dict: dimension names (``percent``: the value in %, returned as a fraction) or
-    topic names (``topics``); a one-line InputError for anything else."""
-    import math
-
-    from .load import DIMENSIONS
-
-    if not items:
-        return None
-    out: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(f"{option} {item!r}: expected NAME=VALUE")
-        if not topics and name not in DIMENSIONS:
-            raise InputError(f"{option} {item!r}: unknown dimension {name!r} (known: {', '.join(DIMENSIONS)})")
-        try:
-            number = float(value)
-        except ValueError:
-            raise InputError(f"{option} {item!r}: {value!r} is not a number") from None
-        if not math.isfinite(number) or number < 0 or (percent and number >= 100):
-            raise InputError(f"{option} {item!r}: {value!r} must be a number from 0" + (" to below 100" if percent else ""))
-        out[name] = number / 100 if percent else number
-    return out
-
-
 def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
@@ -432,8 +397,9 @@ def _kafka_config_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .load import DIMENSIONS
-    from .strategies import BALANCES, DEFAULT_SCHEDULE, EXECUTION_SCHEDULES, MODES, STRATEGY_REGISTRY
+    from .options import option_fields
+    from .plan.options import ESTIMATE_OPTIONS, ESTIMATE_PREFIX, PlanOptions
+    from .strategies import MODES
 
     parser = _Parser(prog="rebalancer", description="Kafka rebalance runbook: snapshot, analyse, plan, validate, execute.")
     parser.add_argument("--debug", action="store_true", help="tracebacks and library logs on errors")
@@ -458,49 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--mode", required=True, choices=list(MODES))
     p.add_argument("--brokers", help="comma-separated broker ids: the new brokers (add-brokers) or those to empty")
-    p.add_argument("--strategy", default="auto", choices=list(STRATEGY_REGISTRY))
-    p.add_argument("--balance", default="auto", choices=list(BALANCES),
-                   help="what replica modes balance: load (disk, network in/out, then replica and leader counts, "
-                        "by utilisation of each broker's capacity), counts (replica and leader counts only), or "
-                        "auto (default: load when the snapshot has partition sizes)")
-    p.add_argument("--capacity", help="broker capacities in Cruise Control's capacity.json format (brokerId -1: the "
-                                      "default; DISK in MiB, NW_IN/NW_OUT in KiB/s); the disk size brokers report "
-                                      "through DescribeLogDirs is used where the file says nothing")
-    p.add_argument("--band", action="append", metavar="DIM=PCT",
-                   help="band half-width around each broker's target, in %% (repeatable; dimensions: "
-                        f"{', '.join(f'{d.name} {d.band * 100:g}' for d in DIMENSIONS.values())})")
-    p.add_argument("--threshold", action="append", metavar="DIM=PCT",
-                   help="capacity threshold: utilisation at most this %% (repeatable; defaults: "
-                        f"{', '.join(f'{d.name} {d.max_utilisation * 100:g}' for d in DIMENSIONS.values() if d.max_utilisation)})")
-    p.add_argument("--fanout", action="append", metavar="TOPIC=FACTOR",
-                   help="consumer bytes out / bytes in of a topic, or *=FACTOR for every topic (default 1)")
-    p.add_argument("--max-changes-per-partition", type=_count,
-                   help="replicas added per partition at most (default 1; unlimited for remove-brokers)")
-    p.add_argument("--time-limit", type=_positive_float, default=None,
-                   help="seconds for the whole plan stage, reading the snapshot included (default: 300, or 1 per "
-                        "1,000 replicas when more): each phase gets a share; when it runs out, the best valid plan so "
-                        "far, its status saying which phase was cut short, or a one-line error if none exists yet")
-    p.add_argument("--objective", choices=["replicas", "bytes"], default="replicas",
-                   help="minimise replicas moved (default) or bytes moved")
-    p.add_argument("--write-lp", help="write the 0/1 program to this .lp file (debugging)")
-    p.add_argument("--groups", type=_count,
-                   help="on load, split the replica placement in this many groups of topics, planned apart, merged "
-                        "and repaired (default: one pass below 5,000,000 replicas, from there a group per 250,000 "
-                        "with at least 150 per broker)")
-    p.add_argument("--master",
-                   help="Spark master that plans the groups as tasks (default: in process below 5,000,000 replicas, "
-                        "local[*] from there)")
-    p.add_argument("--throttle", help="the replication throttle the execution estimate assumes, e.g. 50MB/s "
-                                      "(default 50MB/s, execute's)")
-    p.add_argument("--failover-order", action="store_true",
-                   help="order each partition's followers so that a failed broker's leadership spreads evenly over "
-                        "the others (a partition whose order alone changes is a change that copies nothing)")
-    p.add_argument("--schedule", choices=EXECUTION_SCHEDULES, default=DEFAULT_SCHEDULE,
-                   help="the schedule the execution estimate assumes (default auto, execute's: rolling where the "
-                        "snapshot was read through kafka://, batches otherwise)")
-    p.add_argument("--max-moves-per-broker", type=_count,
-                   help="the execution estimate's moves at once per broker (default 5 in batches, 2 rolling)")
-    p.add_argument("--max-moves", type=_count, help="the execution estimate's moves at once (default 50, execute's)")
+    add_arguments(p, PlanOptions, [f.name for f in option_fields(PlanOptions) if f.name not in ESTIMATE_OPTIONS])
+    add_arguments(p, PlanOptions, ESTIMATE_OPTIONS, prefix=ESTIMATE_PREFIX)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("analyze", help="Spark skew analysis of a run directory (writes RUN_DIR/analysis/)")

@@ -20,7 +20,7 @@ import argparse
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +46,15 @@ class Spec:
     minimum: float | None = None
     above: float | None = None
     maximum: float | None = None
-    choices: tuple[str, ...] = ()
+    choices: Collection[str] = ()                  # read when a parser or form is made (a registry's keys view)
     unit: str = ""                                  # said after a bound in a range error (" seconds")
     text: Callable[[str], Any] | None = None        # the operator gives text, parsed by this (a one-line error)
     shown: str | None = None                        # a text option's default as the operator writes it
     pattern: str = ""                               # a text option's form on the DAG form (a regular expression)
     default_help: str = ""                          # what the default is, when the field's default (None) is not it
+    repeat: bool = False                            # a text option given once per item (``--band disk=5``)
+    unparse: Callable[[Any], list[str]] | None = None  # a text option's value -> the texts that give it
+    metavar: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def option_fields(record: type) -> tuple[OptionField, ...]:
             continue
         annotation = str(f.type).replace(" ", "")
         optional = annotation.endswith("|None")
-        kind = _KINDS.get(annotation.removesuffix("|None"))
+        kind = str if spec.text is not None else _KINDS.get(annotation.removesuffix("|None"))
         if kind is None:
             raise TypeError(f"{record.__name__}.{f.name}: an option is an int, float, str or bool, not {f.type}")
         out.append(OptionField(f.name, kind, optional, f.default, spec))
@@ -161,7 +164,9 @@ def add_arguments(parser: argparse.ArgumentParser, record: type, names: Iterable
         elif f.spec.choices:
             kwargs["choices"] = list(f.spec.choices)
         else:
-            kwargs["metavar"] = f.flag.lstrip("-").upper().replace("-", "_")
+            kwargs["metavar"] = f.spec.metavar or f.flag.lstrip("-").upper().replace("-", "_")
+        if f.spec.repeat:
+            kwargs["action"] = "append"
         if f.kind in (int, float) and f.spec.text is None and not f.spec.choices:
             kwargs["type"] = number(f.kind, minimum=f.spec.minimum, above=f.spec.above, maximum=f.spec.maximum,
                                     what=f.spec.unit)
@@ -170,15 +175,25 @@ def add_arguments(parser: argparse.ArgumentParser, record: type, names: Iterable
 
 def given(record: type, values: Mapping[str, Any] | argparse.Namespace, names: Iterable[str] | None = None
           ) -> dict[str, Any]:
-    """The options of ``record`` an operator gave (a Namespace from ``add_arguments``, DAG params by field name):
-    text options parsed, those left out (None, or False for a flag) omitted so that the record's defaults apply."""
-    source = vars(values) if isinstance(values, argparse.Namespace) else values
+    """The options of ``record`` an operator gave (a Namespace from ``add_arguments``, or keywords by field name, where
+    a name that is no option is a TypeError as for any function): text options parsed (a repeated one's list of
+    texts; a value already parsed, a mapping say, is kept), those left out (None, or False for a flag) omitted so
+    that the record's defaults apply."""
+    source: Mapping[str, Any]
+    if isinstance(values, argparse.Namespace):
+        source = vars(values)
+    else:
+        source = values
+        unknown = sorted(set(values) - {f.name for f in option_fields(record)})
+        if unknown:
+            raise TypeError(f"unexpected {record.__name__} option(s): {', '.join(unknown)}")
     out = {}
     for f in _selected(record, names):
         value = source.get(f.name)
         if value is None or value is False:
             continue
-        out[f.name] = f.spec.text(str(value)) if f.spec.text is not None and isinstance(value, str) else value
+        text = isinstance(value, str) or (f.spec.repeat and isinstance(value, list))
+        out[f.name] = f.spec.text(value) if f.spec.text is not None and text else value
     return out
 
 
@@ -192,6 +207,10 @@ def to_argv(record: type, values: Mapping[str, Any], names: Iterable[str] | None
             continue
         if value is True:
             args.append(f.flag)
+        elif f.spec.repeat:
+            texts = value if isinstance(value, list) else f.spec.unparse(value) if f.spec.unparse else [value]
+            for text in texts:
+                args += [f.flag, str(text)]
         else:
             args += [f.flag, repr(float(value)) if f.kind is float and f.spec.text is None else str(value)]
     return args

@@ -128,18 +128,13 @@ def spark_args(run_dir: str | Path, history: str | None = None) -> list[str]:
     return args
 
 
-def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
-         max_changes_per_partition: int | None = None, time_limit: float | None = None,
-         objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
-         bands: Mapping[str, float] | None = None, groups: int | None = None,
-         master: str | None = None, isolated: bool = False, throttle: str | None = None,
-         max_moves_per_broker: int | None = None, max_moves: int | None = None,
-         schedule: str | None = None, failover_order: bool = False) -> dict[str, Any]:
-    """``capacity``: a capacity file (Cruise Control's format); ``bands``: dimension -> band as a fraction;
-    ``throttle``, ``schedule`` (auto, batches, rolling), ``max_moves_per_broker``, ``max_moves``: the execution the plan's
-    time estimate assumes;
-    ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master`` (``plan --groups``);
-    ``failover_order``: followers ordered for failover (``plan --failover-order``).
+def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, isolated: bool = False,
+         **options: Any) -> dict[str, Any]:
+    """Plan ``mode`` (``brokers``: the new ones, or those to empty) as ``options`` say: ``PlanOptions``' fields as an
+    operator gives them (``capacity``: a capacity file in Cruise Control's format; ``bands``: dimension -> band as a
+    fraction; ``throttle="50MB/s"``, ``schedule``, ``per_broker``, ``total``: the execution the plan's time estimate
+    assumes; ``groups`` / ``master``: the load placement split in groups, as Spark tasks on ``master``;
+    ``failover_order``: followers ordered for failover), None or left out: the default.
 
     ``isolated``: plan in a fresh ``python -m rebalancer plan`` process (``run_cli``), as the DAGs do. The plan of a
     large cluster starts worker processes (the leader waves' pool, a Spark session); they re-import the main module
@@ -147,50 +142,29 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
     (tasks may not reach the metadata database): every plan of 12,000 partitions or more failed in the DAGs. A
     process of its own also hands its gigabytes back to the machine when the plan is written."""
     from .plan import plan_run_dir
-    from .strategies import DEFAULT_SCHEDULE
+    from .plan.options import PlanOptions
 
     ids = [int(b) for b in brokers] if brokers else None
     if mode in ("add-brokers", "remove-brokers") and not ids:
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
+    opts = PlanOptions.from_input(options)  # a bad option fails here, in this process
     if isolated:
-        run_cli(["plan", *plan_args(run_dir, mode, brokers=ids, strategy=strategy, balance=balance,
-                                    objective=objective, max_changes_per_partition=max_changes_per_partition,
-                                    time_limit=time_limit, capacity=capacity, bands=bands, groups=groups,
-                                    master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                                    max_moves=max_moves, schedule=schedule, failover_order=failover_order)])
+        run_cli(["plan", *plan_args(run_dir, mode, brokers=ids, **options)])
         return plan_summary(run_dir)
-    result = plan_run_dir(run_dir, mode, brokers=ids, strategy=strategy,
-                          max_changes_per_partition=max_changes_per_partition, time_limit=time_limit,
-                          objective=objective, balance=balance, capacity=capacity, bands=bands, groups=groups,
-                          master=master, throttle=throttle, max_moves_per_broker=max_moves_per_broker,
-                          max_moves=max_moves, schedule=schedule or DEFAULT_SCHEDULE, failover_order=failover_order)
+    result = plan_run_dir(run_dir, mode, brokers=ids, options=opts)
     return _plan_summary(Path(run_dir), result.to_dict())
 
 
-def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, strategy: str = "auto",
-              max_changes_per_partition: int | None = None, time_limit: float | None = None,
-              objective: str = "replicas", balance: str = "auto", capacity: str | None = None,
-              bands: Mapping[str, float] | None = None, groups: int | None = None,
-              master: str | None = None, throttle: str | None = None, max_moves_per_broker: int | None = None,
-              max_moves: int | None = None, schedule: str | None = None,
-              failover_order: bool = False) -> list[str]:
+def plan_args(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None, **options: Any) -> list[str]:
     """The arguments of ``rebalancer plan`` (after the word ``plan``) for ``plan``'s options: what an isolated plan
     runs, and what the DAGs hand ``spark/plan_job.py``."""
-    args = [str(run_dir), "--mode", mode, "--strategy", strategy, "--balance", balance, "--objective", objective]
+    from .options import to_argv
+    from .plan.options import PlanOptions
+
+    PlanOptions.from_input(options)  # an unknown or bad option fails here, not in the other process
+    args = [str(run_dir), "--mode", mode]
     args += ["--brokers", ",".join(str(int(b)) for b in brokers)] if brokers else []
-    args += ["--max-changes-per-partition", str(max_changes_per_partition)] if max_changes_per_partition else []
-    args += ["--time-limit", repr(float(time_limit))] if time_limit is not None else []
-    args += ["--capacity", str(capacity)] if capacity else []
-    for dim, fraction in (bands or {}).items():
-        args += ["--band", f"{dim}={round(float(fraction) * 100, 9)!r}"]
-    args += ["--groups", str(groups)] if groups else []
-    args += ["--master", master] if master else []
-    args += ["--throttle", str(throttle)] if throttle else []
-    args += ["--max-moves-per-broker", str(int(max_moves_per_broker))] if max_moves_per_broker else []
-    args += ["--max-moves", str(int(max_moves))] if max_moves else []
-    args += ["--schedule", schedule] if schedule else []
-    args += ["--failover-order"] if failover_order else []
-    return args
+    return args + to_argv(PlanOptions, options)
 
 
 def plan_summary(run_dir: str | Path) -> dict[str, Any]:
@@ -526,11 +500,7 @@ def _options(options: Mapping[str, Any]) -> ExecOptions:
     operator writes them (``throttle="50MB/s"``), one left out or None its default; progress lines on stdout (task
     logs). A name that is no option is a TypeError, as for any function."""
     from .execute import ExecOptions
-    from .options import option_fields
 
-    unknown = sorted(set(options) - {f.name for f in option_fields(ExecOptions)})
-    if unknown:
-        raise TypeError(f"unexpected execution option(s): {', '.join(unknown)}")
     return ExecOptions.from_input(options, progress=lambda text: print(text, flush=True))
 
 

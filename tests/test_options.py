@@ -91,4 +91,6 @@ def test_an_option_is_a_plain_value_and_names_its_flag_and_param() -> None:
 
     with pytest.raises(TypeError, match="an option is an int, float, str or bool"):
         option_fields(Odd)
-    assert given_options(ExecOptions, {"poll": None, "run_dir": "x"}) == {}
+    assert given_options(ExecOptions, {"poll": None}) == {}
+    with pytest.raises(TypeError, match="unexpected ExecOptions option.s.: run_dir"):
+        given_options(ExecOptions, {"poll": None, "run_dir": "x"})

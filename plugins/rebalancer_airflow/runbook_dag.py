@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
@@ -25,7 +25,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Param, TriggerRule, task, teardown
 
 from rebalancer.execute import ExecOptions
+from rebalancer.load import DIMENSIONS
 from rebalancer.options import option_fields
+from rebalancer.plan.options import PlanOptions
 from rebalancer.strategies import (
     BALANCES,
     DEFAULT_SCHEDULE,
@@ -74,29 +76,18 @@ def common_params(mode: str) -> dict[str, Param]:
     the strategy registry (``rebalancer.strategies``)."""
     backend = os.environ.get("REBALANCER_BACKEND", "zookeeper")
     strategies = strategies_for(mode)
-    balance = {"balance": Param("auto", type="string", enum=list(BALANCES), title="Balance",
-                                description="; ".join(f"{k}: {v}" for k, v in BALANCES.items()), section="Plan"),
-               "capacity_file": Param(None, type=["null", "string"], title="Broker capacity file",
-                                      description="Cruise Control's capacity JSON on the worker (empty: the cluster "
-                                                  "connection's extra 'capacity', else the disk sizes brokers report)",
-                                      section="Plan"),
-               "disk_band_pct": Param(None, type=["null", "number"], minimum=0, maximum=99,
-                                      title="Disk band around each broker's target (%)", description="empty: 5",
-                                      section="Plan"),
-               "network_band_pct": Param(None, type=["null", "number"], minimum=0, maximum=99,
-                                         title="Network in/out band around each broker's target (%)",
-                                         description="empty: 10", section="Plan"),
-               "plan_groups": Param(None, type=["null", "integer"], minimum=1, title="Placement groups",
-                                    description="split the load placement in this many groups of topics, planned "
-                                                "apart as Spark tasks (the plan stage submitted through the "
-                                                "spark_default connection), merged and repaired (empty: one pass "
-                                                "below 5,000,000 replicas, a group per 250,000 from there)",
-                                    section="Plan"),
-               "plan_spark_master": Param(None, type=["null", "string"], title="Spark master of the groups",
-                                          description="the groups as Spark tasks on this master, from the plan "
-                                                      "process on the worker (empty: a split plan is submitted "
-                                                      "through the spark_default connection)",
-                                          section="Plan")}
+    planner = option_params(PlanOptions, ("strategy",), strategy={"enum": strategies, "description": "; ".join(
+        f"{s}: {STRATEGY_REGISTRY[s].description}" for s in strategies)})
+    plan = option_params(PlanOptions, ("max_changes_per_partition", "time_limit", "objective", "failover_order"))
+    load = option_params(PlanOptions, ("balance", "capacity", "groups", "master"),
+                         balance={"description": "; ".join(f"{k}: {v}" for k, v in BALANCES.items())},
+                         capacity={"description": "Cruise Control's capacity JSON on the worker (empty: the cluster "
+                                                  "connection's extra 'capacity', else the disk sizes brokers report)"})
+    for param, dims, title in (("disk_band_pct", ("disk",), "Disk band around each broker's target (%)"),
+                               ("network_band_pct", ("nw_in", "nw_out"), "Network in/out band around each broker's "
+                                                                         "target (%)")):
+        load[param] = Param(None, type=["null", "number"], minimum=0, maximum=99, title=title, section="Plan",
+                            description=f"empty: {DIMENSIONS[dims[0]].band * 100:g}")
     return {
         "backend": Param(backend, type="string", enum=["zookeeper", "kafka"], title="Cluster access",
                          description="zookeeper: the zookeeper connection (ZooKeeper-mode metadata); "
@@ -104,25 +95,9 @@ def common_params(mode: str) -> dict[str, Param]:
         "zookeeper_conn_id": Param("zookeeper_default", type="string", title="ZooKeeper connection",
                                    section="Cluster"),
         "kafka_conn_id": Param("kafka_default", type="string", title="Kafka connection", section="Cluster"),
-        "strategy": Param("auto", type="string", enum=strategies, title="Planner",
-                          description="; ".join(f"{s}: {STRATEGY_REGISTRY[s].description}" for s in strategies),
-                          section="Plan"),
-        **(balance if mode in REPLICA_MODES else {}),
-        "max_changes_per_partition": Param(None, type=["null", "integer"], minimum=1,
-                                           title="Max replica changes per partition",
-                                           description="empty: 1 (unlimited when removing brokers)",
-                                           section="Plan"),
-        "time_limit_s": Param(None, type=["null", "number"], minimum=1, title="Plan stage time limit (s)",
-                              description="bounds the whole plan stage; on expiry the best valid plan so far, marked "
-                                          "(the approval request says so first). Empty: 300 s, or 1 s per 1,000 "
-                                          "replicas when more", section="Plan"),
-        "objective": Param("replicas", type="string", enum=["replicas", "bytes"], title="Minimise",
-                           description="replicas moved (default) or bytes copied, among the plans that balance "
-                                       "replica counts", section="Plan"),
-        "failover_order": Param(False, type="boolean", title="Order followers for failover",
-                                description="each partition's second replica chosen so that a failed broker's "
-                                            "leadership spreads evenly over the survivors (copies nothing; adds "
-                                            "order-only changes)", section="Plan"),
+        **planner,
+        **(load if mode in REPLICA_MODES else {}),
+        **plan,
         "max_deviation_pct": Param(15.0, type="number", minimum=0, title="Gate: replica deviation from median (%)",
                                    section="Validation"),
         "max_leader_deviation_pct": Param(15.0, type="number", minimum=0,
@@ -190,9 +165,10 @@ def _view_url(context: Any, path: str) -> str:
             f"{quote(context['dag_run'].run_id, safe='')}/{path}")
 
 
-def option_params(record: type, names: tuple[str, ...]) -> dict[str, Param]:
+def option_params(record: type, names: tuple[str, ...], **overrides: Mapping[str, Any]) -> dict[str, Param]:
     """The DAG form's params of a record's options (``rebalancer.options``), named as the form names them: type,
-    range, choices, title and help from the one declaration, the default as an operator writes it."""
+    range, choices, title and help from the one declaration, the default as an operator writes it; ``overrides``
+    (option name -> Param keywords): what the form says otherwise (the strategies of this DAG's mode)."""
     fields = {f.name: f for f in option_fields(record)}
     out = {}
     for name in names:
@@ -200,15 +176,9 @@ def option_params(record: type, names: tuple[str, ...]) -> dict[str, Param]:
         if not f.param:
             raise ValueError(f"{record.__name__}.{name} is not on the DAG form")
         description = f.spec.help + (f"; empty: {f.spec.default_help}" if f.spec.default_help else "")
-        out[f.param] = Param(f.shown_default, title=f.spec.title or name, description=description,
-                             section=f.spec.section, **f.schema())
+        out[f.param] = Param(f.shown_default, **{"title": f.spec.title or name, "description": description,
+                                                 "section": f.spec.section, **f.schema(), **overrides.get(name, {})})
     return out
-
-
-def _per_broker(params: Any) -> int | None:
-    """The per-broker cap (None: the schedule's own default)."""
-    value = params.get("max_moves_per_broker")
-    return None if value is None else int(value)
 
 
 def _estimated_schedule(params: Any) -> str:
@@ -255,24 +225,19 @@ def _analyze(task_id: str, doc: str) -> SparkSubmitOperator:
 
 
 def plan_options(mode: str, context: Any) -> dict[str, Any]:
-    """``runbook.plan``'s options from the run's params."""
+    """``runbook.plan``'s options from the run's params: ``PlanOptions``' fields from the params on the form, the
+    bands from their percentages, the capacity file else the cluster connection's, the schedule the estimate
+    assumes as the cluster access resolves it; and the brokers."""
     p = context["params"]
-    brokers = p.get("new_brokers") or p.get("brokers") or None
+    options = {f.name: p.get(f.param) for f in option_fields(PlanOptions) if f.param and f.param in p}
     bands = {}
     if p.get("disk_band_pct") is not None:
         bands["disk"] = float(p["disk_band_pct"]) / 100
     if p.get("network_band_pct") is not None:
         bands["nw_in"] = bands["nw_out"] = float(p["network_band_pct"]) / 100
     capacity = p.get("capacity_file") or (_cluster(context).get("capacity") if mode != "leaders" else None)
-    return {"brokers": brokers, "strategy": p["strategy"], "balance": str(p.get("balance") or "auto"),
-            "max_changes_per_partition": p.get("max_changes_per_partition"),
-            "time_limit": None if p.get("time_limit_s") is None else float(p["time_limit_s"]),
-            "objective": str(p.get("objective") or "replicas"), "capacity": capacity or None,
-            "bands": bands or None, "groups": None if p.get("plan_groups") is None else int(p["plan_groups"]),
-            "master": p.get("plan_spark_master") or None,
-            # the execution the plan's time estimate assumes (the approval request shows it)
-            "throttle": str(p["throttle"]), "schedule": _estimated_schedule(p), "max_moves_per_broker": _per_broker(p),
-            "max_moves": int(p["max_moves"]), "failover_order": bool(p.get("failover_order"))}
+    return {**options, "brokers": p.get("new_brokers") or p.get("brokers") or None, "capacity": capacity or None,
+            "bands": bands or None, "schedule": _estimated_schedule(p)}
 
 
 class PlanOperator(SparkSubmitOperator):

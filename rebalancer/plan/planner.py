@@ -50,13 +50,14 @@ from ..model import Cluster
 from ..planfile.record import SolverRecord
 from ..planfile.result import Plan, build_plan, write_plan
 from ..snapshot import load_snapshot
-from ..strategies import BALANCES, DEFAULT_SCHEDULE, STRATEGIES, STRATEGY_REGISTRY, resolve_schedule, strategies_for
+from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, resolve_schedule, strategies_for
 from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import Budget, default_time_limit
 from .failover import failover_figures, leader_weights, order_followers
 from .leader_pass import place_leaders
 from .load_summary import load_summary
+from .options import PlanOptions
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
 from .place_counts import place_on_counts
 from .place_load import place_on_load
@@ -183,20 +184,15 @@ def make_plan(
     mode: str,
     *,
     brokers: Iterable[int] | None = None,
-    strategy: str = "auto",
-    max_changes_per_partition: int | None = None,
-    time_limit: float | None = None,
-    objective: str = "replicas",
-    write_lp: str | None = None,
     budget: Budget | None = None,
     load: LoadModel | None = None,
-    balance: str = "auto",
-    groups: int | None = None,
-    master: str | None = None,
-    failover_order: bool = False,
+    options: PlanOptions | None = None,
+    **settings: Any,
 ) -> Plan:
-    """Plan ``mode`` for ``cluster`` within ``time_limit`` seconds (see the module doc; None: ``default_time_limit``
-    of the cluster's replicas, generous enough that no cluster the benchmarks cover is cut short).
+    """Plan ``mode`` for ``cluster`` (``brokers``: the new ones, or those to empty) as ``options`` say
+    (``PlanOptions``; or its fields as keywords, ``settings``): within ``time_limit`` seconds (see the module doc;
+    None: ``default_time_limit`` of the cluster's replicas, generous enough that no cluster the benchmarks cover is
+    cut short).
 
     The stage is a pipeline, each step once: request (checked inputs) -> setup (targets, choices, bounds; phase
     ``targets``) -> placement (``greedy``, ``lp``) -> leaders (``leaders``, ``leaders_load``) -> result
@@ -211,6 +207,10 @@ def make_plan(
     (``failover.order_followers``; leaders, replica sets and bytes unchanged, a partition whose order alone changes
     becomes a change that copies nothing).
     """
+    if options is not None and settings:
+        raise TypeError("make_plan takes options or their fields as keywords, not both")
+    opts = options if options is not None else PlanOptions(**settings)
+    time_limit, groups = opts.time_limit, opts.groups
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
     if budget is None:
@@ -220,10 +220,11 @@ def make_plan(
     started = time.monotonic()
     if groups is not None and groups < 1:
         raise PlanError(f"--groups must be at least 1, not {groups}")
-    request = PlanRequest(cluster, mode, tuple(sorted(int(b) for b in (brokers or ()))), strategy, balance, objective,
-                          max_changes_per_partition, load if load is not None else load_model(cluster), write_lp,
-                          limit_given=time_limit is not None, groups=groups, master=master,
-                          failover_order=failover_order)
+    request = PlanRequest(cluster, mode, tuple(sorted(int(b) for b in (brokers or ()))), opts.strategy, opts.balance,
+                          opts.objective, opts.max_changes_per_partition,
+                          load if load is not None else load_model(cluster), opts.write_lp,
+                          limit_given=time_limit is not None, groups=groups, master=opts.master,
+                          failover_order=opts.failover_order)
     with budget.phase("targets"):
         setup = _setup(request, brokers)
     if budget.remaining() == 0.0:
@@ -402,32 +403,30 @@ def _through_admin(cluster: Cluster) -> bool:
 
 
 @collector_paused()  # millions of long-lived objects: rebalancer.bulk
-def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = None, capacity: str | Path | None = None,
-                 fanout: Mapping[str, float] | None = None, bands: Mapping[str, float] | None = None,
-                 thresholds: Mapping[str, float] | None = None, throttle: str | None = None,
-                 max_moves_per_broker: int | None = None, max_moves: int | None = None, schedule: str = DEFAULT_SCHEDULE,
-                 **kwargs: Any) -> Plan:
-    """Read ``RUN_DIR/snapshot.json``, plan, and write plan.json, reassignment.json and rollback.json.
+def plan_run_dir(run_dir: str | Path, mode: str, *, brokers: Iterable[int] | None = None,
+                 options: PlanOptions | None = None, **given: Any) -> Plan:
+    """Read ``RUN_DIR/snapshot.json``, plan ``mode`` (``brokers``: the new ones, or those to empty) as ``options``
+    say (``PlanOptions``; or as an operator gives them, by field name: ``given``, read by
+    ``PlanOptions.from_input``), and write plan.json, reassignment.json and rollback.json.
 
     ``capacity`` (a Cruise Control capacity file), ``fanout`` (topic -> consumer bytes out / bytes in, ``*`` for
     every topic), ``bands`` and ``thresholds`` (dimension -> fraction) shape the load model (``rebalancer.load``),
     with the Spark stage's p95 rates (``analysis/partition_load.parquet``) where the analysis had a load history.
     The time limit starts before the snapshot is read: loading counts against it (it cannot be interrupted). None:
-    ``default_time_limit`` of the snapshot's replicas, fixed once it is read. ``throttle`` (default
-    ``DEFAULT_THROTTLE``), ``schedule`` ("batches", "rolling", or "auto": as the snapshot's source resolves it,
-    rolling through kafka://, batches otherwise), ``max_moves_per_broker`` (None: the schedule's default),
-    ``max_moves``: the execution the summary's estimate assumes (``summary.execution``:
-    ``rebalancer.movement.estimate``).
+    ``default_time_limit`` of the snapshot's replicas, fixed once it is read. ``throttle``, ``schedule`` ("auto": as
+    the snapshot's source resolves it, rolling through kafka://, batches otherwise), ``per_broker``, ``total``: the
+    execution the summary's estimate assumes (``summary.execution``: ``rebalancer.movement.estimate``).
     """
-    from ..movement.batches import TOTAL
-    from ..movement.estimate import DEFAULT_THROTTLE, estimate
-    from ..movement.rate import parse_rate
+    from ..movement.estimate import estimate
 
-    rate = parse_rate(throttle or DEFAULT_THROTTLE)  # a bad throttle fails before anything is read
+    if options is not None and given:
+        raise TypeError("plan_run_dir takes options or their fields as keywords, not both")
+    opts = options if options is not None else PlanOptions.from_input(given)  # bad text fails before anything is read
+    time_limit = opts.time_limit
     if time_limit is not None and not time_limit > 0:
         raise PlanError(f"--time-limit must be positive, not {time_limit}")
-    if capacity is not None:
-        read_capacity_file(capacity)  # a bad file fails before the snapshot is read
+    if opts.capacity is not None:
+        read_capacity_file(opts.capacity)  # a bad file fails before the snapshot is read
     if Path(run_dir).is_dir():
         check_writable(run_dir)  # a read-only run directory fails now, not after planning
     budget = Budget(time_limit if time_limit is not None else math.inf)
@@ -435,14 +434,14 @@ def plan_run_dir(run_dir: str | Path, mode: str, *, time_limit: float | None = N
         cluster = load_snapshot(run_dir)
         if time_limit is None:
             budget.set_limit(default_time_limit(cluster.replica_count))
-        fan = dict(fanout or {})
+        fan = dict(opts.fanout or {})
         default_fanout = fan.pop("*", 1.0)
-        model = load_model(cluster, capacity_file=capacity, fanout=fan, default_fanout=default_fanout, band=bands,
-                           threshold=thresholds, history=read_history(run_dir))
-    plan = make_plan(cluster, mode, time_limit=time_limit, budget=budget, load=model, **kwargs)
+        model = load_model(cluster, capacity_file=opts.capacity, fanout=fan, default_fanout=default_fanout,
+                           band=opts.bands, threshold=opts.thresholds, history=read_history(run_dir))
+    plan = make_plan(cluster, mode, brokers=brokers, budget=budget, load=model, options=opts)
     with collector_paused():  # its steps and batches are many long-lived objects and no cycles (``rebalancer.bulk``)
-        plan.summary["execution"] = estimate(plan.changes, rate,
-                                             schedule=resolve_schedule(schedule, _through_admin(cluster)),
-                                             per_broker=max_moves_per_broker, total=max_moves or TOTAL).to_dict()
+        plan.summary["execution"] = estimate(plan.changes, opts.throttle,
+                                             schedule=resolve_schedule(opts.schedule, _through_admin(cluster)),
+                                             per_broker=opts.per_broker, total=opts.total).to_dict()
     write_plan(plan, run_dir)
     return plan

@@ -138,6 +138,11 @@ opts = runbook._options(out["rolling"])
 out["opts"] = {"schedule": opts.schedule, "per_broker": opts.per_broker, "throttle": opts.throttle}
 out["estimated"] = [_estimated_schedule({**params, "execution_schedule": s, "backend": b})
                     for s, b in (("batches", "kafka"), ("rolling", "zookeeper"), ("auto", "kafka"), ("auto", "zookeeper"))]
+from rebalancer_airflow.runbook_dag import plan_options
+for mode, extra in (("leaders", {}), ("rebalance", {"capacity_file": "/tmp/cap.json", "disk_band_pct": 7})):
+    params = {**{k: p.value for k, p in common_params(mode).items()}, **extra}
+    opts = plan_options(mode, {"params": params})
+    out["plan_" + mode] = {**opts, "argv": runbook.plan_args("RUN", mode, **opts)}
 print(json.dumps(out))
 """
 
@@ -157,3 +162,13 @@ def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_
     assert out["opts"] == {"schedule": "rolling", "per_broker": None, "throttle": 50_000_000}
     # the plan's time estimate assumes the same schedule, auto as the cluster access resolves it
     assert out["estimated"] == ["batches", "rolling", "rolling", "batches"]
+    # the plan's options: every PlanOptions field the form can set (None where this DAG's form has none), and the
+    # argv of the plan in its own process says only what was given
+    leaders = out["plan_leaders"]
+    assert leaders["groups"] is None and leaders["master"] is None and leaders["capacity"] is None
+    assert leaders["argv"] == ["RUN", "--mode", "leaders", "--strategy", "auto", "--objective", "replicas",
+                               "--throttle", "50MB/s", "--schedule", "batches", "--max-moves", "50"]
+    assert out["plan_rebalance"]["argv"] == [
+        "RUN", "--mode", "rebalance", "--strategy", "auto", "--balance", "auto", "--capacity", "/tmp/cap.json",
+        "--band", "disk=7.0", "--objective", "replicas", "--throttle", "50MB/s", "--schedule", "batches",
+        "--max-moves", "50"]

@@ -229,7 +229,7 @@ def plan_options(mode: str, context: Any) -> dict[str, Any]:
     bands from their percentages, the capacity file else the cluster connection's, the schedule the estimate
     assumes as the cluster access resolves it; and the brokers."""
     p = context["params"]
-    options = {f.name: p.get(f.param) for f in option_fields(PlanOptions) if f.param and f.param in p}
+    options = {f.name: p.get(f.param) for f in option_fields(PlanOptions) if f.param}  # None: not on this form
     bands = {}
     if p.get("disk_band_pct") is not None:
         bands["disk"] = float(p["disk_band_pct"]) / 100
@@ -269,7 +269,7 @@ class PlanOperator(SparkSubmitOperator):
         try:
             run = run_dir(context)
             options = plan_options(self.mode, context)
-            if options["master"] is not None or runbook.plan_groups(run, self.mode, options["groups"]) < 2:
+            if options.get("master") is not None or runbook.plan_groups(run, self.mode, options.get("groups")) < 2:
                 return runbook.plan(run, self.mode, isolated=True, **options)
             self.application_args = runbook.plan_args(run, self.mode, **options)
             print("the load placement is split in groups of topics: the plan stage goes to Spark (spark_default)")

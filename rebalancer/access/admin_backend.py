@@ -14,7 +14,6 @@ DeleteTopics by its topic id, so it is the same lock a ``zk://`` execution of th
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,12 +23,17 @@ from .. import kafka_admin as ka
 from ..errors import SourceError
 from ..kafka_names import LOCK_TOPIC, THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
+from ..retry import retry_call
 from .backend import ConfigChange, Marker, MarkerExists, Observation
 
 __all__ = ["AdminBackend"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _Unreachable(Exception):
+    """One Admin call that could not reach the cluster (its Kafka error the cause): tried again (``_call``)."""
 
 
 class AdminBackend:
@@ -59,8 +63,7 @@ class AdminBackend:
         the call addresses ``brokers`` (their own configs) and one of them is no longer registered."""
         import kafka.errors as ke
 
-        deadline = time.monotonic() + self.patience
-        while True:
+        def attempt() -> T:
             try:
                 return fn()
             except ka.kafka_errors() as exc:
@@ -71,14 +74,18 @@ class AdminBackend:
                 if brokers and (down := set(brokers) - (self._registered() or set(brokers))):
                     raise ka.TransientKafkaError(f"Kafka at {self.display}: broker {min(down)} is down "
                                                  f"({type(exc).__name__} while {what})") from None
-                if time.monotonic() > deadline:
-                    raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc).__name__} while {what}") from None
-                log.warning("Kafka %s while %s; retrying", type(exc).__name__, what)
-                time.sleep(0.5)
+                raise _Unreachable(exc) from exc
             except ke.AuthorizationError as exc:
                 raise SourceError(f"Kafka at {self.display} denied {what} ({type(exc).__name__})") from None
             except ke.KafkaError as exc:
                 raise SourceError(f"Kafka at {self.display}: {what} failed: {type(exc).__name__} {exc}") from None
+
+        try:
+            return retry_call(attempt, on=_Unreachable, patience=self.patience, before_retry=lambda exc: log.warning(
+                "Kafka %s while %s; retrying", type(exc.__cause__).__name__, what))
+        except _Unreachable as exc:
+            raise ka.TransientKafkaError(f"Kafka at {self.display}: {type(exc.__cause__).__name__} while {what}"
+                                         ) from None
 
     def _registered(self) -> set[int] | None:
         """The brokers the cluster lists now (None when even that cannot be read)."""

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from ..retry import poll as poll_until
+
 __all__ = ["NotAgreed", "until_agreed", "same_views", "agreed_throttles"]
 
 V = TypeVar("V")
@@ -30,21 +32,23 @@ class NotAgreed(AssertionError):
 
 def until_agreed(read: Callable[[], Mapping[int, V]], fold: Callable[[Mapping[int, V]], T | None], *,
                  want: Callable[[T], bool] | None = None, timeout: float = 30.0, poll: float = 0.2,
-                 what: str = "the brokers' views") -> T:
+                 what: str = "the brokers' views", sleep: Callable[[float], None] = time.sleep) -> T:
     """Poll ``read`` (broker id -> that broker's view) until ``fold`` makes one answer of the views and ``want``
-    (if given) accepts it; return that answer."""
-    deadline = time.monotonic() + timeout
-    while True:
+    (if given) accepts it; return that answer (``retry.poll``: every ``poll`` seconds, ``timeout`` in all)."""
+    def look() -> tuple[Mapping[int, V], T | None]:
         views = read()
-        agreed = fold(views)
-        if agreed is not None and (want is None or want(agreed)):
-            return agreed
-        if time.monotonic() > deadline:
-            if agreed is None:
-                raise NotAgreed(f"the brokers still disagree on {what} after {timeout:g} s: "
-                                + "; ".join(f"broker {b}: {v}" for b, v in sorted(views.items())))
-            raise NotAgreed(f"the brokers agree on {what} after {timeout:g} s, but not as expected: {agreed}")
-        time.sleep(poll)
+        return views, fold(views)
+
+    def wanted(seen: tuple[Mapping[int, V], T | None]) -> bool:
+        return seen[1] is not None and (want is None or want(seen[1]))
+
+    (views, agreed), done = poll_until(look, wanted, timeout=timeout, interval=poll, sleep=sleep)
+    if done and agreed is not None:
+        return agreed
+    if agreed is None:
+        raise NotAgreed(f"the brokers still disagree on {what} after {timeout:g} s: "
+                        + "; ".join(f"broker {b}: {v}" for b, v in sorted(views.items())))
+    raise NotAgreed(f"the brokers agree on {what} after {timeout:g} s, but not as expected: {agreed}")
 
 
 def same_views(views: Mapping[int, V]) -> V | None:

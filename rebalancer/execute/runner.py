@@ -51,6 +51,7 @@ from ..movement.rate import parse_rate
 from ..movement.schedule import DiskRoom, Scheduler, per_broker_of
 from ..options import given, option
 from ..planfile.result import Change, Plan, content_hash, load_plan
+from ..retry import retry_call
 from ..rundir import RunDir
 from ..strategies import EXECUTION_SCHEDULES, resolve_schedule, schedule_option
 from . import throttle as thr
@@ -265,17 +266,14 @@ def _say(opts: ExecOptions, text: str) -> None:
 # -- connection hiccups -----------------------------------------------------------------------------------------------
 def _retrying(fn: Callable[[], Any], what: str, patience: float = 60.0) -> Any:
     """Call ``fn``, riding out what a backend reports as transient (``TransientError``: a ZooKeeper session lost,
-    a broker or the controller unreachable for a moment; the clients reconnect)."""
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            return fn()
-        except TransientError as exc:
-            if time.monotonic() > deadline:
-                raise SourceError(f"{exc} while {what}, and no reconnect within {patience:.0f} s; rerun the same "
-                                  "command to resume") from None
-            log.warning("%s while %s; retrying", exc, what)
-            time.sleep(0.5)
+    a broker or the controller unreachable for a moment; the clients reconnect), every 0.5 s for ``patience``
+    seconds (``retry.retry_call``)."""
+    try:
+        return retry_call(fn, on=TransientError, patience=patience,
+                          before_retry=lambda exc: log.warning("%s while %s; retrying", exc, what))
+    except TransientError as exc:
+        raise SourceError(f"{exc} while {what}, and no reconnect within {patience:.0f} s; rerun the same "
+                          "command to resume") from None
 
 
 # -- the batch loop -----------------------------------------------------------------------------------------------

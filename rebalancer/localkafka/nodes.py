@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import InputError, SimulationError
 from ..formats import atomic_write_json, read_json
-from ..procs import process_alive, process_identity
+from ..procs import process_alive, process_identity, rss_kib, started_identity
 from ..zkserver import ZooKeeperServer, free_port
 
 __all__ = ["VERSIONS", "STATE_FILE", "LOG_DIRS_FILE", "CHROOT", "normalize_version", "libs_dir", "read_state",
@@ -168,27 +168,6 @@ def is_ours(record: Mapping[str, Any] | None) -> bool:
     current = process_identity(record["pid"])
     return (current is not None and record.get("start_time") == current["start_time"]
             and (not record.get("cmdline") or record["cmdline"] == current["cmdline"]))
-
-
-def _identity(pid: int) -> dict[str, Any]:
-    """The identity of a child just started; its command line shows up in /proc a moment after Popen returns."""
-    deadline = time.monotonic() + 2.0
-    ident = process_identity(pid)
-    while ident is not None and not ident["cmdline"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-        ident = process_identity(pid)
-    return ident or {"pid": pid}
-
-
-def rss_kib(pid: int | None) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _spawn(cmd: list[str], cwd: Path, out: Path) -> subprocess.Popen[bytes]:
@@ -344,7 +323,7 @@ def start_node(state: dict[str, Any], node_id: int) -> subprocess.Popen[bytes]:
     if is_ours(node.get("process")):
         raise SimulationError(f"broker {node_id} is already running (pid {node['process']['pid']})")
     proc = _spawn(node_command(state, node), Path(node["dir"]), Path(node["dir"]) / "stdout.log")
-    node["process"] = _identity(proc.pid)
+    node["process"] = started_identity(proc.pid)
     write_state(state)
     return proc
 
@@ -450,7 +429,7 @@ def start_cluster(directory: str | os.PathLike[str], *, version: str, brokers: M
             zk = KafkaZooKeeper(d / "zookeeper", libs, d / "zookeeper" / "log4j.properties")
             zk.start(timeout=min(timeout, 60.0), detach=True)
             assert zk.process is not None
-            state["zookeeper"] = {**_identity(zk.process.pid), "port": zk.port, "log": str(zk.log_path)}
+            state["zookeeper"] = {**started_identity(zk.process.pid), "port": zk.port, "log": str(zk.log_path)}
             state["zk_connect"] = f"127.0.0.1:{zk.port}{CHROOT}"
             state["zk_url"] = f"zk://127.0.0.1:{zk.port}{CHROOT}"
             write_state(state)

@@ -35,7 +35,8 @@ from typing import Any
 
 from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, read_json
-from ..procs import process_alive, process_identity
+from ..procs import process_alive, process_identity, started_identity
+from ..retry import poll, retry_call
 from ..zkclient import ZkTarget, parse_zk_url, zk_session
 from .controller import COMMANDS_PATH, STATUS_PATH, SimulatedCluster
 from .kafka_listener import serve
@@ -90,16 +91,8 @@ def _not_the_recorded(record: dict[str, Any]) -> str | None:
 
 
 def _started(pid: int | None, **extra: Any) -> dict[str, Any]:
-    """The record of a process ``up`` just started (its child, so the pid cannot have been reused yet).
-
-    Popen returns once the child has begun its exec, a moment before the kernel sets up the new command line:
-    until then ``/proc/<pid>/cmdline`` reads empty, so wait for it (briefly; the start time alone will do)."""
-    deadline = time.monotonic() + 2.0
-    ident = process_identity(pid)
-    while ident is not None and not ident["cmdline"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-        ident = process_identity(pid)
-    return {**(ident or {"pid": pid}), **extra}
+    """The record of a process ``up`` just started (its child, so the pid cannot have been reused yet)."""
+    return {**started_identity(pid), **extra}
 
 
 def read_state(directory: str | Path) -> dict[str, Any]:
@@ -118,28 +111,32 @@ def wait_ready(target: ZkTarget, proc: subprocess.Popen[bytes] | None, log_path:
     # A session is attempted for up to 10 s at a time until the deadline: a fresh ZooKeeper on a loaded machine may
     # take a connection before it serves sessions and never answer its handshake (the fast tier's four workers on 2
     # cores saw both), and kazoo waits for that answer as long as the session timeout asked for.
-    while True:
-        try:
-            with zk_session(target, timeout=min(10.0, max(1.0, deadline - time.monotonic())),
-                            create_chroot=True) as zk:
-                return _await_status(zk, proc, log_path, deadline, timeout)
-        except SourceError as exc:
-            _fail_if_exited(proc, log_path)
-            if time.monotonic() >= deadline:
-                raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {exc}") from None
-            time.sleep(0.5)
+    def attempt() -> dict[str, Any]:
+        with zk_session(target, timeout=min(10.0, max(1.0, deadline - time.monotonic())), create_chroot=True) as zk:
+            return _await_status(zk, proc, log_path, deadline, timeout)
+
+    try:
+        return retry_call(attempt, on=SourceError, patience=timeout,
+                          before_retry=lambda _exc: _fail_if_exited(proc, log_path))
+    except SourceError as exc:
+        _fail_if_exited(proc, log_path)
+        raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {exc}") from None
 
 
 def _await_status(zk: Any, proc: subprocess.Popen[bytes] | None, log_path: Path | None, deadline: float,
                   timeout: float) -> dict[str, Any]:
-    while time.monotonic() < deadline:
+    def look() -> dict[str, Any] | None:
         if zk.exists(STATUS_PATH):
             data, _ = zk.get(STATUS_PATH)
             status = dict(json.loads(data))
             if proc is None or status.get("pid") == proc.pid:
                 return status
         _fail_if_exited(proc, log_path)
-        time.sleep(0.1)
+        return None
+
+    status, _ = poll(look, lambda found: found is not None, timeout=max(0.0, deadline - time.monotonic()), interval=0.1)
+    if status is not None:
+        return status
     raise SimulationError(f"simulated cluster not ready within {timeout:g} s: {_last_line(log_path)}")
 
 
@@ -240,10 +237,9 @@ def _terminate(what: str, record: dict[str, Any] | None, timeout: float = 10.0) 
         log.warning("not stopping the %s (pid %d): %s", what, pid, reason)
         return
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process_alive(pid) and _not_the_recorded(record) is None:
-        time.sleep(0.05)
-    if process_alive(pid) and _not_the_recorded(record) is None:
+    _, gone = poll(lambda: not process_alive(pid) or _not_the_recorded(record) is not None, bool, timeout=timeout,
+                   interval=0.05)
+    if not gone:
         os.kill(pid, signal.SIGKILL)
 
 
@@ -265,9 +261,7 @@ def send_command(zk_url: str, op: str, broker: int, *, timeout: float = 30.0) ->
             raise SourceError(f"no simulated cluster at {target.display}")
         path = zk.create(f"{COMMANDS_PATH}/cmd-", json.dumps({"op": op, "broker": broker, "id": uuid.uuid4().hex}).encode(),
                          sequence=True, makepath=True)
-        deadline = time.monotonic() + timeout
-        while zk.exists(path):
-            if time.monotonic() > deadline:
-                zk.delete(path)
-                raise SimulationError(f"the simulated controller did not act on {op} {broker} within {timeout:g} s")
-            time.sleep(0.05)
+        _, acted = poll(lambda: not zk.exists(path), bool, timeout=timeout, interval=0.05)
+        if not acted:
+            zk.delete(path)
+            raise SimulationError(f"the simulated controller did not act on {op} {broker} within {timeout:g} s")

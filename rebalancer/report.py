@@ -9,9 +9,11 @@
 
 and writes ``RUN_DIR/report.html`` plus the charts as PNGs in ``RUN_DIR/report/``. The page needs nothing else:
 charts are embedded as base64 ``data:`` URIs, the CSS is inline, there is no JavaScript. Apart from the
-generated-at timestamp the output depends only on the inputs. Inputs can be edited by hand, so every value taken
-from them is HTML-escaped (``$`` too in chart labels, where matplotlib would read mathtext), and a nested object
-that is not one reads as n/a.
+generated-at timestamp the output depends only on the inputs. The page is the jinja2 template
+``templates/report.html.j2``, rendered with autoescape from a view model of plain values (``_page``): inputs can be
+edited by hand, so every value taken from them is text, never markup (``$`` is escaped in chart labels too, where
+matplotlib would read mathtext); the few fragments built here (``Markup``) format their values escaped. A nested
+object that is not one reads as n/a.
 
 Page, top to bottom: title; headline (moves vs. lower bound, leader changes, bytes to copy, max deviation from
 the median before -> after, content hash, solver status); per-broker bar charts with the median and the +-15 %
@@ -28,10 +30,13 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+import jinja2
+from markupsafe import Markup
 
 from .balance import deviation_pct, human_bytes
 from .errors import InputError
@@ -182,11 +187,6 @@ def _load_inputs(run_dir: Path) -> _Inputs:
 
 
 # -- formatting -----------------------------------------------------------------------------------------------
-def _e(value: Any) -> str:
-    """Any value from an input file as HTML text (inputs are edited by hand at times: nothing in them is markup)."""
-    return html.escape(str(value), quote=True)
-
-
 def _obj(value: Any) -> Mapping[str, Any]:
     """A nested object of an input file; an edited value that is not an object reads as empty (shown as n/a)."""
     return value if isinstance(value, Mapping) else {}
@@ -518,84 +518,96 @@ def _render_charts(inputs: _Inputs, charts_dir: Path) -> dict[str, Path]:
     return made
 
 
-def _img(path: Path, alt: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{_e(alt)}">'
+def _png(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-# -- sections -------------------------------------------------------------------------------------------------
-def _title(inputs: _Inputs, generated_at: str) -> str:
-    plan = inputs.plan
-    what = (f"{plan.get('mode', '?')} plan, strategy {plan.get('strategy', '?')}" if plan is not None
+# -- the page's view model: plain values, formatted; the template (templates/report.html.j2) escapes them ----------
+def _what(plan: Mapping[str, Any] | None) -> str:
+    return (f"{plan.get('mode', '?')} plan, strategy {plan.get('strategy', '?')}" if plan is not None
             else "current skew (no plan yet)")
-    taken = inputs.meta.get("taken_at")
-    analysed = inputs.summary.get("generated_at")
-    facts = [f"run directory <code>{_e(inputs.run_dir.name)}</code>"]
-    if taken:
-        facts.append(f"snapshot taken {_e(taken)}")
-    if analysed:
-        facts.append(f"analysed {_e(analysed)}")
-    facts.append(f"report generated {_e(generated_at)}")
-    return (f"<header><h1>Kafka rebalance: {_e(what)}</h1>"
-            f'<p class="source">Cluster: <b id="source">{_e(_source(inputs))}</b></p>'
-            f'<p class="muted">{" &middot; ".join(facts)}</p></header>')
 
 
-def _verdict(validation: Mapping[str, Any] | None) -> str:
+def _facts(inputs: _Inputs, generated_at: str) -> list[str]:
+    taken, analysed = inputs.meta.get("taken_at"), inputs.summary.get("generated_at")
+    return ([f"snapshot taken {taken}"] if taken else []) + ([f"analysed {analysed}"] if analysed else []) + [
+        f"report generated {generated_at}"]
+
+
+def _validation_view(validation: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if validation is None:
-        return '<p class="verdict pending" id="verdict">Validation not run yet</p>'
-    gates = validation["gates"]
-    failed = sum(1 for g in gates if not g.get("passed"))
-    if validation.get("passed") and not failed:
-        return f'<p class="verdict ok" id="verdict">Validation passed: all {len(gates)} gates green</p>'
+        return None
+    gates = [{"ok": bool(g.get("passed")), "name": g["name"], "observed": _any(g.get("observed")),
+              "threshold": _any(g.get("threshold")), "description": g.get("description", "")}
+             for g in validation["gates"]]
+    failed = sum(1 for g in gates if not g["ok"])
     detail = f"{failed} of {len(gates)} gates red" if failed else "the overall result is not passed"
-    return f'<p class="verdict bad" id="verdict">Validation FAILED: {detail}</p>'
+    return {"gates": gates, "ok": bool(validation.get("passed")) and not failed, "detail": detail}
 
 
-def _card(label: str, value_html: str, sub_html: str = "") -> str:
-    sub = f'<div class="sub">{sub_html}</div>' if sub_html else ""
-    return f'<div class="card"><div class="label">{_e(label)}</div><div class="value">{value_html}</div>{sub}</div>'
+def _cluster_view(summary: Mapping[str, Any]) -> dict[str, str]:
+    b = summary["before"]
+    return {"brokers": _int(b.get("brokers")), "racks": _int(b.get("racks")), "topics": _int(b.get("topics")),
+            "partitions": _int(b.get("partitions")), "replicas": _int(b.get("replicas")), "bytes": _human(b.get("bytes"))}
 
 
-def _bytes_bound_sub(load: Mapping[str, Any]) -> str:
+def _text(value: Any) -> Markup:
+    """Any value from an input file as HTML text (inputs are edited by hand at times: nothing in them is markup),
+    escaped as ``html.escape`` does it (quotes too); a fragment built here (``Markup``) as it is. The template's
+    ``finalize``: every value the page shows passes through it."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value), quote=True))
+
+
+def _span(id_: str, text: str, **attrs: str) -> Markup:
+    """``<span id=...>text</span>``: a headline number the tests and the approver's eyes find by id."""
+    extra = Markup("").join(Markup(' {}="{}"').format(k, _text(v)) for k, v in attrs.items())
+    return Markup('<span id="{}"{}>{}</span>').format(id_, extra, _text(text))
+
+
+def _bytes_bound_sub(load: Mapping[str, Any]) -> Markup:
     bound = _num(load.get("bytes_bound"))
     if bound is None:
-        return "replica data sent over the network"
-    by = f" ({_e(load.get('bytes_bound_by'))})" if load.get("bytes_bound_by") else ""
-    return (f'lower bound <span id="bytes-bound">{_e(human_bytes(bound))}</span>{by} &middot; bytes / bound '
-            f'<span id="bytes-ratio">{_dec(load.get("bytes_to_bound"), 3)}</span>')
+        return Markup("replica data sent over the network")
+    by = f" ({load.get('bytes_bound_by')})" if load.get("bytes_bound_by") else ""
+    return Markup("lower bound {}{} &middot; bytes / bound {}").format(
+        _span("bytes-bound", human_bytes(bound)), _text(by), _span("bytes-ratio", _dec(load.get("bytes_to_bound"), 3)))
 
 
-def _execution_card(execution: Mapping[str, Any]) -> list[str]:
+def _execution_view(execution: Mapping[str, Any]) -> dict[str, Markup] | None:
     """The time to execute the plan at its throttle: the expected duration, the bound under it (``movement.estimate``)."""
     from .movement.estimate import describe, duration
 
     try:
         line, expected = describe(dict(execution)), duration(float(execution["expected_seconds"]))
     except (KeyError, TypeError, ValueError):  # no estimate (an older or hand-edited plan.json)
-        return []
-    return [_card("Expected execution", f'<span id="execution-expected">{_e(expected)}</span>',
-                  f'<span id="execution">{_e(line)}</span>')]
+        return None
+    return {"expected_html": _span("execution-expected", expected), "line_html": _span("execution", line)}
 
 
-def _plan_cards(plan: Mapping[str, Any]) -> str:
-    s = plan["summary"]
+def _plan_view(plan: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if plan is None:
+        return None
+    s, solver, params = plan["summary"], _obj(plan.get("solver")), _obj(plan.get("params"))
     bounds = _obj(s.get("lower_bounds"))
-    cards = [
-        _card("Replica moves", f'<span id="moves">{_int(s["replica_moves"])}</span>',
-              f'lower bound <span id="bound">{_int(bounds.get("replica_moves"))}</span> &middot; '
-              f'moves / bound <span id="ratio">{_dec(s.get("moves_to_bound"), 3)}</span>'),
-        _card("Partitions changed", f'<span id="partitions-changed">{_int(s["partitions_changed"])}</span>',
-              f'at most {_int(s.get("max_changes_in_a_partition"))} replica change(s) per partition'),
-        _card("Leader changes", f'<span id="leader-changes">{_int(s["leader_changes"])}</span>',
-              f'lower bound <span id="leader-bound">{_int(bounds.get("leader_changes"))}</span> &middot; '
-              f'changes / bound <span id="leader-ratio">{_dec(s.get("leader_changes_to_bound"), 3)}</span>'),
-        _card("Bytes to copy",
-              f'<span id="bytes" data-bytes="{_int(s["bytes_moved"])}">{_e(_human(s["bytes_moved"]))}</span>',
-              _bytes_bound_sub(_obj(s.get("load")))),
-        *_execution_card(_obj(s.get("execution"))),
-    ]
-    return f'<div class="cards">{"".join(cards)}</div>'
+    return {
+        "moves_html": _span("moves", _int(s["replica_moves"])),
+        "moves_sub": Markup("lower bound {} &middot; moves / bound {}").format(
+            _span("bound", _int(bounds.get("replica_moves"))), _span("ratio", _dec(s.get("moves_to_bound"), 3))),
+        "partitions_html": _span("partitions-changed", _int(s["partitions_changed"])),
+        "partitions_sub": f"at most {_int(s.get('max_changes_in_a_partition'))} replica change(s) per partition",
+        "leaders_html": _span("leader-changes", _int(s["leader_changes"])),
+        "leaders_sub": Markup("lower bound {} &middot; changes / bound {}").format(
+            _span("leader-bound", _int(bounds.get("leader_changes"))),
+            _span("leader-ratio", _dec(s.get("leader_changes_to_bound"), 3))),
+        "bytes_html": _span("bytes", _human(s["bytes_moved"]), **{"data-bytes": _int(s["bytes_moved"])}),
+        "bytes_sub": _bytes_bound_sub(_obj(s.get("load"))),
+        "execution": _execution_view(_obj(s.get("execution"))),
+        "mode": plan.get("mode", "?"), "strategy": plan.get("strategy", "?"), "status": solver.get("status", "n/a"),
+        "gap": _any(solver["gap"]) if solver.get("gap") is not None else None,
+        "seconds": _any(solver["seconds"]) if solver.get("seconds") is not None else None,
+        "brokers": _broker_list(params["brokers"]) if params.get("brokers") else None,
+        "hash": str(plan.get("content_hash", "")), "reason": solver.get("strategy_reason"),
+    }
 
 
 def _deviations(inputs: _Inputs) -> dict[str, Any]:
@@ -612,77 +624,24 @@ def _deviations(inputs: _Inputs) -> dict[str, Any]:
     return out
 
 
-def _deviation_table(inputs: _Inputs) -> str:
+def _deviation_view(inputs: _Inputs) -> list[dict[str, Any]]:
     devs = _deviations(inputs)
-    has_after = inputs.plan is not None
-    rows = []
-    for m in METRICS:
-        before = f'<span id="dev-{m}-before">{_dec(devs[f"{m}-before"], 1)}</span>%'
-        after = (f'<span id="dev-{m}-after">{_dec(devs[f"{m}-after"], 1)}</span>%' if has_after
-                 else '<span class="muted">no plan</span>')
-        cls = ' class="bad"' if has_after and _exceeds_band(devs[f"{m}-after"]) else ""
-        rows.append(f"<tr><th>{_e(m)}</th><td>{before}</td><td>&rarr;</td><td{cls}>{after}</td></tr>")
-    return ('<table class="dev"><caption>Max |deviation from the median| over the brokers</caption>'
-            "<thead><tr><th></th><th>before</th><th></th><th>after</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    return [{"metric": m, "before": _dec(devs[f"{m}-before"], 1), "after": _dec(devs[f"{m}-after"], 1),
+             "bad": _exceeds_band(devs[f"{m}-after"])} for m in METRICS]
 
 
 def _exceeds_band(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > BAND_PCT
 
 
-def _cluster_line(summary: Mapping[str, Any]) -> str:
-    b = summary["before"]
-    return (f'<p class="cluster"><span id="brokers">{_int(b.get("brokers"))}</span> brokers &middot; '
-            f'{_int(b.get("racks"))} racks &middot; {_int(b.get("topics"))} topics &middot; '
-            f'<span id="partitions">{_int(b.get("partitions"))}</span> partitions &middot; '
-            f'<span id="replicas">{_int(b.get("replicas"))}</span> replicas &middot; '
-            f'{_e(_human(b.get("bytes")))} on disk</p>')
-
-
-def _plan_facts(plan: Mapping[str, Any]) -> str:
-    solver = _obj(plan.get("solver"))
-    full_hash = str(plan.get("content_hash", ""))
-    params = _obj(plan.get("params"))
-    facts = [
-        f'mode <b>{_e(plan.get("mode", "?"))}</b>',
-        f'strategy <b>{_e(plan.get("strategy", "?"))}</b>',
-        f'solver status <b id="solver-status">{_e(solver.get("status", "n/a"))}</b>',
-    ]
-    if solver.get("gap") is not None:
-        facts.append(f'gap {_e(_any(solver["gap"]))}')
-    if solver.get("seconds") is not None:
-        facts.append(f'{_e(_any(solver["seconds"]))} s')
-    if params.get("brokers"):
-        facts.append(f'brokers {_e(_broker_list(params["brokers"]))}')
-    facts.append(f'content hash <code id="hash" title="{_e(full_hash)}">{_e(full_hash[:12])}</code>')
-    reason = solver.get("strategy_reason")
-    why = f'<p class="muted">strategy choice: {_e(reason)}</p>' if reason else ""
-    return f'<p class="facts">{" &middot; ".join(facts)}</p>{why}'
-
-
-def _headline(inputs: _Inputs) -> str:
-    parts = ['<section id="headline">', _verdict(inputs.validation), _cluster_line(inputs.summary)]
-    if inputs.plan is None:
-        parts.append('<p class="noplan" id="no-plan">No plan exists yet: this report shows the current skew only. '
-                     "Run <code>rebalancer plan RUN_DIR</code> to make one.</p>")
-    else:
-        parts += [_plan_cards(inputs.plan), _plan_facts(inputs.plan)]
-    parts += [_deviation_table(inputs), "</section>"]
-    return "".join(parts)
-
-
-def _charts_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
+def _charts_view(inputs: _Inputs, charts: Mapping[str, Path]) -> dict[str, Any]:
     if inputs.brokers_after is not None:
-        note = f"Before and after the plan (after: from <code>{_e(inputs.after_source)}</code>)."
+        note = Markup("Before and after the plan (after: from <code>{}</code>).").format(_text(inputs.after_source))
     elif inputs.plan is not None:
-        note = "The plan's per-broker loads are not available: before only."
+        note = Markup("The plan's per-broker loads are not available: before only.")
     else:
-        note = "Current load only (no plan yet)."
-    imgs = "".join(f'<figure>{_img(charts[m], f"{m} per broker")}</figure>' for m in METRICS)
-    return (f'<section id="charts"><h2>Load per broker</h2><p class="muted">{note} Bars outside the '
-            f"median \u00b1{BAND_PCT:g}% band are coloured; leaders are preferred leaders (first replica).</p>"
-            f"{imgs}</section>")
+        note = Markup("Current load only (no plan yet).")
+    return {"note": note, "images": [{"src": _png(charts[m]), "alt": f"{m} per broker"} for m in METRICS]}
 
 
 MAX_LOAD_ROWS = 400
@@ -692,141 +651,123 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-def _load_cell(value: Any, cell: Mapping[str, Any], rate: bool) -> str:
+def _load_cell(value: Any, cell: Mapping[str, Any], rate: bool) -> dict[str, Any]:
     """One broker's load in one dimension: utilisation (% of capacity) where the capacity is known, else the
-    amount and its deviation from the broker's target; coloured when outside the band."""
+    amount and its deviation from the broker's target; marked when outside the band."""
     v, cap, target = _num(value), _num(cell.get("capacity")), _num(cell.get("target"))
     low, high = _num(cell.get("low")), _num(cell.get("high"))
     if v is None:
-        return "<td>n/a</td>"
-    out = low is not None and high is not None and not low <= v <= high
-    cls = ' class="bad"' if out else ""
+        return {"na": True}
     amount = human_bytes(v) + ("/s" if rate else "")
     dev = f" ({(v - target) / target * 100:+.1f}%)" if target else ""
-    shown = f"{v / cap * 100:.1f}%" if cap else amount
+    shown = f"{v / cap * 100:.1f}%" if cap else amount + dev
     title = f"{amount}{dev}" + (f" of {human_bytes(cap)}{'/s' if rate else ''}" if cap else "")
-    return f'<td class="num"{cls} title="{_e(title)}">{_e(shown)}{_e(dev) if not cap else ""}</td>'
+    return {"bad": low is not None and high is not None and not low <= v <= high, "title": title, "shown": shown}
 
 
-def _band_cell(cell: Mapping[str, Any], rate: bool) -> str:
+def _band_cell(cell: Mapping[str, Any], rate: bool) -> dict[str, Any]:
     low, high, cap = _num(cell.get("low")), _num(cell.get("high")), _num(cell.get("capacity"))
     if low is None or high is None:
-        return "<td>n/a</td>"
+        return {"na": True}
     if cap:
-        return f'<td class="num">{low / cap * 100:.1f}&ndash;{high / cap * 100:.1f}%</td>'
+        return {"band": True, "low": f"{low / cap * 100:.1f}", "high": f"{high / cap * 100:.1f}%"}
     unit = "/s" if rate else ""
-    return f'<td class="num">{_e(human_bytes(low))}{unit}&ndash;{_e(human_bytes(high))}{unit}</td>'
+    return {"band": True, "low": human_bytes(low) + unit, "high": human_bytes(high) + unit}
 
 
-def _load_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]) -> str:
+def _load_view(plan: Mapping[str, Any] | None, charts: Mapping[str, Path]) -> dict[str, Any] | None:
     """Utilisation per broker before and after the plan against the band (and capacity, where known), per load
     dimension, from plan.json's ``summary.load``: a chart per dimension, then the table."""
     dims_doc, rows_in, dims = _load_dims(plan)
     if not rows_in or not dims:
-        return ('<section id="load"><h2>Utilisation per broker</h2><p class="muted" id="load-missing">No load '
-                "known (partition sizes and rates unknown): nothing to show.</p></section>")
-    head = "".join(f'<th colspan="3">{_e(_obj(dims_doc[d]).get("title", d))}</th>' for d in dims)
-    sub = "".join("<th>before</th><th>after</th><th>band</th>" for _ in dims)
+        return None
     notes = []
     for d in dims:
         info = _obj(dims_doc[d])
-        by = "% of capacity" if info.get("by_capacity") else "amount (vs target)"
-        thr = f", capacity threshold {_dec(info.get('threshold_pct'), 0)}%" if info.get("threshold_pct") is not None else ""
-        notes.append(f"{_e(info.get('title', d))}: {by}, band &plusmn;{_dec(info.get('band_pct'), 1)}%{thr}, "
-                     f"<span id=\"load-outside-{d}\">{len(_items(info.get('outside_after')))}</span> broker(s) "
-                     "outside after")
-    body = []
+        threshold = (f", capacity threshold {_dec(info.get('threshold_pct'), 0)}%"
+                     if info.get("threshold_pct") is not None else "")
+        notes.append({"dim": d, "title": info.get("title", d), "band": _dec(info.get("band_pct"), 1),
+                      "by": "% of capacity" if info.get("by_capacity") else "amount (vs target)",
+                      "threshold": threshold, "outside": len(_items(info.get("outside_after")))})
+    rows = []
     for r in rows_in[:MAX_LOAD_ROWS]:
         cells = []
         for d in dims:
-            cell = _obj(r.get(d))
-            rate = d != "disk"
+            cell, rate = _obj(r.get(d)), d != "disk"
             cells += [_load_cell(cell.get("before"), cell, rate), _load_cell(cell.get("after"), cell, rate),
                       _band_cell(cell, rate)]
-        body.append(f'<tr><th>{_e(r.get("broker"))}</th>{"".join(cells)}</tr>')
-    more = (f'<p class="muted">showing {MAX_LOAD_ROWS} of {len(rows_in)} brokers (all in plan.json)</p>'
-            if len(rows_in) > MAX_LOAD_ROWS else "")
-    imgs = "".join(f'<figure id="load-chart-{d}">{_img(charts[f"load_{d}"], f"{d} per broker")}</figure>'
-                   for d in dims if f"load_{d}" in charts)
-    return (f'<section id="load"><h2>Utilisation per broker</h2>{imgs}<p class="muted">{"; ".join(notes)}. Cells '
-            "outside the band are red; hover for the amount.</p>"
-            f'<table class="load"><thead><tr><th rowspan="2">broker</th>{head}</tr><tr>{sub}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>{more}</section>')
+        rows.append({"broker": r.get("broker"), "cells": cells})
+    return {"notes": notes, "rows": rows, "more": len(rows_in) > MAX_LOAD_ROWS, "shown": MAX_LOAD_ROWS,
+            "total": len(rows_in), "images": [{"dim": d, "src": _png(charts[f"load_{d}"]), "alt": f"{d} per broker"}
+                                              for d in dims if f"load_{d}" in charts]}
 
 
-def _heatmap_section(inputs: _Inputs, charts: Mapping[str, Path]) -> str:
+def _heatmap_view(inputs: _Inputs, charts: Mapping[str, Path]) -> dict[str, str] | None:
     if "heatmap" not in charts:
-        body = '<p class="muted">Topic heat map not available (no analysis/topic_broker_top.json).</p>'
-    else:
-        after = "before and after the plan" if inputs.top_after is not None else "before"
-        body = (f'<p class="muted">Replicas per broker of the most skewed topics, {after}.</p>'
-                f'<figure>{_img(charts["heatmap"], "topic heat map")}</figure>')
-    return f'<section id="topics"><h2>Worst topics</h2>{body}</section>'
+        return None
+    return {"when": "before and after the plan" if inputs.top_after is not None else "before",
+            "src": _png(charts["heatmap"])}
 
 
-def _flags_section(summary: Mapping[str, Any]) -> str:
+FLAGS = ((Markup("Wix-underloaded brokers (replicas &lt; 0.5 &times; median)"), "wix_underloaded", _broker_list),
+         ("Pinterest: brokers leading more than average", "pinterest_over", _broker_list),
+         ("Pinterest: brokers leading less than average", "pinterest_under", _broker_list),
+         (Markup("Under-replicated partitions (ISR &lt; replicas)"), "under_replicated_partitions", _int))
+
+
+def _flags_view(summary: Mapping[str, Any]) -> dict[str, Any]:
     before, after = summary["before"], summary.get("after")
-    rows = [
-        ("Wix-underloaded brokers (replicas &lt; 0.5 &times; median)", "wix_underloaded", _broker_list),
-        ("Pinterest: brokers leading more than average", "pinterest_over", _broker_list),
-        ("Pinterest: brokers leading less than average", "pinterest_under", _broker_list),
-        ("Under-replicated partitions (ISR &lt; replicas)", "under_replicated_partitions", _int),
-    ]
-    head = "<tr><th></th><th>before</th>" + ("<th>after the plan</th>" if after else "") + "</tr>"
-    body = []
-    for label, key, fmt in rows:
-        cells = f'<td id="flag-{key.replace("_", "-")}">{_e(fmt(before.get(key)))}</td>'
-        if after:
-            cells += f"<td>{_e(fmt(after.get(key)))}</td>"
-        body.append(f"<tr><th>{label}</th>{cells}</tr>")
-    return (f'<section id="flags"><h2>Flags</h2><table class="flags"><thead>{head}</thead>'
-            f'<tbody>{"".join(body)}</tbody></table></section>')
+    return {"after": bool(after), "rows": [
+        {"label": label, "id": key.replace("_", "-"), "before": fmt(before.get(key)),
+         "after": fmt(after.get(key)) if after else None} for label, key, fmt in FLAGS]}
 
 
-def _gates_section(validation: Mapping[str, Any] | None) -> str:
-    if validation is None:
-        return ('<section id="gates"><h2>Validation gates</h2>'
-                '<p id="validation-missing">validation not run yet</p></section>')
-    rows = []
-    for g in validation["gates"]:
-        ok = bool(g.get("passed"))
-        rows.append(f'<tr class="{"pass" if ok else "fail"}"><td>{_e(g["name"])}</td>'
-                    f'<td class="status">{"PASS" if ok else "FAIL"}</td><td>{_e(_any(g.get("observed")))}</td>'
-                    f'<td>{_e(_any(g.get("threshold")))}</td><td>{_e(g.get("description", ""))}</td></tr>')
-    return ('<section id="gates"><h2>Validation gates</h2><table class="gates"><thead><tr><th>gate</th>'
-            "<th>result</th><th>observed</th><th>threshold</th><th>description</th></tr></thead>"
-            f'<tbody>{"".join(rows)}</tbody></table></section>')
-
-
-def _replica_cell(before: Iterable[Any], after: Iterable[Any]) -> str:
-    old = list(before)
-    new = [f"<b>{_e(b)}</b>" if b not in old else _e(b) for b in after]
-    return f'[{", ".join(_e(b) for b in old)}] &rarr; [{", ".join(new)}]'
-
-
-def _change_row(c: Mapping[str, Any]) -> str:
-    lead_b, lead_a = c.get("leader_before"), c.get("leader_after")
-    moved = "chg" if lead_b != lead_a else ""
-    return (f'<tr><td>{_e(c.get("topic"))}</td><td class="num">{_e(c.get("partition"))}</td>'
-            f'<td>{_replica_cell(_items(c.get("replicas_before")), _items(c.get("replicas_after")))}</td>'
-            f'<td class="{moved}">{_e(lead_b)} &rarr; {_e(lead_a)}</td>'
-            f'<td class="num">{_e(_human(c.get("bytes_to_copy", 0)))}</td></tr>')
-
-
-def _changes_section(plan: Mapping[str, Any] | None) -> str:
+def _changes_view(plan: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if plan is None:
-        return '<section id="changes"><h2>Changes</h2><p>No plan exists yet.</p></section>'
+        return None
     changes = plan["changes"]
-    if not changes:
-        return '<section id="changes"><h2>Changes</h2><p id="changes-count">The plan changes nothing.</p></section>'
     shown = changes[:MAX_CHANGE_ROWS]
+    rows = []
+    for c in shown:
+        if not isinstance(c, dict):
+            continue
+        old = _items(c.get("replicas_before"))
+        rows.append({"topic": c.get("topic"), "partition": c.get("partition"), "before": [_text(b) for b in old],
+                     "after": [{"id": b, "added": b not in old} for b in _items(c.get("replicas_after"))],
+                     "leader_before": c.get("leader_before"), "leader_after": c.get("leader_after"),
+                     "leader_moves": c.get("leader_before") != c.get("leader_after"),
+                     "bytes": _human(c.get("bytes_to_copy", 0))})
     count = (f"showing {len(shown)} of {len(changes)} changes" if len(changes) > len(shown)
              else f"{len(changes)} changes")
-    rows = "".join(_change_row(c) for c in shown if isinstance(c, dict))
-    return (f'<section id="changes"><h2>Changes</h2><p id="changes-count">{count} '
-            '<span class="muted">(added replicas in bold; highlighted leaders change)</span></p>'
-            '<table class="changes"><thead><tr><th>topic</th><th>partition</th><th>replicas before &rarr; after</th>'
-            f'<th>leader</th><th>bytes to copy</th></tr></thead><tbody>{rows}</tbody></table></section>')
+    return {"total": len(changes), "count": count, "rows": rows}
+
+
+def _failover_view(plan: Mapping[str, Any] | None, charts: Mapping[str, Path], worst: int = 5) -> dict[str, Any] | None:
+    """If a broker or a rack fails (``summary.failover``): every broker's failure as a chart, then the worst single
+    failures after the plan, and each rack's, against the same failure before it; absent for a plan written before
+    the figures existed."""
+    failover = _failover_doc(plan)
+    before, after = _obj(failover.get("before")), _obj(failover.get("after"))
+    if not after:
+        return None
+
+    def figures(fig: Mapping[str, Any]) -> dict[str, str]:
+        return {"leaders": _dec(fig.get("leaders_dev_pct"), 1), "load": _dec(fig.get("load_dev_pct"), 1),
+                "offline": _int(fig.get("offline")), "single": _int(fig.get("single_replica")),
+                "under_min_isr": _int(fig.get("under_min_isr"))}
+
+    brokers_after, brokers_before = _obj(after.get("brokers")), _obj(before.get("brokers"))
+    ranked = sorted(brokers_after, key=lambda b: (-float(_obj(brokers_after[b]).get("leaders_dev_pct") or 0),
+                                                 -float(_obj(brokers_after[b]).get("load_dev_pct") or 0), str(b)))
+    racks_after, racks_before = _obj(after.get("racks")), _obj(before.get("racks"))
+    rows = ([{"label": f"broker {b}", "before": figures(_obj(brokers_before.get(b))),
+              "after": figures(_obj(brokers_after[b]))} for b in ranked[:worst]]
+            + [{"label": f"rack {r}", "before": figures(_obj(racks_before.get(r))), "after": figures(_obj(racks_after[r]))}
+               for r in sorted(racks_after, key=str)])
+    isr = Markup("each topic's min.insync.replicas as the snapshot read it" if failover.get("min_insync_replicas_known")
+                 else "min.insync.replicas 1 assumed: the snapshot read no topic's")
+    return {"weighted": failover.get("weighted_by", "load"), "rows": rows, "isr": isr, "worst": min(worst, len(ranked)),
+            "chart": _png(charts["failover"]) if "failover" in charts else None}
 
 
 CSS = """
@@ -863,63 +804,21 @@ footer{margin-top:30px;color:#5f6b7a;font-size:12px}
 """
 
 
-def _failover_section(plan: Mapping[str, Any] | None, charts: Mapping[str, Path], worst: int = 5) -> str:
-    """If a broker or a rack fails (``summary.failover``): every broker's failure as a chart, then the worst single
-    failures after the plan, and each rack's, against the same failure before it; absent for a plan written before
-    the figures existed."""
-    failover = _failover_doc(plan)
-    before, after = _obj(failover.get("before")), _obj(failover.get("after"))
-    if not after:
-        return ""
-    weighted = _e(failover.get("weighted_by", "load"))
-
-    def cells(fig: Mapping[str, Any]) -> str:
-        return (f"<td>{_dec(fig.get('leaders_dev_pct'), 1)}%</td><td>{_dec(fig.get('load_dev_pct'), 1)}%</td>"
-                f"<td>{_int(fig.get('offline'))}</td><td>{_int(fig.get('single_replica'))}</td>"
-                f"<td>{_int(fig.get('under_min_isr'))}</td>")
-
-    rows = []
-    brokers_after, brokers_before = _obj(after.get("brokers")), _obj(before.get("brokers"))
-    ranked = sorted(brokers_after, key=lambda b: (-float(_obj(brokers_after[b]).get("leaders_dev_pct") or 0),
-                                                 -float(_obj(brokers_after[b]).get("load_dev_pct") or 0), str(b)))
-    for b in ranked[:worst]:
-        rows.append(f"<tr><th>broker {_e(b)}</th>{cells(_obj(brokers_before.get(b)))}<td>&rarr;</td>"
-                    f"{cells(_obj(brokers_after[b]))}</tr>")
-    racks_after, racks_before = _obj(after.get("racks")), _obj(before.get("racks"))
-    for r in sorted(racks_after, key=str):
-        rows.append(f"<tr><th>rack {_e(r)}</th>{cells(_obj(racks_before.get(r)))}<td>&rarr;</td>"
-                    f"{cells(_obj(racks_after[r]))}</tr>")
-    head = (f"<th>leaders</th><th>leader {weighted}</th><th>offline</th><th>one replica left</th>"
-            "<th>under min.insync</th>")
-    isr = ("each topic's min.insync.replicas as the snapshot read it" if failover.get("min_insync_replicas_known")
-           else "min.insync.replicas 1 assumed: the snapshot read no topic's")
-    chart = (f'<figure id="failover-chart">{_img(charts["failover"], "each broker failing alone")}</figure>'
-             if "failover" in charts else "")
-    return (f'<section id="failover"><h2>If a broker or a rack fails</h2>{chart}<p class="muted">Each failure alone, every '
-            "replica in sync: the survivors' largest deviation from their mean in leader count and leader load "
-            "(each partition elects the first live replica of its order), the partitions left offline, those "
-            "left with one replica and those left with fewer live replicas than their min.insync.replicas "
-            f"(producers with acks=all refused; {isr}). The {min(worst, len(ranked))} worst brokers after the plan, "
-            "and every rack.</p>"
-            f'<table class="failover"><thead><tr><th></th>{head}<th></th>{head}</tr>'
-            '<tr><th></th><th colspan="5">before</th><th></th><th colspan="5">after</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></section>')
+_TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("rebalancer", "templates"), autoescape=True,
+                                finalize=_text, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                                lstrip_blocks=True)
 
 
 def _page(inputs: _Inputs, charts: Mapping[str, Path], generated_at: str) -> str:
-    plan_hash = inputs.plan.get("content_hash", "") if inputs.plan is not None else ""
-    footer = (f"<footer>Generated {_e(generated_at)} by rebalancer.report"
-              + (f" &middot; full content hash <code>{_e(plan_hash)}</code>" if plan_hash else "")
-              + "</footer>")
-    body = "".join([
-        _title(inputs, generated_at), _headline(inputs), _charts_section(inputs, charts), _load_section(inputs.plan, charts),
-        _heatmap_section(inputs, charts), _failover_section(inputs.plan, charts), _flags_section(inputs.summary),
-        _gates_section(inputs.validation),
-        _changes_section(inputs.plan), footer,
-    ])
-    title = f"Kafka rebalance report: {_source(inputs)}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>{body}</main></body></html>\n")
+    plan = inputs.plan
+    return _TEMPLATES.get_template("report.html.j2").render(
+        source=_source(inputs), css=Markup(CSS), what=_what(plan), run_name=inputs.run_dir.name,
+        facts=_facts(inputs, generated_at), validation=_validation_view(inputs.validation),
+        cluster=_cluster_view(inputs.summary), plan=_plan_view(plan), deviations=_deviation_view(inputs),
+        charts=_charts_view(inputs, charts), band=f"{BAND_PCT:g}", load=_load_view(plan, charts),
+        heatmap=_heatmap_view(inputs, charts), failover=_failover_view(plan, charts),
+        flags=_flags_view(inputs.summary), changes=_changes_view(plan), generated_at=generated_at,
+        plan_hash=plan.get("content_hash", "") if plan is not None else "") + "\n"
 
 
 # -- entry point ----------------------------------------------------------------------------------------------

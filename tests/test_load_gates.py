@@ -246,6 +246,8 @@ def test_report_shows_utilisation_per_broker_against_the_band(tmp_path: Path) ->
     row = page[page.index(f"<tr><th>{new[0]}</th>"):]
     row = row[: row.index("</tr>")]
     assert ">0.0%<" in row and "&ndash;" in row
+    # 0 % before is outside the band: a red cell (one class attribute: a second one would be ignored by browsers)
+    assert '<td class="num bad" title="0 B (-100.0%) of ' in row and 'class="num" class=' not in page
 
 
 def test_approval_request_leads_with_bytes_bound_and_worst_broker(load_run: Path) -> None:

@@ -4,7 +4,12 @@ Generates descriptions (brokers in 6 racks, RF 3, rack-distinct replicas, ISR/le
 real CLI in a subprocess for each, and prints a table: replicas, input size, wall time, peak RSS of the process.
 Targets (issue 2): 300 brokers / 600,000 replicas in under 60 s and under 2 GiB.
 
+``--read`` instead compares the two readings of a snapshot (issue 45): the hand parser (``json`` and
+``cluster_from_dict``, field by field) against the msgspec decoder (``formats.read_cluster_json``, what
+``load_snapshot`` uses), each in a process of its own on the same file, one run: seconds and peak RSS.
+
     .venv/bin/python bench/bench_snapshot.py [--sizes 60000,600000]
+    .venv/bin/python bench/bench_snapshot.py --read --sizes 3000000 --brokers 2600
 """
 
 from __future__ import annotations
@@ -50,11 +55,47 @@ def run(path: Path, out: Path) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024
 
 
+READERS = {
+    "hand (json, field by field)": "from rebalancer.formats import cluster_from_dict, read_json\n"
+                                   "c = cluster_from_dict(read_json(PATH))",
+    "decoder (msgspec)": "from rebalancer.formats import read_cluster_json\nc = read_cluster_json(PATH)",
+}
+
+
+def read_once(path: Path, code: str) -> tuple[float, float, int]:
+    """Seconds to read ``path`` into a cluster (inside the process), its peak RSS (MiB) and the replicas read."""
+    script = (f"import time, gc\nPATH = {str(path)!r}\ngc.disable()\nt = time.perf_counter()\n{code}\n"
+              "print(time.perf_counter() - t, c.replica_count)")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"read failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    seconds, replicas = out.split()
+    return float(seconds), usage.ru_maxrss / 1024, int(replicas)
+
+
+def compare_readers(sizes: list[int], brokers: int) -> None:
+    print(f"{'replicas':>9} {'input MiB':>9}  {'reader':<28} {'seconds':>8} {'peak MiB':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            src = Path(tmp) / f"cluster-{n}.json"
+            make_description(src, brokers, n)
+            for name, code in READERS.items():
+                secs, rss, read = read_once(src, code)
+                assert read == n // 3 * 3, (read, n)
+                print(f"{n:>9} {src.stat().st_size / 2**20:>9.1f}  {name:<28} {secs:>8.2f} {rss:>9.0f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="60000,600000", help="replica counts to benchmark (300 brokers each)")
     ap.add_argument("--brokers", type=int, default=300)
+    ap.add_argument("--read", action="store_true", help="compare the hand parser and the decoder instead")
     args = ap.parse_args()
+    if args.read:
+        compare_readers([int(x) for x in args.sizes.split(",")], args.brokers)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.sizes.split(",")):

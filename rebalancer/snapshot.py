@@ -165,13 +165,13 @@ def take_snapshot(source: str, out_dir: str | os.PathLike[str], *, sizes: str | 
 
 def load_snapshot(run_dir: str | os.PathLike[str]) -> Cluster:
     """Load ``RUN_DIR/snapshot.json`` written by ``take_snapshot``."""
-    from .formats import cluster_from_dict
+    from .formats import read_cluster_json
 
     path = Path(run_dir) / SNAPSHOT_FILE
     if not path.exists():
         raise InputError(f"{path}: no snapshot in this run directory (run 'rebalancer snapshot' first)")
     try:
-        return cluster_from_dict(read_json(path))
+        return read_cluster_json(path)
     except InputError as exc:
         if str(exc).startswith(str(path)):
             raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -219,15 +220,16 @@ def test_the_plain_partition_check_accepts_nothing_the_full_checks_refuse(monkey
     assert Partition("t", 0, (0, 1), 0, (0, 1), 5)._plain(ids)  # the common case takes the short way
 
 
-def test_the_plain_reading_of_a_partition_entry_is_the_field_by_field_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``formats._plain_partition`` reads a snapshot's common entry in a few operations: whatever entry it reads
-    gives the partition the field-by-field reading gives, and it reads nothing that reading refuses."""
+def test_the_decoded_reading_of_a_snapshot_is_the_field_by_field_one() -> None:
+    """``formats._plain_cluster`` decodes a snapshot whose entries are all common ones with msgspec: whatever it
+    reads gives the cluster (or the one-line error) the field-by-field reading (``json``, ``cluster_from_dict``)
+    gives, and it reads nothing that reading refuses; what it does not read, that reading reads."""
     from hypothesis import example, given, settings
     from hypothesis import strategies as st
 
     from rebalancer import formats
 
-    number = st.one_of(st.integers(-2, 4), st.just(True), st.just(1.0), st.just("1"), st.none())
+    number = st.one_of(st.integers(-2, 4), st.just(True), st.just(1.0), st.just("1"), st.none(), st.just(2**64))
     field = {
         "topic": st.sampled_from(["t", "", "..", "bad topic", 7, None]),
         "partition": number,
@@ -242,27 +244,35 @@ def test_the_plain_reading_of_a_partition_entry_is_the_field_by_field_one(monkey
     plain = {"topic": "t", "partition": 0, "replicas": [0, 1, 2], "isr": [0, 1, 2], "leader": 0, "size_bytes": 5,
              "bytes_in_per_s": 1.5}
 
-    def field_by_field(entry: dict) -> Partition | Exception:
-        with monkeypatch.context() as m:
-            m.setattr(formats, "_plain_partition", lambda obj: None)
-            try:
-                return formats._partition_from_dict(entry, 0)
-            except Exception as exc:  # noqa: BLE001 - compared, not hidden
-                return exc
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - compared, not hidden
+            return f"{type(exc).__name__}: {exc}"
 
     @settings(max_examples=400, deadline=None)
     @given(st.fixed_dictionaries(field), st.sets(st.sampled_from(sorted(field)), min_size=1, max_size=2),
-           st.sets(st.sampled_from(sorted(plain)), max_size=1))
-    @example({**plain, "replicas": [True, 0]}, {"replicas"}, set())
-    @example({**plain, "leader": -1}, {"leader"}, set())
-    @example({**plain, "size_bytes": 2.0}, {"size_bytes"}, set())
-    def check(drawn: dict, hostile: set, missing: set) -> None:
+           st.sets(st.sampled_from(sorted(plain)), max_size=1), st.booleans())
+    @example({**plain, "replicas": [True, 0]}, {"replicas"}, set(), False)
+    @example({**plain, "leader": -1}, {"leader"}, set(), False)
+    @example({**plain, "size_bytes": 2.0}, {"size_bytes"}, set(), False)
+    @example({**plain, "adding_replicas": [3]}, {"adding_replicas"}, set(), False)
+    @example({**plain, "leader": 3}, {"leader"}, set(), True)
+    def check(drawn: dict, hostile: set, missing: set, twice: bool) -> None:
         entry = {k: v for k, v in {**plain, **{k: drawn[k] for k in hostile}}.items() if k not in missing}
-        fast = formats._plain_partition(entry)
+        doc = {"brokers": [{"id": b} for b in range(4)], "partitions": [entry, entry] if twice else [entry],
+               "meta": {"source": "x"}}
+        data = json.dumps(doc).encode()
+        fast = outcome(lambda: formats._plain_cluster(data, None))
+        slow = outcome(lambda: formats.cluster_from_dict(json.loads(data)))
         if fast is not None:
-            slow = field_by_field(entry)
-            assert not isinstance(slow, Exception), (entry, slow)
             assert fast == slow, entry
 
     check()
-    assert formats._plain_partition(plain) == Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 5, 1.5)
+    cluster = formats._plain_cluster(json.dumps({"brokers": [{"id": 0}, {"id": 1}, {"id": 2}],
+                                                 "partitions": [plain]}).encode(), {"source": "s"})
+    assert cluster is not None and cluster.partitions == (Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 5, 1.5),)
+    assert cluster.meta == {"source": "s"}
+    # what msgspec refuses in its own words is left to the field-by-field reading, for its one-line error
+    assert formats._plain_cluster(b'{"brokers": [{"id": 0, "rack": "\xff"}], "partitions": []}', None) is None
+    assert formats._plain_cluster(b'{"brokers": [], "partitions": [' * 2 + b"]}", None) is None

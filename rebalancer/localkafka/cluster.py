@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InputError, RebalancerError, SimulationError
 from ..model import Cluster
+from ..retry import poll
 from .nodes import (
     LOG_DIRS_FILE,
     admin_client,
@@ -158,12 +159,10 @@ def _wait_unregistered(state: Mapping[str, Any], broker_id: int, timeout: float)
     """ZooKeeper mode: a killed broker's /brokers/ids znode lives until its session expires, and a broker restarted
     before then fails to register (the node exists): wait for it to go."""
     with _zk(state) as zk:
-        deadline = time.monotonic() + timeout
-        while zk.exists(f"/brokers/ids/{broker_id}"):
-            if time.monotonic() > deadline:
-                raise SimulationError(f"broker {broker_id} is still registered in ZooKeeper {timeout:g} s after it"
-                                      " stopped")
-            time.sleep(0.2)
+        _, gone = poll(lambda: not zk.exists(f"/brokers/ids/{broker_id}"), bool, timeout=timeout, interval=0.2)
+        if not gone:
+            raise SimulationError(f"broker {broker_id} is still registered in ZooKeeper {timeout:g} s after it"
+                                  " stopped")
 
 
 def _wait_isr(state: Mapping[str, Any], broker_id: int, timeout: float) -> int:
@@ -252,17 +251,16 @@ def kill_controller(directory: str | os.PathLike[str], *, timeout: float = 120.0
     deadline = started + (timeout + _session_timeout_s(state) if not state["kraft"] else timeout)
     from kazoo.exceptions import KazooException
 
-    new = None
-    while new is None or new == old:
+    def controller() -> int | None:
         try:
-            new = active_controller(state)
+            return active_controller(state)
         except (RebalancerError, KazooException):  # no controller yet, or ZooKeeper busy with the fail-over
-            new = None
-        if new is not None and new != old:
-            break
-        if time.monotonic() > deadline:
-            raise SimulationError(f"no other controller took over within {deadline - started:.0f} s after killing {old}")
-        time.sleep(0.3)
+            return None
+
+    new, took_over = poll(controller, lambda now: now is not None and now != old,
+                          timeout=max(0.0, deadline - time.monotonic()), interval=0.3)
+    if not took_over:
+        raise SimulationError(f"no other controller took over within {deadline - started:.0f} s after killing {old}")
     failover = time.monotonic() - started
     restarted = restart_broker(directory, old, timeout=timeout)
     return {"controller": old, "new_controller": new, "failover_seconds": round(failover, 2),

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import InputError, SimulationError
 from ..formats import atomic_write_text, loads_json, parse_log_dirs
 from ..model import Cluster, TopicPartition
+from ..retry import poll
 from .nodes import LOG_DIRS_FILE, admin_client, jvm
 
 __all__ = ["partition_targets", "create_topics", "producer_method", "produce", "key_for", "wait_in_sync",
@@ -94,15 +95,14 @@ def create_topics(state: Mapping[str, Any], cluster: Cluster, *, timeout: float 
                 admin.create_topics(new[start:start + 50], timeout_ms=int(timeout * 1000))
             except ke.KafkaError as exc:
                 raise SimulationError(f"creating the scenario's topics failed: {type(exc).__name__} {exc}") from None
-        seen: dict[TopicPartition, tuple[int, ...]] = {}
-        while time.monotonic() < deadline:
+        def assigned() -> dict[TopicPartition, tuple[int, ...]]:
             try:
-                seen = _assignments_everywhere(admin, topics) or {}
+                return _assignments_everywhere(admin, topics) or {}
             except ke.KafkaError:
-                seen = {}
-            if seen.keys() >= wanted.keys():
-                break
-            time.sleep(0.2)
+                return {}
+
+        seen, _ = poll(assigned, lambda got: got.keys() >= wanted.keys(), timeout=max(0.0, deadline - time.monotonic()),
+                       interval=0.2)
     missing = sorted(wanted.keys() - seen.keys())
     if missing:
         raise SimulationError(f"{len(missing)} partitions (first {missing[0][0]}-{missing[0][1]}) have no leader "

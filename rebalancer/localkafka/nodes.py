@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import InputError, SimulationError
 from ..formats import atomic_write_json, read_json
 from ..procs import process_alive, process_identity, rss_kib, started_identity
+from ..retry import poll
 from ..zkserver import ZooKeeperServer, free_port
 
 __all__ = ["VERSIONS", "STATE_FILE", "LOG_DIRS_FILE", "CHROOT", "normalize_version", "libs_dir", "read_state",
@@ -184,15 +185,14 @@ def signal_all(records: Iterable[Mapping[str, Any] | None], sig: int = signal.SI
             os.kill(r["pid"], sig)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and any(is_ours(r) for r in mine):
-        time.sleep(0.05)
+    def gone() -> bool:
+        return not any(is_ours(r) for r in mine)
+
+    poll(gone, bool, timeout=wait, interval=0.05)
     for r in mine:
         if is_ours(r):
             os.kill(r["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and any(is_ours(r) for r in mine):
-        time.sleep(0.02)
+    poll(gone, bool, timeout=10.0, interval=0.02)
 
 
 def last_log_line(node_dir: str | os.PathLike[str]) -> str:

@@ -10,7 +10,8 @@ import argparse
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -19,6 +20,8 @@ from .options import INT32_MAX, add_arguments, number
 from .rundir import RunDir
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from .execute import ExecOptions
     from .execute.runner import ProgressBar
     from .sim.scenarios import ScenarioParams
@@ -128,27 +131,40 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminal_bar() -> ProgressBar:
-    """A one-line progress bar on stderr (only used when stderr is a terminal)."""
+@contextmanager
+def _progress_bar(console: Console | None = None) -> Iterator[ProgressBar | None]:
+    """A live progress bar (rich) while an execution or rollback runs, on ``console`` (default: stderr, only when it is
+    a terminal; else None, no bar); the lines the run logs to stderr meanwhile are printed above it."""
+    if console is None:
+        if not sys.stderr.isatty():
+            yield None
+            return
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    from rich.progress import BarColumn, Progress, TextColumn
+
     from .balance import human_bytes
 
-    def show(batch: int, batches: int, moves_done: int, moves: int, done: int, total: int, elapsed: float, eta: float) -> None:
-        width = 30
-        frac = (done / total) if total else (moves_done / moves if moves else 1.0)
-        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        sys.stderr.write(f"\rbatch {batch}{f'/{batches}' if batches else ''} [{bar}] {moves_done}/{moves} moves "
-                         f"{human_bytes(done)}/{human_bytes(total)} {elapsed:.0f}s ETA {eta:.0f}s   ")
-        sys.stderr.flush()
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=30), TextColumn("{task.fields[moves]} moves"),
+               TextColumn("{task.fields[size]}"), TextColumn("{task.fields[time]}"))
+    with Progress(*columns, console=console, redirect_stderr=True, redirect_stdout=False) as progress:
+        task = progress.add_task("", total=1.0, visible=False, moves="", size="", time="")
 
-    return show
+        def show(batch: int, batches: int, moves_done: int, moves: int, done: int, total: int, elapsed: float,
+                 eta: float) -> None:
+            frac = (done / total) if total else (moves_done / moves if moves else 1.0)
+            progress.update(task, completed=frac, visible=True, description=f"batch {batch}"
+                            + (f"/{batches}" if batches else ""), moves=f"{moves_done}/{moves}",
+                            size=f"{human_bytes(done)}/{human_bytes(total)}", time=f"{elapsed:.0f}s ETA {eta:.0f}s")
+
+        yield show
 
 
-def _exec_options(args: argparse.Namespace) -> ExecOptions:
+def _exec_options(args: argparse.Namespace, bar: ProgressBar | None) -> ExecOptions:
     from .execute import ExecOptions
 
-    return ExecOptions.from_input(args, on_progress=_terminal_bar() if sys.stderr.isatty() else None,
-                                  progress=(lambda t: print(("\n" if sys.stderr.isatty() else "") + t, file=sys.stderr,
-                                                            flush=True)),
+    return ExecOptions.from_input(args, on_progress=bar, progress=lambda t: print(t, file=sys.stderr, flush=True),
                                   approval=getattr(args, "approval", None))
 
 
@@ -163,14 +179,11 @@ def cmd_approve(args: argparse.Namespace) -> int:
 def cmd_execute(args: argparse.Namespace) -> int:
     from .execute import execute, open_backend, preflight
 
-    opts = _exec_options(args)  # an invalid throttle fails here, before any connection
-    preflight(args.run_dir, opts.approval, kind="execute")  # the plan's hash, its approval, the state: before connecting
-    try:
+    with _progress_bar() as bar:
+        opts = _exec_options(args, bar)  # an invalid throttle fails here, before any connection
+        preflight(args.run_dir, opts.approval, kind="execute")  # the hash, its approval, the state: before connecting
         with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
             state = execute(args.run_dir, backend, opts)
-    finally:
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")  # end the progress bar's line
     done = sum(1 for b in state.get("batches", []) if b["status"] == "done")
     skipped = sum(len(b.get("skipped", [])) for b in state.get("batches", []))
     print(f"executed: {done} batch(es) done" + (f", {skipped} drifted move(s) skipped (see execution/state.json)" if skipped else "")
@@ -202,10 +215,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_rollback(args: argparse.Namespace) -> int:
     from .execute import open_backend, preflight, rollback
 
-    opts = _exec_options(args)
-    preflight(args.run_dir, opts.approval, kind="rollback")
-    with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
-        state = rollback(args.run_dir, backend, opts)
+    with _progress_bar() as bar:
+        opts = _exec_options(args, bar)
+        preflight(args.run_dir, opts.approval, kind="rollback")
+        with open_backend(args.source, timeout=args.timeout, kafka_config_file=args.kafka_config) as backend:
+            state = rollback(args.run_dir, backend, opts)
     moved = sum(len(b.get("todo", [])) for b in state["batches"])
     print(f"rolled back: {moved} move(s) reverted, original assignment verified, throttles removed")
     return 0

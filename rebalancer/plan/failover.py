@@ -226,13 +226,38 @@ def _worst(scenarios: Mapping[Any, Scenario]) -> dict[str, Any]:
     return worst
 
 
+ORDER_ROUNDS = 8  # order_followers' rounds on its own result at most (one more is almost never needed)
+
+
 def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
                     weight: Sequence[float] | None = None,
                     rack: Mapping[int, str | None] | None = None) -> dict[int, tuple[int, ...]]:
     """New orders (partition index -> replicas) for the partitions whose second replica the local search changed
     (module doc): leaders and replica sets as given, the chosen second next, the other followers in their order.
     ``rack``: brokers' racks; where every broker has one, a second changes only between followers outside its
-    leader's rack, and never takes a rack failure's survivor further from its mean than the worst one stands."""
+    leader's rack, and never takes a rack failure's survivor further from its mean than the worst one stands.
+
+    The search runs again on its own result until a round changes nothing (``ORDER_ROUNDS`` at most): a round's
+    dry run starts from where the previous round left every failure, so it can find more; each round takes no
+    failure further off than it found it, and a plan made again on the result reorders nothing."""
+    current = list(replicas)
+    out: dict[int, tuple[int, ...]] = {}
+    for _ in range(ORDER_ROUNDS):
+        step = _order_once(current, brokers, weight, rack)
+        if not step:
+            break
+        for i, reps in step.items():
+            current[i] = reps
+            if reps == tuple(replicas[i]):
+                out.pop(i, None)
+            else:
+                out[i] = reps
+    return out
+
+
+def _order_once(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], weight: Sequence[float] | None,
+                rack: Mapping[int, str | None] | None) -> dict[int, tuple[int, ...]]:
+    """One round of ``order_followers``: the local search from the orders given."""
     alive = set(brokers)
     w = [1.0] * len(replicas) if weight is None else [float(x) for x in weight]
     base: dict[int, tuple[float, float]] = dict.fromkeys(alive, (0.0, 0.0))

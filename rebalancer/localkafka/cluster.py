@@ -171,22 +171,25 @@ def _wait_isr(state: Mapping[str, Any], broker_id: int, timeout: float) -> int:
 
     from .load import bootstrap_of
 
-    deadline = time.monotonic() + timeout
     behind: list[str] = []
-    while True:
+
+    def in_sync() -> int | None:  # how many partitions it replicates, once in the ISR of all; None while behind
+        nonlocal behind
         try:
             with admin_client(bootstrap_of(state), timeout=10.0) as admin:
                 topics = admin.describe_topics()
-            mine = [(t["name"], p) for t in topics for p in t["partitions"] if broker_id in p["replica_nodes"]]
-            behind = [f"{name}-{p['partition_index']}" for name, p in mine if broker_id not in p["isr_nodes"]]
-            if not behind:
-                return len(mine)
         except ke.KafkaError:
             behind = behind or ["(cluster unreadable)"]
-        if time.monotonic() > deadline:
-            raise SimulationError(f"broker {broker_id} is back but not in the ISR of {len(behind)} partitions"
-                                  f" (first {behind[0]}) within {timeout:g} s")
-        time.sleep(0.3)
+            return None
+        mine = [(t["name"], p) for t in topics for p in t["partitions"] if broker_id in p["replica_nodes"]]
+        behind = [f"{name}-{p['partition_index']}" for name, p in mine if broker_id not in p["isr_nodes"]]
+        return None if behind else len(mine)
+
+    count, _ = poll(in_sync, lambda found: found is not None, timeout=timeout, interval=0.3)
+    if count is None:
+        raise SimulationError(f"broker {broker_id} is back but not in the ISR of {len(behind)} partitions"
+                              f" (first {behind[0]}) within {timeout:g} s")
+    return count
 
 
 def restart_broker(directory: str | os.PathLike[str], broker_id: int, *, timeout: float = 120.0,

@@ -418,27 +418,28 @@ def wait_in_sync(state: Mapping[str, Any], cluster: Cluster, *, timeout: float =
     wanted = {p.tp: set(p.replicas) for p in cluster.partitions if not p.topic.startswith("__")}
     topics = sorted({t for t, _ in wanted})
     started = time.monotonic()
-    why = "not checked"
-    while True:
+
+    def lag() -> str | None:  # why the replicas are not in sync yet; None once they are
         try:
             with admin_client(bootstrap_of(state), timeout=10.0) as admin:
                 isr = {(t["name"], p["partition_index"]): set(p["isr_nodes"])
                        for t in admin.describe_topics(topics) for p in t["partitions"]}
             short = sorted(tp for tp, reps in wanted.items() if isr.get(tp) != reps)
             if short:
-                why = f"{len(short)} partitions lack replicas in their ISR (first {short[0][0]}-{short[0][1]})"
-            else:
-                sizes = replica_sizes(state)
-                uneven = sorted(tp for tp, reps in wanted.items()
-                                if set(sizes.get(tp, {})) != reps or len(set(sizes[tp].values())) > 1)
-                if not uneven:
-                    return time.monotonic() - started
-                why = f"{len(uneven)} partitions have replicas of unequal size (first {uneven[0][0]}-{uneven[0][1]})"
+                return f"{len(short)} partitions lack replicas in their ISR (first {short[0][0]}-{short[0][1]})"
+            sizes = replica_sizes(state)
         except ke.KafkaError as exc:
-            why = f"{type(exc).__name__} reading the cluster"
-        if time.monotonic() - started > timeout:
-            raise SimulationError(f"replicas not in sync {timeout:g} s after loading: {why}")
-        time.sleep(0.5)
+            return f"{type(exc).__name__} reading the cluster"
+        uneven = sorted(tp for tp, reps in wanted.items()
+                        if set(sizes.get(tp, {})) != reps or len(set(sizes[tp].values())) > 1)
+        if uneven:
+            return f"{len(uneven)} partitions have replicas of unequal size (first {uneven[0][0]}-{uneven[0][1]})"
+        return None
+
+    why, _ = poll(lag, lambda found: found is None, timeout=timeout, interval=0.5)
+    if why is not None:
+        raise SimulationError(f"replicas not in sync {timeout:g} s after loading: {why}")
+    return time.monotonic() - started
 
 
 def write_log_dirs(state: Mapping[str, Any], *, timeout: float = 60.0) -> Path:

@@ -546,11 +546,11 @@ def wait_brokers(state: Mapping[str, Any], ids: Iterable[int], *, timeout: float
     (registered and unfenced); returns the seconds waited. One-line ``SimulationError`` naming the broker and the
     last line of its log when one exits or the time runs out."""
     started = time.monotonic()
-    deadline = started + timeout
     want = set(ids)
     pending = sorted(want)
     nodes = {n["id"]: n for n in state["nodes"]}
-    while pending:
+
+    def waiting() -> list[int]:  # the brokers not ready yet (a broker that exited fails the wait at once)
         for i in list(pending):
             node = nodes[i]
             proc = (procs or {}).get(i)
@@ -563,10 +563,10 @@ def wait_brokers(state: Mapping[str, Any], ids: Iterable[int], *, timeout: float
             seen = _sees(node["port"], want)
             if seen is not None and want <= seen:
                 pending.remove(i)
-        if pending and time.monotonic() > deadline:
-            i = pending[0]
-            raise SimulationError(f"broker {i} not ready within {timeout:g} s: {last_log_line(nodes[i]['dir'])}")
-        if pending:
-            time.sleep(0.2)
+        return pending
+
+    left, _ = poll(waiting, lambda still: not still, timeout=timeout, interval=0.2)
+    if left:
+        raise SimulationError(f"broker {left[0]} not ready within {timeout:g} s: {last_log_line(nodes[left[0]]['dir'])}")
     return time.monotonic() - started
 

@@ -147,11 +147,10 @@ def plan(run_dir: str | Path, mode: str, *, brokers: Sequence[int] | None = None
     ids = [int(b) for b in brokers] if brokers else None
     if mode in ("add-brokers", "remove-brokers") and not ids:
         raise InputError(f"mode {mode} needs the broker ids (the new brokers, or those to empty)")
-    opts = PlanOptions.from_input(options)  # a bad option fails here, in this process
-    if isolated:
+    if isolated:  # plan_args reads the options first: a bad one fails here, in this process
         run_cli(["plan", *plan_args(run_dir, mode, brokers=ids, **options)])
         return plan_summary(run_dir)
-    result = plan_run_dir(run_dir, mode, brokers=ids, options=opts)
+    result = plan_run_dir(run_dir, mode, brokers=ids, options=PlanOptions.from_input(options))
     return _plan_summary(Path(run_dir), result.to_dict())
 
 

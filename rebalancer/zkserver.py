@@ -12,10 +12,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 from .errors import SimulationError
+from .retry import poll
 
 __all__ = ["find_classpath", "free_port", "four_letter", "ZooKeeperServer"]
 
@@ -145,16 +145,18 @@ class ZooKeeperServer:
             self.process = subprocess.Popen(
                 cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+        process = self.process
+
+        def answers() -> bool:
+            if process.poll() is not None:  # exited: no use waiting (raised through the poll)
                 tail = self._log_tail(log_start)
                 if "BindException" in tail:
                     raise _PortTaken
-                raise SimulationError(f"ZooKeeper exited with code {self.process.returncode}: {tail}")
-            if four_letter(self.host, self.port, timeout=0.5) == "imok":
-                return self
-            time.sleep(0.1)
+                raise SimulationError(f"ZooKeeper exited with code {process.returncode}: {tail}")
+            return four_letter(self.host, self.port, timeout=0.5) == "imok"
+
+        if poll(answers, bool, timeout=timeout, interval=0.1)[1]:
+            return self
         self.stop()
         raise SimulationError(f"ZooKeeper did not answer on {self.hosts} within {timeout:g} s: {self._log_tail(log_start)}")
 

@@ -354,15 +354,11 @@ def create_topic_elsewhere(engine: Engine, name: str, partitions: int = 3,
     finally:
         admin.close()
     # Created means known to the controller; the broker the run's connection asks may learn of it a moment later.
-    deadline = time.monotonic() + 30
-    while True:
+    def shown() -> bool:
         with open_backend(engine.source) as backend:
-            known = sum(1 for p in backend.read_cluster().partitions if p.topic == name)
-        if known == partitions:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{engine.source} does not show topic {name} 30 s after it was created")
-        time.sleep(0.3)
+            return sum(1 for p in backend.read_cluster().partitions if p.topic == name) == partitions
+
+    wait_until(shown, 30, f"{engine.source} to show topic {name} (created)", poll=0.3)
 
 
 def agreed_throttles(engine: Engine, want: Callable[[dict[Any, Any]], bool] | None = None,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_for
 from engines import (
     ENGINES,
     RACKS,
@@ -198,12 +198,9 @@ def when_copying(engine: Engine, action: Callable[[], Any], delay: float = 0.0) 
     state_file = engine.run / "execution" / "state.json"
 
     def run() -> None:
-        deadline = time.monotonic() + 120
-        while not _submitted(state_file):
-            if time.monotonic() > deadline:
-                raise TimeoutError("no batch of the run was submitted within 120 s: the fault was not injected")
-            time.sleep(0.02)
-        time.sleep(delay)
+        wait_for(lambda: _submitted(state_file), 120, "a batch of the run to be submitted (the fault was not injected)",
+                 poll=0.02)
+        time.sleep(delay)  # the moment of the fault, counted from the submission
         action()
 
     thread = _Action(run)
@@ -285,20 +282,15 @@ def test_executor_killed_mid_batch_then_rerun_moves_each_partition_once(engine: 
     proc = subprocess.Popen([sys.executable, "-m", "rebalancer", *args, "--source", engine.source], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
     state_file = engine.run / "execution" / "state.json"
-    deadline = time.time() + 120
-    submitted = None
-    while time.time() < deadline and proc.poll() is None:
-        if state_file.exists():
-            try:
-                st = json.loads(state_file.read_text())
-            except ValueError:
-                st = {}
-            flying = [b for b in st.get("batches", []) if b["status"] == "submitted"]
-            if flying:
-                submitted = {b["index"]: b["submitted_at"] for b in st["batches"] if b.get("submitted_at")}
-                break
-        time.sleep(0.05)
-    assert submitted, "no batch was submitted within 2 minutes"
+
+    def submitted_batches() -> dict[int, float] | None:
+        assert proc.poll() is None, "the execution ended before a batch was seen in flight"
+        if not _submitted(state_file):
+            return None
+        st = json.loads(state_file.read_text())
+        return {b["index"]: b["submitted_at"] for b in st["batches"] if b.get("submitted_at")}
+
+    submitted = wait_for(submitted_batches, 120, "a batch of the run to be submitted")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     result = cli(engine, *args)
@@ -436,11 +428,8 @@ def test_someone_elses_reassignment_is_refused_with_nothing_changed(engine: Engi
     target = {tp: [4, *before[tp][1:]]}
     engine.foreign_reassign(target, 1000)
     try:
-        deadline = time.time() + 30
         with open_backend(engine.source) as backend:
-            while tp not in backend.in_flight() and time.time() < deadline:
-                time.sleep(0.2)
-            assert tp in backend.in_flight()
+            wait_for(lambda: tp in backend.in_flight(), 30, f"their move of {tp} to be in flight", poll=0.2)
         # Their throttles, once every broker shows them: a rate on each broker of the move (the tool sets them
         # through each broker; in ZooKeeper mode a broker applies its own a moment later).
         involved = {str(b) for b in (*before[tp], *target[tp])}
@@ -474,9 +463,9 @@ def test_the_copy_is_throttled_at_the_current_leader_not_the_preferred_one(engin
     pairs = [p for p in cluster.partitions if p.replicas == (x, y)]
     assert len(pairs) >= 2
     engine.kill_broker(x)
-    deadline = time.time() + 60
-    while time.time() < deadline and any(v != y for tp, v in leaders(engine).items() if tp in {p.tp for p in pairs}):
-        time.sleep(0.3)
+    moving = {p.tp for p in pairs}
+    wait_for(lambda: all(v == y for tp, v in leaders(engine).items() if tp in moving), 60,
+             f"broker {y} to lead every partition of ({x}, {y})", poll=0.3)
     engine.restart_broker(x)  # back as a follower; leadership stays on y (auto leader rebalancing waits 300 s)
     targets = {p.tp: ((3, y) if i % 2 == 0 else (4, y)) for i, p in enumerate(pairs)}
     plan = build_plan(cluster, targets, mode="rebalance", strategy="manual", eligible=frozenset(b.id for b in cluster.brokers),

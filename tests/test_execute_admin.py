@@ -4,7 +4,6 @@ wire-protocol listener: the real kafka-python ``KafkaAdminClient`` over a socket
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,9 +136,7 @@ def test_drifted_partition_is_skipped_and_reported(tmp_path, make_sim):
     drifted = (*victim.replicas_before[:-1], other)
     with admin_backend(sim) as backend:
         backend.submit({(victim.topic, victim.partition): list(drifted)})
-        deadline = time.time() + 20
-        while backend.in_flight() and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: not backend.in_flight(), 20, "the controller to finish the other reassignment")
         state = execute(run, backend, opts())
         skipped = [s for b in state["batches"] for s in b["skipped"]]
         assert [(s["topic"], s["partition"]) for s in skipped] == [(victim.topic, victim.partition)]

@@ -8,12 +8,11 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, wait_for
 
 from rebalancer.errors import InputError
 from rebalancer.execute import ExecOptions, approve, execute, open_backend, verify
@@ -146,22 +145,23 @@ def test_killed_mid_run_resumes_without_moving_anything_twice(tmp_path: Path, ma
     proc = subprocess.Popen([sys.executable, "-m", "rebalancer", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     state_file = run / "execution" / "state.json"
-    deadline = time.time() + 120
-    seen: dict[int, float] = {}
-    while time.time() < deadline and proc.poll() is None:
+
+    def overlapping() -> dict[int, float] | None:
+        """The batches' submission times once some are done and several in flight (the moment to kill it)."""
+        assert proc.poll() is None, "the execution ended before two batches were in flight at once"
         try:
             st = json.loads(state_file.read_text())
         except (OSError, ValueError):
-            st = {}
+            return None
         done = [b for b in st.get("batches", []) if b["status"] == "done" and b.get("todo")]
         flying = [b for b in st.get("batches", []) if b["status"] == "submitted"]
-        if done and len(flying) >= 2:  # some batches done, several in flight: kill it there
-            proc.kill()
-            seen = {b["index"]: b["submitted_at"] for b in st["batches"] if b.get("submitted_at")}
-            break
-        time.sleep(0.02)
+        if not done or len(flying) < 2:
+            return None
+        return {b["index"]: b["submitted_at"] for b in st["batches"] if b.get("submitted_at")}
+
+    seen = wait_for(overlapping, 120, "some batches done and two in flight at once", poll=0.02)
+    proc.kill()
     proc.wait()
-    assert seen, "the execution ended before two batches were in flight at once"
     result = run_cli("execute", *args[1:])
     assert result.returncode == 0, result.stderr[-2000:]
     after = json.loads(state_file.read_text())

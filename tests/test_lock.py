@@ -19,6 +19,7 @@ from test_execute import opts
 
 from rebalancer import kafka_zk as kz
 from rebalancer.access.zk_backend import ZkBackend
+from rebalancer.errors import ClusterBusy
 from rebalancer.execute import approve, execute
 from rebalancer.execute.lock import ClusterLock
 from rebalancer.kafka_names import LOCK_TOPIC
@@ -174,3 +175,37 @@ def test_a_lock_id_never_begins_with_a_dash(monkeypatch):
     assert lock.new_topic_id() == lock.kafka_uuid(uuid.UUID(bytes=b"\x01" * 16))
     monkeypatch.undo()
     assert not any(lock.new_topic_id().startswith("-") for _ in range(2000))
+
+
+def _being_deleted(zk) -> None:
+    """A lock marker the previous holder released and the controller has not deleted yet (ZooKeeper mode deletes
+    topics asynchronously), on a cluster of one live broker and no controller: nothing else touches it."""
+    zk.create(f"{kz.BROKER_IDS}/0", b"{}", makepath=True)
+    zk.create(kz.topic_path(LOCK_TOPIC), kz.encode({"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                                     "partitions": {"0": [0]}}), makepath=True)
+    zk.create(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}", b"", makepath=True)
+
+
+def test_acquire_waits_for_a_marker_being_deleted_then_takes_the_lock(tmp_path, zk, zk_url):
+    _being_deleted(zk)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the controller finishes the deletion during the third wait
+        slept.append(seconds)
+        if len(slept) == 3:
+            zk.delete(kz.topic_path(LOCK_TOPIC))
+            zk.delete(f"{kz.DELETE_TOPICS}/{LOCK_TOPIC}")
+
+    held = ClusterLock(ZkBackend(zk, zk_url), tmp_path / "run", deleting_grace=60, sleep=sleep).acquire()
+    assert slept == [0.2, 0.2, 0.2]
+    assert _marker(zk) == held != "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+def test_acquire_refuses_a_marker_still_being_deleted_after_the_grace(tmp_path, zk, zk_url):
+    _being_deleted(zk)
+    slept: list[float] = []
+    lock = ClusterLock(ZkBackend(zk, zk_url), tmp_path / "run", deleting_grace=0.5, sleep=slept.append)
+    with pytest.raises(ClusterBusy, match=f"the cluster lock topic {LOCK_TOPIC} is still being deleted after 0.5 s"):
+        lock.acquire()
+    assert slept and set(slept) == {0.2}
+    assert _marker(zk) == "AAAAAAAAAAAAAAAAAAAAAQ"  # nothing created, nothing deleted

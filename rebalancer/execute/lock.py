@@ -36,6 +36,7 @@ from ..access.backend import Backend, Marker, MarkerExists
 from ..errors import ClusterBusy, InputError, LockLost, RebalancerError, SourceError
 from ..kafka_names import LOCK_TOPIC
 from ..procs import process_identity
+from ..retry import retry_call
 from ..rundir import RunDir
 
 __all__ = ["ClusterLock", "LockLost", "process_start", "unlock"]
@@ -48,6 +49,10 @@ def process_start(pid: int) -> int | None:
     this names one process, so a recycled pid is not mistaken for a lock's owner."""
     ident = process_identity(pid)
     return None if ident is None else int(ident["start_time"])
+
+
+class _BeingDeleted(Exception):
+    """The lock's marker exists but is being deleted (or was deleted just now): wait, then create it."""
 
 
 def _describe(marker: Marker) -> str:
@@ -63,13 +68,14 @@ class ClusterLock:
 
     def __init__(self, backend: Backend, run_dir: str | Path, *, command: str = "execute",
                  source: str | None = None, deleting_grace: float = 30.0,
-                 say: Callable[[str], None] = lambda _t: None) -> None:
+                 say: Callable[[str], None] = lambda _t: None, sleep: Callable[[float], None] = time.sleep) -> None:
         self.backend = backend
         self.run_dir = Path(run_dir)
         self.command = command
         self.source = source or backend.source or backend.display
         self.deleting_grace = deleting_grace
         self.say = say
+        self.sleep = sleep
         self.topic_id: str | None = None
 
     @property
@@ -114,32 +120,38 @@ class ClusterLock:
         if marker is not None and not marker.deleting and self._stale_local(marker) is None:
             raise self._held(marker)
 
+    def _create(self, owner: dict[str, Any]) -> str | Marker:
+        """Create the marker: its id, or the marker of whoever holds the lock; ``_BeingDeleted`` while a marker is
+        going away."""
+        try:
+            return self.backend.create_lock_marker(owner)
+        except MarkerExists as exc:
+            marker = None if exc.deleting else self.backend.lock_marker()
+            if exc.deleting or marker is None or marker.deleting:
+                raise _BeingDeleted from None
+            return marker
+
     def acquire(self) -> str:
         """Create the marker; refuse (``ClusterBusy``) while anyone else holds it. Returns the lock id."""
         owner = self._owner()
-        deadline = time.monotonic() + self.deleting_grace
         while True:
             try:
-                self.topic_id = self.backend.create_lock_marker(owner)
+                # Released just now, or the previous holder's marker is still being deleted (asynchronous in
+                # ZooKeeper mode, where the Admin API's Metadata may already hide it): wait for it.
+                held = retry_call(lambda: self._create(owner), on=_BeingDeleted, patience=self.deleting_grace,
+                                  interval=0.2, sleep=self.sleep)
+            except _BeingDeleted:
+                raise ClusterBusy(f"the cluster lock topic {LOCK_TOPIC} is still being deleted after "
+                                  f"{self.deleting_grace:g} s; try again later") from None
+            if isinstance(held, str):
+                self.topic_id = held
                 break
-            except MarkerExists as exc:
-                marker = None if exc.deleting else self.backend.lock_marker()
-                if exc.deleting or marker is None or marker.deleting:
-                    # Released just now, or the previous holder's marker is still being deleted (asynchronous in
-                    # ZooKeeper mode, where the Admin API's Metadata may already hide it): wait for it.
-                    if time.monotonic() < deadline:
-                        time.sleep(0.2)
-                        continue
-                    raise ClusterBusy(f"the cluster lock topic {LOCK_TOPIC} is still being deleted after "
-                                      f"{self.deleting_grace:g} s; try again later") from None
-                stale = self._stale_local(marker)
-                if stale is not None:
-                    self.say(f"releasing the stale cluster lock {marker.topic_id} of this run directory's previous "
-                             f"execution (pid {stale['pid']} on {stale['host']} is gone)")
-                    self.backend.delete_lock_marker(marker.topic_id)
-                    deadline = time.monotonic() + self.deleting_grace
-                    continue
-                raise self._held(marker) from None
+            stale = self._stale_local(held)
+            if stale is None:
+                raise self._held(held)
+            self.say(f"releasing the stale cluster lock {held.topic_id} of this run directory's previous "
+                     f"execution (pid {stale['pid']} on {stale['host']} is gone)")
+            self.backend.delete_lock_marker(held.topic_id)
         try:
             self._record(owner)
         except BaseException:

@@ -51,6 +51,7 @@ from ..movement.rate import parse_rate
 from ..movement.schedule import DiskRoom, Scheduler, per_broker_of
 from ..options import given, option
 from ..planfile.result import Change, Plan, content_hash, load_plan
+from ..retry import poll as poll_until
 from ..retry import retry_call
 from ..rundir import RunDir
 from ..strategies import EXECUTION_SCHEDULES, resolve_schedule, schedule_option
@@ -990,20 +991,19 @@ def rollback(run_dir: str | Path, backend: Backend, opts: ExecOptions) -> Execut
         # A move completes only when its whole target is in sync: one that needs a broker that is down never does,
         # and ZooKeeper mode cannot cancel it. Refuse now, as execute does, before anything is submitted.
         _refuse_waiting_on_down_brokers(backend, {tp: t for tp, t in flight.items() if tp in ours})
-    deadline = time.monotonic() + opts.min_timeout
-    while set(flight := _retrying(backend.in_flight, "listing reassignments")) & ours:
-        if time.monotonic() > deadline:
-            (t, p), target = sorted((tp, target) for tp, target in flight.items() if tp in ours)[0]
-            waits = sorted(set(target) - _retrying(backend.live_brokers, "reading brokers"))
-            on = f"; it waits for broker(s) {', '.join(map(str, waits))}, which are down" if waits else ""
-            if backend.can_cancel:
-                raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight {opts.min_timeout:g} s "
-                                      f"after asking Kafka to cancel it{on} (nothing submitted; bring them back, or "
-                                      "wait for it to finish, and roll back again)")
-            raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight after {opts.min_timeout:g} s "
-                                  f"and ZooKeeper mode cannot cancel it{on} (nothing submitted; let it finish, or roll "
-                                  "back through kafka://, which can cancel it)")
-        time.sleep(opts.poll)
+    flight, ended = poll_until(partial(_retrying, backend.in_flight, "listing reassignments"),
+                               lambda now: not set(now) & ours, timeout=opts.min_timeout, interval=opts.poll)
+    if not ended:
+        (t, p), target = sorted((tp, target) for tp, target in flight.items() if tp in ours)[0]
+        waits = sorted(set(target) - _retrying(backend.live_brokers, "reading brokers"))
+        on = f"; it waits for broker(s) {', '.join(map(str, waits))}, which are down" if waits else ""
+        if backend.can_cancel:
+            raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight {opts.min_timeout:g} s "
+                                  f"after asking Kafka to cancel it{on} (nothing submitted; bring them back, or "
+                                  "wait for it to finish, and roll back again)")
+        raise ExecutionFailed(f"rollback: the reassignment of {t}-{p} is still in flight after {opts.min_timeout:g} s "
+                              f"and ZooKeeper mode cannot cancel it{on} (nothing submitted; let it finish, or roll "
+                              "back through kafka://, which can cancel it)")
 
     def steps() -> list[Step]:
         # From wherever each partition is now (planned target, or midway through a multi-step change) back to
@@ -1109,14 +1109,11 @@ def verify(run_dir: str | Path, backend: Backend, *, expect: str = "planned", wr
         return {e: keys for (t, n), keys in _retrying(backend.throttle_configs, "reading throttles").items()
                 if (e := f"{t}/{n}") not in theirs or theirs[e] != keys}
 
-    deadline = time.monotonic() + settle
-    while True:
+    def look() -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
         parts = _retrying(lambda: backend.read_partitions(tps), "reading partitions")
-        problems = _partition_problems(plan, parts, expect)
-        throttles = seen_throttles()
-        if (not problems and not throttles) or time.monotonic() >= deadline:
-            break
-        time.sleep(poll)
+        return _partition_problems(plan, parts, expect), seen_throttles()
+
+    (problems, throttles), _ = poll_until(look, lambda seen: not any(seen), timeout=settle, interval=poll)
     cluster = _retrying(backend.read_cluster, "reading the cluster")
     throttles.update({e: {} for e in recorded if e not in throttles})
     counts: dict[int, int] = {b.id: 0 for b in cluster.brokers}

@@ -10,6 +10,10 @@ Targets (issue 2): 300 brokers / 600,000 replicas in under 60 s and under 2 GiB.
 
     .venv/bin/python bench/bench_snapshot.py [--sizes 60000,600000]
     .venv/bin/python bench/bench_snapshot.py --read --sizes 3000000 --brokers 2600
+    .venv/bin/python bench/bench_snapshot.py --read-plan --sizes 300000,1000000 --brokers 2600
+
+``--read-plan``: the same for ``plan.json`` (``planfile.result.load_plan``: the msgspec decoder against ``_plan_of``,
+``json`` and field by field), on a generated plan of that many changes.
 """
 
 from __future__ import annotations
@@ -57,15 +61,43 @@ def run(path: Path, out: Path) -> tuple[float, float]:
 
 READERS = {
     "hand (json, field by field)": "from rebalancer.formats import cluster_from_dict, read_json\n"
-                                   "c = cluster_from_dict(read_json(PATH))",
-    "decoder (msgspec)": "from rebalancer.formats import read_cluster_json\nc = read_cluster_json(PATH)",
+                                   "c = cluster_from_dict(read_json(PATH))\nN = c.replica_count",
+    "decoder (msgspec)": "from rebalancer.formats import read_cluster_json\nc = read_cluster_json(PATH)\n"
+                         "N = c.replica_count",
+}
+PLAN_READERS = {
+    "hand (json, field by field)": "from pathlib import Path\nfrom rebalancer.formats import read_json\n"
+                                   "from rebalancer.planfile.result import _plan_of\n"
+                                   "c = _plan_of(read_json(PATH), Path(PATH))\nN = len(c.changes)",
+    "decoder (msgspec)": "from pathlib import Path\nfrom rebalancer.planfile.result import load_plan\n"
+                         "c = load_plan(Path(PATH).parent)\nN = len(c.changes)",
 }
 
 
+def make_plan_file(path: Path, brokers: int, changes: int, seed: int = 1) -> None:
+    """A plan.json of ``changes`` changes (one replica each moved to another broker), as ``write_plan`` writes it."""
+    from rebalancer.planfile.result import PLAN_FORMAT
+
+    rng = random.Random(seed)
+    with path.open("w") as fh:
+        fh.write(json.dumps({"format": PLAN_FORMAT, "version": 1, "mode": "rebalance", "strategy": "greedy",
+                             "params": {}, "solver": {}, "content_hash": "0" * 64, "summary": {}})[:-1])
+        fh.write(', "changes": [\n')
+        for i in range(changes):
+            before = rng.sample(range(brokers), 3)
+            after = [*before[:2], next(b for b in rng.sample(range(brokers), 4) if b not in before)]
+            size = rng.randint(1, 2**34)
+            entry = {"topic": f"topic-{i // 200:04d}", "partition": i % 200, "replicas_before": before,
+                     "replicas_after": after, "leader_before": before[0], "leader_after": after[0],
+                     "added": after[2:], "removed": before[2:], "size_bytes": size, "bytes_to_copy": size}
+            fh.write(("," if i else "") + json.dumps(entry, indent=2) + "\n")
+        fh.write("]}\n")
+
+
 def read_once(path: Path, code: str) -> tuple[float, float, int]:
-    """Seconds to read ``path`` into a cluster (inside the process), its peak RSS (MiB) and the replicas read."""
+    """Seconds to read ``path`` (inside the process), its peak RSS (MiB) and the replicas or changes read."""
     script = (f"import time, gc\nPATH = {str(path)!r}\ngc.disable()\nt = time.perf_counter()\n{code}\n"
-              "print(time.perf_counter() - t, c.replica_count)")
+              "print(time.perf_counter() - t, N)")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     out = proc.stdout.read().decode() if proc.stdout else ""
@@ -87,12 +119,30 @@ def compare_readers(sizes: list[int], brokers: int) -> None:
                 print(f"{n:>9} {src.stat().st_size / 2**20:>9.1f}  {name:<28} {secs:>8.2f} {rss:>9.0f}", flush=True)
 
 
+def compare_plan_readers(sizes: list[int], brokers: int) -> None:
+    print(f"{'changes':>9} {'input MiB':>9}  {'reader':<28} {'seconds':>8} {'peak MiB':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            src = Path(tmp) / str(n) / "plan.json"
+            src.parent.mkdir()
+            make_plan_file(src, brokers, n)
+            for name, code in PLAN_READERS.items():
+                secs, rss, read = read_once(src, code)
+                assert read == n, (read, n)
+                print(f"{n:>9} {src.stat().st_size / 2**20:>9.1f}  {name:<28} {secs:>8.2f} {rss:>9.0f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="60000,600000", help="replica counts to benchmark (300 brokers each)")
     ap.add_argument("--brokers", type=int, default=300)
     ap.add_argument("--read", action="store_true", help="compare the hand parser and the decoder instead")
+    ap.add_argument("--read-plan", action="store_true",
+                    help="the same for plan.json (sizes: changes; a tenth of a 3M-replica plan moves 300,000)")
     args = ap.parse_args()
+    if args.read_plan:
+        compare_plan_readers([int(x) for x in args.sizes.split(",")], args.brokers)
+        return
     if args.read:
         compare_readers([int(x) for x in args.sizes.split(",")], args.brokers)
         return

@@ -24,12 +24,14 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, TextIO, TypeVar
 
 import msgspec
 
 from .errors import InputError, ModelError
 from .model import Broker, Cluster, Partition, TopicPartition, topic_name_problem
+
+T = TypeVar("T")
 
 __all__ = [
     "SNAPSHOT_FORMAT",
@@ -41,6 +43,7 @@ __all__ = [
     "StagedFiles",
     "cluster_from_dict",
     "read_cluster_json",
+    "read_decoded",
     "cluster_from_reassignment",
     "load_cluster_file",
     "cluster_to_dict",
@@ -374,10 +377,17 @@ def read_cluster_json(path: str | os.PathLike[str], *, meta: Mapping[str, Any] |
     """A cluster description file (or ``snapshot.json``) as a validated cluster: decoded by msgspec when every
     entry is a common one (``_plain_cluster``), else read by ``json`` and ``cluster_from_dict``, whose one-line
     errors name the entry and field."""
+    return read_decoded(path, lambda data: _plain_cluster(data, meta), lambda doc: cluster_from_dict(doc, meta=meta))
+
+
+def read_decoded(path: str | os.PathLike[str], fast: Callable[[bytes], T | None], slow: Callable[[Any], T]) -> T:
+    """A JSON file read by ``fast`` (a validating decoder, msgspec's: None for anything it does not take), else
+    parsed by ``json`` and read by ``slow``, whose one-line errors name the entry and field: the common file at the
+    decoder's speed, any other with the field-by-field reading's words."""
     p = Path(path)
     data = _read_bytes(p)
-    plain = _plain_cluster(data, meta)
-    return plain if plain is not None else cluster_from_dict(_json_of(data, p), meta=meta)
+    got = fast(data)
+    return got if got is not None else slow(_json_of(data, p))
 
 
 def _partition_from_dict(obj: Any, i: int) -> Partition:

@@ -276,3 +276,70 @@ def test_the_decoded_reading_of_a_snapshot_is_the_field_by_field_one() -> None:
     # what msgspec refuses in its own words is left to the field-by-field reading, for its one-line error
     assert formats._plain_cluster(b'{"brokers": [{"id": 0, "rack": "\xff"}], "partitions": []}', None) is None
     assert formats._plain_cluster(b'{"brokers": [], "partitions": [' * 2 + b"]}", None) is None
+
+
+def test_the_decoded_reading_of_a_plan_is_the_field_by_field_one(tmp_path: Path) -> None:
+    """``planfile.result._plain_plan`` decodes a plan.json as ``write_plan`` writes it with msgspec: whatever it
+    reads gives the plan (or the one-line error) the field-by-field reading (``_plan_of``) gives, and it reads nothing
+    that reading refuses; what it does not read, that reading reads (``load_plan`` the same either way)."""
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    from rebalancer.planfile import result
+
+    number = st.one_of(st.integers(-2, 4), st.just(True), st.just(1.0), st.just("1"), st.none(), st.just(2**31),
+                       st.just(2**64))
+    field = {
+        "topic": st.sampled_from(["t", "", "..", "bad topic", 7, None]),
+        "partition": number,
+        "replicas_before": st.one_of(st.lists(number, max_size=3), st.just("0,1"), st.none()),
+        "replicas_after": st.one_of(st.lists(number, max_size=3), st.none()),
+        "leader_before": st.one_of(number, st.just(-1), st.just(2**40)),
+        "size_bytes": st.one_of(number, st.just(2.0), st.just(-5), st.just(2**63)),
+    }
+    top = {
+        "format": st.sampled_from([result.PLAN_FORMAT, "other", None]),
+        "mode": st.sampled_from(["rebalance", 3, None]),
+        "strategy": st.sampled_from(["greedy", None]),
+        "content_hash": st.sampled_from(["abc", 5]),
+        "summary": st.sampled_from([{}, {"n": 1}, [], None]),
+        "params": st.sampled_from([{}, {"balance": "load"}, None, []]),
+        "solver": st.sampled_from([{}, {"status": "Optimal"}, None, "x"]),
+    }
+    change = {"topic": "t", "partition": 0, "replicas_before": [0, 1], "replicas_after": [2, 1], "leader_before": 0,
+              "size_bytes": 5, "leader_after": 2, "added": [2], "removed": [0], "bytes_to_copy": 5}
+    plain = {"format": result.PLAN_FORMAT, "version": 1, "mode": "rebalance", "strategy": "greedy",
+             "content_hash": "abc", "summary": {}, "params": {}, "solver": {}}
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - compared, not hidden
+            return f"{type(exc).__name__}: {exc}"
+
+    path = tmp_path / "plan.json"
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.fixed_dictionaries(field), st.sets(st.sampled_from(sorted(field)), max_size=2),
+           st.fixed_dictionaries(top), st.sets(st.sampled_from(sorted(top)), max_size=1),
+           st.sets(st.sampled_from(["size_bytes", "leader_before", "params", "solver", "summary", "topic"]),
+                   max_size=1))
+    @example({**change, "replicas_after": []}, {"replicas_after"}, plain, set(), set())
+    @example({**change, "replicas_before": [True, 0]}, {"replicas_before"}, plain, set(), set())
+    @example({**change, "leader_before": None}, {"leader_before"}, plain, set(), set())
+    def check(drawn: dict, hostile: set, doc: dict, hostile_top: set, missing: set) -> None:
+        entry = {k: v for k, v in {**change, **{k: drawn[k] for k in hostile}}.items() if k not in missing}
+        whole = {k: v for k, v in {**plain, **{k: doc[k] for k in hostile_top}, "changes": [entry]}.items()
+                 if k not in missing}
+        data = json.dumps(whole).encode()
+        fast = outcome(lambda: result._plain_plan(data))
+        slow = outcome(lambda: result._plan_of(json.loads(data), path))
+        if fast is not None:
+            assert fast == slow, whole
+        path.write_bytes(data)
+        assert outcome(lambda: result.load_plan(tmp_path)) == slow
+
+    check()
+    plan = result._plain_plan(json.dumps({**plain, "changes": [change]}).encode())
+    assert plan is not None and plan.changes == (result.Change("t", 0, (0, 1), (2, 1), 0, 5),)
+    assert result._plain_plan(b'{"format": "\xff"}') is None

@@ -15,11 +15,13 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Annotated, Any, NotRequired, TypedDict, cast
+
+import msgspec
 
 from ..balance import max_abs_deviation
 from ..errors import InputError
-from ..formats import StagedFiles, atomic_write_json, read_json, reassignment_json
+from ..formats import StagedFiles, atomic_write_json, read_decoded, reassignment_json
 from ..model import INT32_MAX, INT64_MAX, Cluster, Partition, topic_name_problem
 from ..rundir import PLAN_FILE, REASSIGNMENT_FILE, ROLLBACK_FILE
 from .load_types import LoadSummary
@@ -336,12 +338,54 @@ def _change(c: Any, i: int) -> Change:
     return Change(str(topic), partition, before, after, leader, size)  # topic_name_problem: a str
 
 
-def load_plan(run_dir: str | Path) -> Plan:
-    """Read plan.json, checking every field the executor relies on (a hand-edited file is a named error)."""
-    path = Path(run_dir) / PLAN_FILE
-    if not path.exists():
-        raise InputError(f"{path}: no plan in this run directory (run 'rebalancer plan' first)")
-    doc = read_json(path)
+_Broker = Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
+_Brokers = Annotated[list[_Broker], msgspec.Meta(min_length=1)]
+
+
+class _PlainChange(msgspec.Struct):
+    """A plan's change as ``write_plan`` writes it (the fields the executor relies on; the rest are derived)."""
+
+    topic: str
+    partition: _Broker
+    replicas_before: _Brokers
+    replicas_after: _Brokers
+    leader_before: int | None = None
+    size_bytes: Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)] = 0
+
+
+class _PlainPlan(msgspec.Struct):
+    format: str
+    mode: str
+    strategy: str
+    content_hash: str
+    summary: dict[str, Any]
+    changes: list[_PlainChange]
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    solver: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+_PLAIN = msgspec.json.Decoder(_PlainPlan)
+
+
+def _plain_plan(data: bytes) -> Plan | None:
+    """plan.json decoded and validated by msgspec in C, when it is as ``write_plan`` writes it; None for anything
+    else (malformed JSON, another format, a field of another type, a bad topic name), which ``_plan_of`` then
+    reads field by field for its one-line error."""
+    try:
+        doc = _PLAIN.decode(data)
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError; UnicodeDecodeError in a string
+        return None
+    if doc.format != PLAN_FORMAT or any(topic_name_problem(t) is not None for t in {c.topic for c in doc.changes}):
+        return None
+    changes = tuple(Change(c.topic, c.partition, tuple(c.replicas_before), tuple(c.replicas_after), c.leader_before,
+                           c.size_bytes) for c in doc.changes)
+    return Plan(mode=doc.mode, strategy=doc.strategy, changes=changes, summary=cast(PlanSummary, doc.summary),
+                params=doc.params, solver=SolverRecord.from_dict(doc.solver), hash=doc.content_hash)
+
+
+def _plan_of(doc: Any, path: Path) -> Plan:
+    """A parsed plan.json read field by field: every field the executor relies on checked, a hand-edited file a
+    named error."""
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         raise InputError(f"{path}: not a plan file")
     try:
@@ -359,3 +403,11 @@ def load_plan(run_dir: str | Path) -> Plan:
     return Plan(mode=doc["mode"], strategy=doc["strategy"], changes=changes,
                 summary=cast(PlanSummary, doc["summary"]), params=params,
                 solver=SolverRecord.from_dict(solver), hash=doc["content_hash"])
+
+
+def load_plan(run_dir: str | Path) -> Plan:
+    """Read plan.json, checking every field the executor relies on (``_plain_plan``, else ``_plan_of``)."""
+    path = Path(run_dir) / PLAN_FILE
+    if not path.exists():
+        raise InputError(f"{path}: no plan in this run directory (run 'rebalancer plan' first)")
+    return read_decoded(path, _plain_plan, lambda doc: _plan_of(doc, path))

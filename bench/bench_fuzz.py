@@ -15,6 +15,10 @@ leader counts (from the median), bytes moved over their lower bound, and the ver
 - ``neither``: not met and not proven infeasible (the seeds the planner should answer for);
 - ``error``: a ``PlanError`` (the message is the row's); ``crash``: any other exception (its traceback on stderr).
 
+Network out is judged apart (``nw_out_verdict``, every family): within its 10 % band, proven out of reach by the
+plan (``plan.solver["network_out_proof"]``: a partition too hot for whichever broker leads it, or no choice of
+leaders over the plan's replica sets, even a fractional one, meeting every band), or neither.
+
 Per family it prints a markdown table (clusters, each verdict, the ``neither`` seeds, median / max plan seconds and
 bytes-to-bound, the worst deviations), then a row per cluster not met (every cluster with ``--rows all``).
 
@@ -47,7 +51,8 @@ BANDS: dict[str, dict[str, float]] = {
 }
 FIELDS = ["family", "seed", "brokers", "new", "replicas", "topics", "racks", "rf", "mode", "rates", "balance",
           "strategy", "fallback", "seconds", "status", "disk_before", "disk", "nw_in", "nw_out", "counts_before",
-          "replicas_dev", "leaders_dev", "bytes_to_bound", "missed", "proof", "verdict", "error"]
+          "replicas_dev", "leaders_dev", "bytes_to_bound", "missed", "proof", "verdict", "nw_out_verdict", "error"]
+NW_OUT_BAND = 10.0  # percent: network out's band (reported apart, on every family: the issue asks it where feasible)
 
 
 def _dimension(dims: dict[str, Any], name: str) -> tuple[float | None, str | None]:
@@ -131,6 +136,11 @@ def run_one(family: str, seed: int, time_limit: float | None) -> dict[str, Any]:
     else:
         row["proof"] = f"feasible={proof.get('feasible')}"
     row["verdict"] = "met" if not missed else ("proven" if proven else "neither")
+    # network out: within its band, or proven out of reach by the plan (``solver["network_out_proof"]``: a partition
+    # too hot for any leader, or no fractional choice of leaders over the plan's replica sets), or neither
+    if row["nw_out"] is not None:
+        row["nw_out_verdict"] = ("met" if row["nw_out"] <= NW_OUT_BAND else
+                                 "proven" if plan.solver.get("network_out_proof") else "neither")
     if not missed and proven:  # the bands met by a plan the proof calls impossible: say so
         row["error"] = "bands met, yet bands_proof says infeasible"
     elif missed and isinstance(proof, dict) and proof.get("feasible") is True:
@@ -197,6 +207,11 @@ def _summary(family: str, rows: list[dict[str, Any]]) -> list[str]:
              f"| {worst(values('nw_in'))} | {worst(values('nw_out'))} | {worst(counts)} |", ""]
     neither = [str(r["seed"]) for r in rows if r["verdict"] == "neither"]
     lines.append(f"neither (seeds): {', '.join(neither) or 'none'}")
+    nw_out = {v: [str(r["seed"]) for r in rows if r.get("nw_out_verdict") == v] for v in ("met", "proven", "neither")}
+    if any(nw_out.values()):
+        lines.append(f"network out within {NW_OUT_BAND:g} %: met {len(nw_out['met'])}, proven out of reach "
+                     f"{len(nw_out['proven'])}, neither {len(nw_out['neither'])} (seeds: "
+                     f"{', '.join(nw_out['neither']) or 'none'})")
     errors = [str(r["seed"]) for r in rows if r["verdict"] in ("error", "crash")]
     if errors:
         lines.append(f"error or crash (seeds): {', '.join(errors)}")
@@ -206,8 +221,8 @@ def _summary(family: str, rows: list[dict[str, Any]]) -> list[str]:
 def _table(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["| seed | brokers | replicas | topics | racks | rf | mode | rates | balance | s | status "
              "| disk % before | disk % | nw_in % | nw_out % | counts % before | rep % | lead % | b/bound | missed "
-             "| proof | verdict | note |",
-             "|" + "---:|" * 6 + "---|" * 3 + "---:|---|" + "---:|" * 8 + "---|" * 4]
+             "| proof | verdict | nw_out | note |",
+             "|" + "---:|" * 6 + "---|" * 3 + "---:|---|" + "---:|" * 8 + "---|" * 5]
     for r in rows:
         brokers = f"{r['brokers'] - r['new']}+{r['new']}" if r["new"] else str(r["brokers"])
         note = r.get("error") or ("load plan fell back to counts" if r.get("fallback") else "")
@@ -218,7 +233,7 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {_fmt(r.get('nw_out'), '.2f')} | {_fmt(r.get('counts_before'), '.1f')} "
             f"| {_fmt(r.get('replicas_dev'), '.1f')} | {_fmt(r.get('leaders_dev'), '.1f')} "
             f"| {_fmt(r.get('bytes_to_bound'), '.3f')} | {r.get('missed') or '-'} | {r.get('proof') or '-'} "
-            f"| {r['verdict']} | {note.replace('|', '/').replace(chr(10), ' ')} |")
+            f"| {r['verdict']} | {r.get('nw_out_verdict') or '-'} | {note.replace('|', '/').replace(chr(10), ' ')} |")
     return lines
 
 

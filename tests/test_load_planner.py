@@ -458,7 +458,7 @@ def test_leader_items_topic_bands_and_the_leader_bound_are_the_loops(data: st.Da
     ineligible brokers, shrunk ISRs, moved replicas and topics in any order they equal the plain loops."""
     from rebalancer.load import Band
     from rebalancer.plan.bounds import leader_change_bound
-    from rebalancer.plan.leader_pass import _leader_items
+    from rebalancer.plan.leader_pass import leader_items
     from rebalancer.plan.leaders import LeaderItem, band, topic_bands
 
     n_brokers = data.draw(st.integers(3, 6))
@@ -488,7 +488,7 @@ def test_leader_items_topic_bands_and_the_leader_bound_are_the_loops(data: st.Da
             else:
                 cands = tuple(b for b in reps if b in may_lead and b in p.isr)
             expected.append(LeaderItem(p.tp, cands, p.replicas[0]))
-        assert _leader_items(cluster, moved, eligible, replicas_moved) == expected
+        assert leader_items(cluster, moved, eligible, replicas_moved) == expected
     items = data.draw(st.permutations(expected))  # topics interleaved
     counts: dict[str, int] = {}
     hosts: dict[str, set[int]] = {}

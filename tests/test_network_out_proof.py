@@ -64,3 +64,67 @@ def test_a_plan_of_the_main_jobs_shape_says_why_network_out_is_outside() -> None
     nw_out = plan.summary["load"]["dimensions"]["nw_out"]
     assert nw_out["outside_after"] and nw_out["max_deviation_pct_after"] >= proof["above_pct"]  # never below the floor
     assert plan.solver["outside_why"] == explain_network_out(proof)  # nothing else is outside
+
+
+def _fractional_leaders_exist(units: list[int], candidates: list[tuple[int, ...]], low: dict[int, float],
+                              high: dict[int, float]) -> bool:
+    """The oracle: the leader choice's linear relaxation as a linear program (scipy's HiGHS), every broker within
+    [low, high]."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    cols = [(i, b) for i, c in enumerate(candidates) for b in dict.fromkeys(c)]
+    a_eq = np.zeros((len(units), len(cols)))
+    a_ub = np.zeros((2 * len(low), len(cols)))
+    brokers = sorted(low)
+    for k, (i, b) in enumerate(cols):
+        a_eq[i, k] = 1.0
+        if b in low:
+            r = brokers.index(b)
+            a_ub[r, k], a_ub[len(brokers) + r, k] = units[i], -units[i]
+    b_ub = [high[b] for b in brokers] + [-low[b] for b in brokers]
+    result = linprog(np.zeros(len(cols)), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(len(units)),
+                     bounds=(0, 1), method="highs")
+    return bool(result.status == 0)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.data(), brokers=st.integers(1, 5), partitions=st.integers(1, 9))
+def test_the_leaders_relaxation_is_the_linear_program_with_its_bands_widened(data: st.DataObject, brokers: int,
+                                                                             partitions: int) -> None:
+    """``leader_exact.band_relaxation`` (a flow) answers as the leader choice's linear program does once each
+    broker's band is widened by one unit per partition it may lead (the rounding allowance: whole units here, so
+    nothing is rounded); so its "no" is a proof for the band itself."""
+    from rebalancer.load import Band
+    from rebalancer.plan.leader_exact import band_relaxation
+
+    units = data.draw(st.lists(st.integers(0, 60), min_size=partitions, max_size=partitions))
+    candidates = [tuple(data.draw(st.lists(st.integers(0, brokers), min_size=1, max_size=3, unique=True)))
+                  for _ in range(partitions)]  # broker ``brokers`` has no band: its load goes anywhere
+    bands = {}
+    for b in range(brokers):
+        floor = data.draw(st.integers(0, 80))
+        bands[b] = Band(floor, floor + data.draw(st.integers(0, 40)), floor + 10.0)
+    may_lead = {b: sum(1 for c in candidates if b in c) for b in bands}
+    low = {b: max(0, bands[b].floor - may_lead[b]) for b in bands}
+    high = {b: bands[b].ceil + may_lead[b] for b in bands}
+    answer = band_relaxation([float(u) for u in units], candidates, bands)
+    assert answer == _fractional_leaders_exist(units, candidates, low, high)
+    if not answer:  # a proof for the band itself
+        assert not _fractional_leaders_exist(units, candidates, {b: x.floor for b, x in bands.items()},
+                                             {b: x.ceil for b, x in bands.items()})
+
+
+def test_a_hot_partition_no_fractional_choice_can_spread_is_proven_out_of_reach() -> None:
+    """Two brokers with a 90-110 band; broker 0 is the only one that may lead a partition of 150: no choice of the
+    other leaders helps (False), where the same partition with a second candidate could be split (True, which proves
+    nothing of whole leaders)."""
+    from rebalancer.load import Band
+    from rebalancer.plan.leader_exact import band_relaxation
+
+    bands = {0: Band(90, 110, 100.0), 1: Band(90, 110, 100.0)}
+    assert band_relaxation([150.0, 50.0], [(0,), (0, 1)], bands) is False
+    assert band_relaxation([150.0, 50.0], [(0, 1), (0, 1)], bands) is True
+    assert band_relaxation([10.0, 10.0], [(0, 1), (0, 1)], bands) is False  # too little to lift both floors
+    assert band_relaxation([10.0, 10.0], [(), (0, 1)], bands) is None
+    assert "splitting a partition's leadership" in explain_network_out({"by": "linear relaxation", "brokers": [0]})

@@ -25,6 +25,7 @@ The result is used only where it is no worse than the hand-overs' by that same o
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from ..load import Band
 from . import highs
 from .leader_load import LeaderLoadInput
 
-__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "ExactLeaderStats", "exact_leaders", "score"]
+__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "ExactLeaderStats", "band_relaxation", "exact_leaders", "score"]
 
 EXACT_MAX_PARTITIONS = 300    # above this the hand-overs' result stands (the program would take too long)
 NODE_LIMIT = 200              # branch-and-bound nodes: a work limit, the same leaders on any machine
@@ -267,6 +268,52 @@ def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_lim
     if after >= before - 1e-9:
         return None, stats
     return {i: b for i, b in enumerate(leader) if b != inp.leader[i]}, stats
+
+
+def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]], bands: Mapping[int, Band]) -> bool | None:
+    """Whether some choice of leaders puts every broker's leader load (``units``: each partition's when it leads)
+    within its band (``bands``: the brokers that have one), even a choice that splits a partition's leadership among
+    its ``candidates`` (the linear relaxation): False proves the bands out of reach for whole leaders too, whatever
+    the leader pass does with these replica sets; True proves nothing of whole leaders; None: a partition has no
+    candidate.
+
+    The relaxation is a flow: each partition sends its load to its candidates, each broker passes on between its
+    band's floor and ceiling; feasible when a maximum flow (scipy's Dinic, in C) saturates the lower bounds, after
+    the usual reduction of lower bounds to a second source and sink. Its capacities are whole multiples of a quantum
+    (scipy's flow reads 32-bit integers); each broker's band is widened by one quantum per partition it may lead,
+    more than the rounding can add, so the rounded flow is itself a relaxation and its "no" a proof."""
+    import numpy as np
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import maximum_flow
+
+    sizes = np.fromiter((len(c) for c in candidates), dtype=np.int64, count=len(candidates))
+    if not sizes.all():
+        return None
+    if not bands:
+        return True
+    n, ids = len(units), np.asarray(sorted(bands), dtype=np.int64)
+    s, t, s2, t2 = n + len(ids), n + len(ids) + 1, n + len(ids) + 2, n + len(ids) + 3
+    part = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    lead = np.fromiter(itertools.chain.from_iterable(candidates), dtype=np.int64, count=int(sizes.sum()))
+    at = np.minimum(np.searchsorted(ids, lead), len(ids) - 1)
+    banded = ids[at] == lead
+    head = np.where(banded, n + at, t)  # a candidate without a band: its load goes straight through
+    may_lead = np.bincount(at[banded], minlength=len(ids))  # a broker named twice for a partition: wider, still sound
+    floor = np.asarray([bands[b].floor for b in ids.tolist()], dtype=float)
+    ceil = np.maximum(np.asarray([bands[b].ceil for b in ids.tolist()], dtype=float), 0.0)
+    x = np.asarray(units, dtype=float)
+    quantum = max(1.0, 8 * float(x.sum() + ceil.sum() + may_lead.sum()) / 2**31)  # the whole flow below 2**28
+    load = np.rint(x / quantum).astype(np.int64)
+    low = np.maximum(0, np.floor(floor / quantum).astype(np.int64) - may_lead)
+    high = np.ceil(ceil / quantum).astype(np.int64) + may_lead
+    whole, floors = int(load.sum()), int(low.sum())
+    broker_nodes = n + np.arange(len(ids), dtype=np.int64)
+    tail = np.concatenate([np.full(n, s2), part, broker_nodes, broker_nodes, [s, s2, t]])
+    head = np.concatenate([np.arange(n), head, np.full(len(ids), t), np.full(len(ids), t2), [t2, t, s]])
+    cap = np.concatenate([load, load[part], high - low, low, [whole, floors, whole + floors]])
+    graph = csr_array((cap.astype(np.int32), (tail, head)), shape=(t2 + 1, t2 + 1))
+    graph.sum_duplicates()
+    return bool(maximum_flow(graph, s2, t2).flow_value == whole + floors)
 
 
 def topic_violation(leader: Sequence[int], topics: Sequence[str], candidates: Sequence[tuple[int, ...]],

@@ -22,7 +22,7 @@ from .pinterest import pinterest_leaders
 from .pipeline import LEADERS_SHARE, Key, Placement, PlanRequest, PlanSetup
 from .targets import Targets
 
-__all__ = ["place_leaders", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
+__all__ = ["place_leaders", "leader_items", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
            "LEADER_FLOW_MAX_PARTITIONS"]
 
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
@@ -69,7 +69,7 @@ class LeaderPassStats(TypedDict, total=False):
     network_out: NetworkOutStats
 
 
-def _leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
+def leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
                   replicas_moved: bool) -> list[LeaderItem]:
     may_lead = {b.id for b in cluster.brokers if b.alive and b.id in eligible}
     everyone = len(may_lead) == len(cluster.brokers)  # then a partition in sync, as it is, may be led by any replica
@@ -104,7 +104,7 @@ def _apply_leaders(assignment: dict[Key, tuple[int, ...]], cluster: Cluster, lea
 
 def leader_pass(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets, strategy: str,
                  replicas_moved: bool, deadline: Deadline) -> LeaderPassStats:
-    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved)
+    items = leader_items(cluster, assignment, targets.eligible, replicas_moved)
     usable = [it for it in items if it.candidates]
     stranded = len(items) - len(usable)
     started = time.monotonic()
@@ -137,7 +137,7 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
     ``counts_too`` (no leader flow ran before): leader counts are a dimension too (below network out), brought
     within two thirds of their band while never leaving five sixths of it."""
     started = time.monotonic()
-    items = _leader_items(cluster, assignment, targets.eligible, replicas_moved=True)
+    items = leader_items(cluster, assignment, targets.eligible, replicas_moved=True)
     parts = cluster.partitions
     current = [assignment.get(p.tp, p.replicas)[0] for p in parts]
     cands = [it.candidates if current[i] in it.candidates else (current[i],) for i, it in enumerate(items)]

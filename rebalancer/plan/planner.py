@@ -55,7 +55,8 @@ from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import Budget, default_time_limit
 from .failover import failover_figures, leader_weights, order_followers
-from .leader_pass import place_leaders
+from .leader_exact import band_relaxation
+from .leader_pass import leader_items, place_leaders
 from .load_summary import load_summary
 from .options import PlanOptions
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
@@ -66,6 +67,8 @@ from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
            "choose_balance", "place_auto", "place_greedy", "place_lp"]
+
+RELAXATION_MAX_PARTITIONS = 1_000_000  # the leaders' relaxation, a flow: 6 s at a million partitions
 
 
 LP_AUTO_MAX_REPLICAS = 20_000
@@ -138,8 +141,10 @@ def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...
                        model: LoadModel, plan: Plan) -> dict[str, Any] | None:
     """Where a broker ends outside the network-out band: a partition whose network out proves the band out of reach
     for whichever broker leads it, given the fewest leaders the leader gate lets a broker keep
-    (``sum_proofs.network_out_proof``). Only where every partition's replicas are eligible brokers after the plan
-    (then the eligible brokers' leader counts sum to the partitions)."""
+    (``sum_proofs.network_out_proof``); else, up to ``RELAXATION_MAX_PARTITIONS``, the linear relaxation of the
+    leader choice over the plan's replica sets finding no choice, even a fractional one, that puts every broker
+    within its band (``leader_exact.band_relaxation``). Only where every partition's replicas are eligible brokers
+    after the plan (then the eligible brokers' leader counts sum to the partitions)."""
     nw_out = plan.summary["load"]["dimensions"].get("nw_out") or {}
     if not nw_out.get("outside_after"):
         return None
@@ -149,7 +154,13 @@ def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...
     units = replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0].astype(float).tolist()
     bands = model.bands("nw_out", int(sum(units)), targets.eligible)
     fewest = fewest_leaders(len(parts), len(targets.eligible), model.band["leaders"])
-    return network_out_proof(units, bands, fewest, names=[p.name for p in parts])
+    found = network_out_proof(units, bands, fewest, names=[p.name for p in parts])
+    if found is not None or len(parts) > RELAXATION_MAX_PARTITIONS:
+        return found
+    candidates = [item.candidates for item in leader_items(cluster, assignment, targets.eligible, replicas_moved=True)]
+    if band_relaxation(units, candidates, bands) is False:
+        return {"by": "linear relaxation", "brokers": list(nw_out["outside_after"])}
+    return None
 
 
 def _load_status(plan: Plan, solver: dict[str, Any], model: LoadModel,

@@ -272,7 +272,12 @@ def network_out_proof(units: Sequence[float], bands: Mapping[int, Band], fewest:
 
 
 def explain_network_out(found: Mapping[str, Any]) -> str:
-    """Why ``network_out_proof`` puts the network-out band out of reach, in one plain sentence."""
+    """Why ``network_out_proof`` (or the leaders' linear relaxation, ``by``) puts the network-out band out of reach,
+    in one plain sentence."""
+    if found.get("by") == "linear relaxation":
+        return ("network out's band is out of reach: no choice of leaders among each partition's replicas, even one "
+                "splitting a partition's leadership between them, puts every broker within it (the linear relaxation "
+                "of the leader choice is infeasible)")
     return (f"network out's band is out of reach: partition {found.get('partition')} alone carries "
             f"{found.get('share_pct')}% of a broker's target, and the leader gate holds every broker to at least "
             f"{found.get('fewest_leaders')} leader(s), so the broker leading it ends at least "

@@ -296,10 +296,10 @@ def _repair_phase(req: PlanRequest, problem: LoadInput, placed: dict[int, tuple[
 def _trim_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, placed: dict[int, tuple[int, ...]],
                 budget: Budget, reserve: float) -> dict[int, tuple[int, ...]]:
     """Fewer bytes, the gates standing as they did (``_gate_key``): see ``_trims``. The neighbourhoods hold counts
-    to their band around the average, and trimming there can leave counts that their gate, measured from the median, fails
-    (fuzz small seed 127: load 0.035 outside the bands -> 0, and 11 brokers at 25 replicas against a median of
-    29.5): those are repaired (``solver["count_repair_after_trim"]``), and a trim that still stands further outside
-    the gates than its start (counts first, then load) is dropped for its start."""
+    to their band around the average, and trimming there can leave counts their gate (measured from the median)
+    fails (fuzz small seed 127: load 0.035 outside the bands -> 0, and 11 brokers at 25 replicas against a median
+    of 29.5): those are repaired (``solver["count_repair_after_trim"]``), and a trim that still stands further
+    outside the gates than its start (counts first, then load) is dropped for its start."""
     band = req.model.band["replicas"]
     before = _gate_key(problem, placed, band)
     trimmed = _repair_phase(req, problem, _trims(req, setup, problem, placed, budget, reserve), budget, reserve,

@@ -15,13 +15,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from .options import option
-
-if TYPE_CHECKING:
-    from .plan.budget import Budget
-    from .plan.pipeline import Placement, PlanRequest, PlanSetup
 
 __all__ = ["Strategy", "Step", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "MODES", "REPLICA_MODES",
            "strategies_for", "EXECUTION_SCHEDULES", "DEFAULT_SCHEDULE", "resolve_schedule",
@@ -30,7 +26,9 @@ __all__ = ["Strategy", "Step", "STRATEGY_REGISTRY", "STRATEGIES", "BALANCES", "M
 REPLICA_MODES = ("rebalance", "add-brokers", "remove-brokers")
 MODES = ("leaders", *REPLICA_MODES)  # what a plan may do: move leaders only, or replicas (and leaders)
 
-Step = Callable[["PlanRequest", "PlanSetup", "Budget", float], "Placement"]
+# a strategy's step, ``(PlanRequest, PlanSetup, Budget, reserve) -> Placement``: typed where those live
+# (``plan.pipeline.Step``), so this registry, below the plan stage, names none of them
+Step = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,8 @@ class Strategy:
     def step(self) -> Step:
         """The strategy's step, imported on first use."""
         module, _, name = self.run.partition(":")
-        return cast("Step", getattr(importlib.import_module(module), name))
+        step: Step = getattr(importlib.import_module(module), name)
+        return step
 
 
 STRATEGY_REGISTRY: dict[str, Strategy] = {s.name: s for s in (

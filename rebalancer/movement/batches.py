@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from sortedcontainers import SortedList
 
-from .fluid import simulate_batches
+from .fluid import Throttled, simulate_batches
 
 __all__ = ["PER_BROKER", "TOTAL", "DiskRoom", "Step", "Throttled", "steps_of", "step_loads", "make_batches",
            "batch_floor", "peak_disk", "fit_room", "untangle", "NoRoom"]
@@ -134,7 +134,6 @@ def steps_of(topic: str, partition: int, before: tuple[int, ...], after: tuple[i
     return steps
 
 
-Throttled = tuple[int, str]  # a broker's replication throttle in one direction: (broker, "in" or "out")
 
 
 def step_loads(s: Step) -> dict[Throttled, int]:

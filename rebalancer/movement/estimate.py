@@ -129,7 +129,7 @@ def estimate(changes: Iterable[Any], throttle: int, *, schedule: str = "batches"
 
 
 def rolling_run(steps: Iterable[Step], throttle: int, per_broker: int = ROLLING_PER_BROKER, total: int = TOTAL,
-                poll: float = POLL_S, room: DiskRoom | None = None) -> Simulation:
+                poll: float = POLL_S, room: DiskRoom | None = None) -> Simulation[Step]:
     """The rolling schedule as the executor is expected to run it: its fluid model at the rate a real copy runs
     (the throttle / ``RATE_FACTOR``) with the executor's loop (``poll``, ``START_COST_S``), moves waiting for disk
     room (``room``) as the executor's do."""

@@ -9,10 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .batches import Step, Throttled
+Throttled = tuple[int, str]  # a broker's replication throttle in one direction: (broker, "in" or "out")
+
+
+class Copy(Protocol):
+    """What the model reads of a move (``batches.Step``): its partition, the brokers it copies to, its leader's
+    broker, its size; hashable."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def before(self) -> tuple[int, ...]: ...
+    @property
+    def added(self) -> tuple[int, ...]: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def leader_only(self) -> bool: ...
+    def __hash__(self) -> int: ...
+
+
+Step = TypeVar("Step", bound=Copy)
 
 __all__ = ["Copies", "Simulation", "fair_rates", "simulate_batches"]
 
@@ -43,7 +66,7 @@ def fair_rates(flows: Sequence[Sequence[Throttled]], capacity: float) -> list[fl
 
 
 @dataclass
-class Simulation:
+class Simulation(Generic[Step]):
     makespan: float                                   # seconds from the first start to the last finish
     starts: list[tuple[float, Step]] = field(default_factory=list)
     finishes: list[tuple[float, Step]] = field(default_factory=list)
@@ -51,7 +74,7 @@ class Simulation:
     stuck: str | None = None  # why the schedule stopped with steps left (no disk room anywhere they go)
 
 
-class Copies:
+class Copies(Generic[Step]):
     """The copies in flight: per step, each (throttles, bytes left) of its new replicas."""
 
     def __init__(self) -> None:
@@ -74,12 +97,12 @@ class Copies:
         return dt, sorted(done, key=lambda s: (s.topic, s.partition, s.seq))
 
 
-def simulate_batches(batches: Iterable[Iterable[Step]], throttle: float) -> Simulation:
+def simulate_batches(batches: Iterable[Iterable[Step]], throttle: float) -> Simulation[Step]:
     """Batches one after another in the same model: each starts when the previous one's slowest move ends."""
-    sim = Simulation(0.0)
+    sim: Simulation[Step] = Simulation(0.0)
     now = 0.0
     for batch in batches:
-        copies = Copies()
+        copies: Copies[Step] = Copies()
         for s in batch:
             if not s.leader_only:
                 copies.add(s)

@@ -345,7 +345,7 @@ def _fraction(x: float, size: int) -> float:
 
 def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLING_PER_BROKER,
              total: int = TOTAL, poll: float = 0.0, start_cost: float = 0.0, room: DiskRoom | None = None,
-             drain: bool = True) -> Simulation:
+             drain: bool = True) -> Simulation[Step]:
     """The rolling schedule (``Scheduler``) under the fluid model of the throttles (module doc). With the executor's
     loop (``poll``, ``start_cost``: the seconds between its checks, and a round of starts' Admin API calls; 0: an
     instant loop), a finish is seen half a poll late on average and the moves it lets start begin copying
@@ -356,8 +356,8 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     sched = Scheduler(steps, per_broker=per_broker, total=total, min_bytes=int(2 * throttle * reaction), room=room,
                       rate=throttle if drain else 0.0)
     delay = poll / 2 + start_cost
-    sim = Simulation(0.0)
-    copies = Copies()
+    sim: Simulation[Step] = Simulation(0.0)
+    copies: Copies[Step] = Copies()
     pending: list[tuple[float, Step]] = []  # started, copying from then
     now = 0.0
 
@@ -397,7 +397,7 @@ def simulate(steps: Iterable[Step], throttle: float, *, per_broker: int = ROLLIN
     return sim
 
 
-def rolling_peak_disk(sim: Simulation, held: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+def rolling_peak_disk(sim: Simulation[Step], held: Mapping[int, int]) -> dict[int, tuple[int, int]]:
     """Per broker, the most bytes it holds at any moment of a simulated rolling schedule, and the round of starts
     (0-based; -1: before the first) where: a move fills its new replicas' brokers from its start while its old
     replicas hold theirs until it finishes (Kafka deletes them once the new ones are in sync), as

@@ -8,12 +8,16 @@ phase gets (``budget.Budget.phase``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..load import LoadModel
 from ..model import Cluster, TopicPartition
 from .targets import Targets
+
+if TYPE_CHECKING:
+    from .budget import Budget
 
 Key = TopicPartition  # the partition's coordinates everywhere in the plan (``model``)
 
@@ -67,3 +71,7 @@ class Placement:
 
     assignment: dict[Key, tuple[int, ...]]
     strategy: str
+
+
+# a strategy's step (``strategies.Strategy.step``): where its replicas go (in leaders mode: who leads)
+Step = Callable[[PlanRequest, PlanSetup, "Budget", float], Placement]

@@ -59,7 +59,7 @@ from .leader_exact import band_relaxation
 from .leader_pass import leader_items, place_leaders
 from .load_summary import load_summary
 from .options import PlanOptions
-from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup
+from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup, Step
 from .place_counts import place_on_counts
 from .place_load import place_on_load
 from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
@@ -291,13 +291,18 @@ def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
     (``rebalancer.strategies``)."""
-    return STRATEGY_REGISTRY[req.strategy].step()(req, setup, budget, reserve)
+    return _step(req.strategy)(req, setup, budget, reserve)
+
+
+def _step(name: str) -> Step:
+    step: Step = STRATEGY_REGISTRY[name].step()
+    return step
 
 
 def place_auto(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Strategy ``auto``: the step of the strategy ``choose_strategy`` picked, run as auto runs it (on load the
     programs run where ``place_load`` finds them needed and affordable)."""
-    return STRATEGY_REGISTRY[setup.strategy].step()(req, setup, budget, reserve)
+    return _step(setup.strategy)(req, setup, budget, reserve)
 
 
 def place_greedy(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:

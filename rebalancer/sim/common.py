@@ -1,17 +1,14 @@
 """What the simulated controller and its Kafka listener share, in a leaf module that imports neither: where
 listeners bind, the controller's per-partition error, and the shape of a listener (the throttle config keys and
-topic ids are Kafka's: ``rebalancer.kafka_names``). The controller is given its listener as a factory (``SimulatedCluster(listener_factory=...)``;
-``kafka_listener.serve`` is the Kafka protocol one), so the controller never imports the listener."""
+topic ids are Kafka's: ``rebalancer.kafka_names``). The controller is given its listener as a factory
+(``controller.ListenerFactory``; ``kafka_listener.serve`` is the Kafka protocol one), so the controller never imports
+the listener."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .controller import SimulatedCluster
-
-__all__ = ["LISTEN_HOST", "DELETE_TOPICS", "ApiError", "delete_topic_path", "Listener", "ListenerFactory"]
+__all__ = ["LISTEN_HOST", "DELETE_TOPICS", "ApiError", "delete_topic_path", "Listener"]
 
 LISTEN_HOST = "127.0.0.1"  # where the brokers' Kafka listeners bind, as advertised in /brokers/ids/<id>
 DELETE_TOPICS = "/admin/delete_topics"  # Kafka's DeleteTopicsZNode: one child per topic marked for deletion
@@ -40,6 +37,3 @@ class Listener(Protocol):
     def close(self) -> None: ...
     def join(self, timeout: float = 10.0) -> None: ...
 
-
-# (cluster, broker id, host, port or 0) -> a bound listener of that broker; OSError when the port cannot be bound
-ListenerFactory = Callable[["SimulatedCluster", int, str, int], Listener]

@@ -79,9 +79,9 @@ from ..errors import SimulationError, SourceError
 from ..formats import atomic_write_json, parse_log_dirs, read_json
 from ..kafka_names import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, new_topic_id
 from ..model import Broker, Cluster, TopicPartition
-from .common import DELETE_TOPICS, LISTEN_HOST, ApiError, Listener, ListenerFactory, delete_topic_path
+from .common import DELETE_TOPICS, LISTEN_HOST, ApiError, Listener, delete_topic_path
 
-__all__ = ["SimulatedCluster", "Move", "Reassignment", "ApiError", "allocate_rates", "new_topic_id",
+__all__ = ["SimulatedCluster", "ListenerFactory", "Move", "Reassignment", "ApiError", "allocate_rates", "new_topic_id",
            "delete_topic_path", "SIM_ROOT", "STATUS_PATH", "COMMANDS_PATH", "DELETE_TOPICS", "DEFAULT_NIC",
            "LISTEN_HOST"]
 
@@ -94,6 +94,9 @@ DEFAULT_NIC = 125_000_000  # bytes/s: a 1 Gbit/s interface
 IDLE_TICK = 0.1  # seconds between ticks while nothing is copying, producing or being deleted (see _busy)
 UNLIMITED = math.inf
 MAX_BROKER_ID = 2**31 - 1
+
+# (cluster, broker id, host, port or 0) -> a bound listener of that broker; OSError when the port cannot be bound
+ListenerFactory = Callable[["SimulatedCluster", int, str, int], Listener]
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors) of the controller requests answered here.
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -14,7 +14,15 @@ from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, repl
 from ..model import Cluster, Partition
 from .bounds import leader_change_bound
 from .budget import Budget, Deadline
-from .leader_exact import EXACT_MAX_PARTITIONS, ExactLeaderStats, exact_leaders, topic_violation
+from .leader_exact import (
+    BAND_MAX_PARTITIONS,
+    EXACT_MAX_PARTITIONS,
+    ExactLeaderStats,
+    band_leaders,
+    band_relaxation,
+    exact_leaders,
+    topic_violation,
+)
 from .leader_load import LeaderLoadInput, leader_load
 from .leaders import LeaderItem, balance_leaders, topic_bands
 from .load_problem import COUNT_MARGIN, count_gate_band, median_safe_band
@@ -42,6 +50,7 @@ class NetworkOutStats(TypedDict, total=False):
     cut_short: bool
     skipped: str
     exact: ExactLeaderStats
+    in_bands: ExactLeaderStats
     topic_band_violation_after: int
     seconds: float
     algorithm: str
@@ -178,8 +187,8 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
                           topic_band=topic_band, accepted=accepted)
     handed, handed_stats = leader_load(inp if counts_too else _counts_as_dimension(inp, counts), deadline)
     stats = cast(NetworkOutStats, dict(handed_stats))  # the hand-overs' record, the rest added below
-    if len(parts) <= EXACT_MAX_PARTITIONS and not deadline.cut_short:
-        handed = _every_leader_at_once(cluster, inp, handed, targets, model, deadline, stats)
+    if not counts_too:  # (above the flow's size, where the counts are a dimension, neither program is affordable)
+        handed = _all_at_once(cluster, inp, handed, targets, model, deadline, stats, counts)
     _apply_leaders(assignment, cluster, {parts[i].tp: b for i, b in handed.items()})
     stats["seconds"] = round(time.monotonic() - started, 3)
     if counts_too:
@@ -243,6 +252,47 @@ def _every_leader_at_once(cluster: Cluster, inp: LeaderLoadInput, changed: dict[
         handed[i] = b
     stats["topic_band_violation_after"] = topic_violation(handed, inp.topics, inp.candidates, inp.topic_band or {})
     return {i: b for i, b in enumerate(handed) if b != current[i]}
+
+
+def _all_at_once(cluster: Cluster, inp: LeaderLoadInput, handed: dict[int, int], targets: Targets, model: LoadModel,
+                 deadline: Deadline, stats: NetworkOutStats, counts: Mapping[int, Band]) -> dict[int, int]:
+    """After the hand-overs (``handed``: the leaders they changed), every leader at once where that is affordable:
+    the exact program up to ``EXACT_MAX_PARTITIONS`` partitions; above, up to ``BAND_MAX_PARTITIONS``, the bands as
+    rows where a broker was left outside one. Returns the leaders changed from ``inp.leader``."""
+    if deadline.cut_short:
+        return handed
+    if len(inp.leader) <= EXACT_MAX_PARTITIONS:
+        return _every_leader_at_once(cluster, inp, handed, targets, model, deadline, stats)
+    if len(inp.leader) <= BAND_MAX_PARTITIONS and stats["outside_bands"]:
+        return _leaders_in_bands(inp, handed, counts, deadline, stats)
+    return handed
+
+
+def _leaders_in_bands(inp: LeaderLoadInput, changed: dict[int, int], counts: Mapping[int, Band], deadline: Deadline,
+                      stats: NetworkOutStats) -> dict[int, int]:
+    """Where the hand-overs left a broker outside a band on a cluster too large for ``leader_exact``'s program:
+    every leader at once with the bands as rows (``band_leaders``; leader counts in ``counts``, the median-safe band),
+    used whenever it finds leaders (they meet every band). Records ``stats["in_bands"]``; returns the leaders changed
+    from ``inp.leader``."""
+    if any(band_relaxation(inp.units[d], inp.candidates, inp.bands[d]) is False for d in inp.bands):
+        # not even split leaderships meet a band (a flow, a second): the program would only prove it again, slower
+        # (fuzz medium seed 19: 19 s)
+        stats["in_bands"] = ExactLeaderStats(status="skipped: no choice of leaders, even a fractional one, meets the "
+                                                    "bands", seconds=0.0)
+        return changed
+    handed = list(inp.leader)
+    for i, b in changed.items():
+        handed[i] = b
+    found, stats["in_bands"] = band_leaders(dataclasses.replace(inp, leader=handed), counts,
+                                            seconds=deadline.remaining())
+    if stats["in_bands"].get("cut_by_safety_net"):
+        deadline.cut_short = True
+    if found is None:
+        return changed
+    for i, b in found.items():
+        handed[i] = b
+    stats["outside_bands"] = []
+    return {i: b for i, b in enumerate(handed) if b != inp.leader[i]}
 
 
 def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:

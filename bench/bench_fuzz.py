@@ -17,7 +17,8 @@ leader counts (from the median), bytes moved over their lower bound, and the ver
 
 Network out is judged apart (``nw_out_verdict``, every family): within its 10 % band, proven out of reach by the
 plan (``plan.solver["network_out_proof"]``: a partition too hot for whichever broker leads it, or no choice of
-leaders over the plan's replica sets, even a fractional one, meeting every band), or neither.
+leaders over the plan's replica sets, even a fractional one, meeting every band, or none of whole leaders that the
+leader gate passes), or neither.
 
 Per family it prints a markdown table (clusters, each verdict, the ``neither`` seeds, median / max plan seconds and
 bytes-to-bound, the worst deviations), then a row per cluster not met (every cluster with ``--rows all``).

@@ -36,7 +36,7 @@ from ..load import Band
 from . import highs
 from .leader_load import LeaderLoadInput
 
-__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "BAND_MAX_PARTITIONS", "ExactLeaderStats", "band_leaders",
+__all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "BAND_MAX_PARTITIONS", "ExactLeaderStats", "GateRows", "band_leaders",
            "band_relaxation", "exact_leaders", "score"]
 
 EXACT_MAX_PARTITIONS = 300    # above this the hand-overs' result stands (the program would take too long)
@@ -277,7 +277,18 @@ def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_lim
     return {i: b for i, b in enumerate(leader) if b != inp.leader[i]}, stats
 
 
-def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band], node_limit: int = BAND_NODE_LIMIT,
+@dataclass(frozen=True)
+class GateRows:
+    """The leader gate, relaxed to rows (``band_leaders``): every eligible broker's leader count within ``band`` x a
+    median the program chooses, plus one (the gate: within max(band x median, 1) of the counts' median), so that
+    every leader choice the gate passes satisfies them and a program they make infeasible proves that no choice the
+    gate passes meets the load bands."""
+
+    band: float
+    brokers: frozenset[int]
+
+
+def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band] | GateRows, node_limit: int = BAND_NODE_LIMIT,
                  seconds: float = BAND_SAFETY_SECONDS) -> tuple[dict[int, int] | None, ExactLeaderStats]:
     """Every leader at once with the bands as hard rows, on a cluster too large for ``exact_leaders`` (whose slack and
     per-topic rows take minutes there): each broker's leader load within its band in every leader dimension (network
@@ -287,7 +298,8 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band], node_limi
     all at once, the choice goes round (fuzz medium seed 0, 32k partitions at RF 2: network out 78 % off the mean
     after the hand-overs, 10 % after this, 77 leaders changed from theirs). (New leader per partition index whose
     leader differs from ``inp.leader``, or None: no solution within the node limit, or the bands cannot all hold at
-    once with these counts; stats.)"""
+    once with these counts; stats.) With ``GateRows`` the program asks only whether any choice does (no objective):
+    "infeasible" is then a proof that no leaders the leader gate passes put every broker within its bands."""
     import pulp
 
     started = time.monotonic()
@@ -297,10 +309,7 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band], node_limi
     _leader_variables(pg, dataclasses.replace(inp, topics=()), dims, inp.leader)
     if not pg.y:
         return None, ExactLeaderStats(status="nothing to choose", seconds=round(time.monotonic() - started, 3))
-    for b, band in count_band.items():
-        expr = pulp.lpSum(v for _, v in pg.by_broker.get(b, ())) + pg.fixed_count.get(b, 0)
-        pg.prob.addConstraint(expr >= band.floor, f"count_{b}_low")
-        pg.prob.addConstraint(expr <= band.ceil, f"count_{b}_high")
+    _count_rows(pg, count_band)
     for d in dims:
         for b, band in inp.bands[d].items():
             k = 1.0 / max(band.average, 1e-9)  # in units of the target: bytes beside counts leave HiGHS badly scaled
@@ -308,7 +317,7 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band], node_limi
             fixed = pg.fixed_load[d].get(b, 0.0) * k
             pg.prob.addConstraint(expr + fixed >= band.floor * k, f"band_{d}_{b}_low")
             pg.prob.addConstraint(expr + fixed <= band.ceil * k, f"band_{d}_{b}_high")
-    pg.prob += pulp.lpSum(pg.objective), "objective"
+    pg.prob += pulp.lpSum([] if isinstance(count_band, GateRows) else pg.objective), "objective"
     result = highs.solve(pg.prob, max(0.1, min(BAND_SAFETY_SECONDS, seconds)), warm=False, gap=BAND_GAP,
                          options={"mip_max_nodes": int(node_limit), "random_seed": 0})
     stats = ExactLeaderStats(algorithm="0/1 program over every leader, the bands as rows (HiGHS)",
@@ -319,6 +328,24 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band], node_limi
         return None, stats
     chosen = {i: b for (i, b), v in pg.y.items() if (v.varValue or 0) > 0.5}
     return {i: b for i, b in chosen.items() if b != inp.leader[i]}, stats
+
+
+def _count_rows(pg: _Program, counts: Mapping[int, Band] | GateRows) -> None:
+    """Each broker's leader count within its band, or within the leader gate's relaxed rows (``GateRows``)."""
+    import pulp
+
+    def count(b: int) -> Any:
+        return pulp.lpSum(v for _, v in pg.by_broker.get(b, ())) + pg.fixed_count.get(b, 0)
+
+    if isinstance(counts, GateRows):
+        median = pg.prob.add_variable("median", lowBound=0)
+        for b in sorted(counts.brokers):
+            pg.prob.addConstraint(count(b) - (1 + counts.band) * median <= 1, f"gate_{b}_high")
+            pg.prob.addConstraint(count(b) - (1 - counts.band) * median >= -1, f"gate_{b}_low")
+        return
+    for b, band in counts.items():
+        pg.prob.addConstraint(count(b) >= band.floor, f"count_{b}_low")
+        pg.prob.addConstraint(count(b) <= band.ceil, f"count_{b}_high")
 
 
 def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]], bands: Mapping[int, Band]) -> bool | None:

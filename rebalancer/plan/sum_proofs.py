@@ -272,8 +272,11 @@ def network_out_proof(units: Sequence[float], bands: Mapping[int, Band], fewest:
 
 
 def explain_network_out(found: Mapping[str, Any]) -> str:
-    """Why ``network_out_proof`` (or the leaders' linear relaxation, ``by``) puts the network-out band out of reach,
-    in one plain sentence."""
+    """Why ``network_out_proof`` (or, ``by``, the leaders' linear relaxation or their 0/1 program) puts the network-out
+    band out of reach, in one plain sentence."""
+    if found.get("by") == "0/1 program":
+        return ("network out's band is out of reach: no choice of leaders among each partition's replicas that the "
+                "leader gate passes puts every broker within it (a 0/1 program over every leader is infeasible)")
     if found.get("by") == "linear relaxation":
         return ("network out's band is out of reach: no choice of leaders among each partition's replicas, even one "
                 "splitting a partition's leadership between them, puts every broker within it (the linear relaxation "

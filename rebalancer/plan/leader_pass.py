@@ -203,9 +203,7 @@ def _leaders_on_load(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], t
 
 def _topic_violation_after(inp: LeaderLoadInput, handed: Mapping[int, int]) -> int:
     """Leaders outside their topic's band once ``handed`` (partition index -> new leader) is applied."""
-    led = list(inp.leader)
-    for i, b in handed.items():
-        led[i] = b
+    led = _applied(inp.leader, handed)
     return topic_violation(led, inp.topics, inp.candidates, inp.topic_band or {})
 
 
@@ -229,9 +227,7 @@ def _every_leader_at_once(cluster: Cluster, inp: LeaderLoadInput, changed: dict[
     (``median_safe_band``). Records ``stats["exact"]``; returns the leaders changed from ``inp.leader``."""
     parts = cluster.partitions
     current = inp.leader
-    handed = list(current)
-    for i, b in changed.items():
-        handed[i] = b
+    handed = _applied(current, changed)
     original = [p.replicas[0] for p in parts]
     exact: dict[int, int] | None = None
     exact_stats = ExactLeaderStats(status="not run", seconds=0.0)
@@ -266,9 +262,7 @@ def _all_at_once(cluster: Cluster, inp: LeaderLoadInput, handed: dict[int, int],
         # it weighs each topic's leader band above network out's band, which no gate measures unless the plan
         # claims it (fuzz small seeds 12, 16, 23: 18-34 % off the mean); where it left a broker outside, the bands
         # as rows
-        led = list(inp.leader)
-        for i, b in handed.items():
-            led[i] = b
+        led = _applied(inp.leader, handed)
         stats["outside_bands"] = sorted(_outside(dataclasses.replace(inp, leader=led)))
     if stats["outside_bands"] and not deadline.cut_short:
         return _leaders_in_bands(inp, handed, counts, deadline, stats)
@@ -284,9 +278,7 @@ def _leaders_in_bands(inp: LeaderLoadInput, changed: dict[int, int], counts: Map
     and the leader-load bands alone are rows (the 3M production-shaped plan: one broker 0.01 % above network out's
     band, which no single hand-over within every topic's band could mend). Records ``stats["in_bands"]``; returns
     the leaders changed from ``inp.leader``."""
-    handed = list(inp.leader)
-    for i, b in changed.items():
-        handed[i] = b
+    handed = _applied(inp.leader, changed)
     loads = [d for d in inp.bands if d != "leaders"]  # the leader-count dimension (above the flow's size) aside
     whole = len(inp.leader) <= BAND_MAX_PARTITIONS
     if whole and any(band_relaxation(inp.units[d], inp.candidates, inp.bands[d]) is False for d in loads):
@@ -312,6 +304,14 @@ def _leaders_in_bands(inp: LeaderLoadInput, changed: dict[int, int], counts: Map
         handed[i] = b
     stats["outside_bands"] = sorted(_outside(dataclasses.replace(inp, leader=handed)))
     return {i: b for i, b in enumerate(handed) if b != inp.leader[i]}
+
+
+def _applied(leader: Sequence[int], changed: Mapping[int, int]) -> list[int]:
+    """Each partition's leader once ``changed`` (partition index -> new leader) is applied to ``leader``."""
+    led = list(leader)
+    for i, b in changed.items():
+        led[i] = b
+    return led
 
 
 def _outside(inp: LeaderLoadInput) -> set[int]:

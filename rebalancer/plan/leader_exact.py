@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Required, TypedDict
 
@@ -279,13 +279,17 @@ def _solve(pg: _Program, inp: LeaderLoadInput, original: Sequence[int], node_lim
 
 @dataclass(frozen=True)
 class GateRows:
-    """The leader gate, relaxed to rows (``band_leaders``): every eligible broker's leader count within ``band`` x a
-    median the program chooses, plus one (the gate: within max(band x median, 1) of the counts' median), so that
-    every leader choice the gate passes satisfies them and a program they make infeasible proves that no choice the
-    gate passes meets the load bands."""
+    """The leader gate as rows (``band_leaders``; the gate: every count within max(band x median, 1) of the counts'
+    median). Relaxed (``to_use`` False): every eligible broker's leader count within ``band`` x a median the program
+    chooses, plus one, so that every leader choice the gate passes satisfies them and a program they make infeasible
+    proves that no choice the gate passes meets the load bands."""
 
     band: float
     brokers: frozenset[int]
+    # True: rows every solution of which passes the gate, and the fewest leaders changed: leaders to use. The median
+    # is bracketed, [low, high], by more than half the counts on each side (then the counts' median lies within
+    # it) and every count lies within the allowance of both ends (``count_allowance``, at the lower end's).
+    to_use: bool = False
 
 
 def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band] | GateRows, node_limit: int = BAND_NODE_LIMIT,
@@ -299,7 +303,8 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band] | GateRows
     after the hand-overs, 10 % after this, 77 leaders changed from theirs). (New leader per partition index whose
     leader differs from ``inp.leader``, or None: no solution within the node limit, or the bands cannot all hold at
     once with these counts; stats.) With ``GateRows`` the program asks only whether any choice does (no objective):
-    "infeasible" is then a proof that no leaders the leader gate passes put every broker within its bands."""
+    "infeasible" is then a proof that no leaders the leader gate passes put every broker within its bands; with
+    ``GateRows.to_use``, the leaders it finds pass the gate."""
     import pulp
 
     started = time.monotonic()
@@ -317,7 +322,8 @@ def band_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band] | GateRows
             fixed = pg.fixed_load[d].get(b, 0.0) * k
             pg.prob.addConstraint(expr + fixed >= band.floor * k, f"band_{d}_{b}_low")
             pg.prob.addConstraint(expr + fixed <= band.ceil * k, f"band_{d}_{b}_high")
-    pg.prob += pulp.lpSum([] if isinstance(count_band, GateRows) else pg.objective), "objective"
+    proof_only = isinstance(count_band, GateRows) and not count_band.to_use
+    pg.prob += pulp.lpSum([] if proof_only else pg.objective), "objective"
     result = highs.solve(pg.prob, max(0.1, min(BAND_SAFETY_SECONDS, seconds)), warm=False, gap=BAND_GAP,
                          options={"mip_max_nodes": int(node_limit), "random_seed": 0})
     stats = ExactLeaderStats(algorithm="0/1 program over every leader, the bands as rows (HiGHS)",
@@ -337,6 +343,9 @@ def _count_rows(pg: _Program, counts: Mapping[int, Band] | GateRows) -> None:
     def count(b: int) -> Any:
         return pulp.lpSum(v for _, v in pg.by_broker.get(b, ())) + pg.fixed_count.get(b, 0)
 
+    if isinstance(counts, GateRows) and counts.to_use:
+        _median_rows(pg, counts, count)
+        return
     if isinstance(counts, GateRows):
         median = pg.prob.add_variable("median", lowBound=0)
         for b in sorted(counts.brokers):
@@ -346,6 +355,31 @@ def _count_rows(pg: _Program, counts: Mapping[int, Band] | GateRows) -> None:
     for b, band in counts.items():
         pg.prob.addConstraint(count(b) >= band.floor, f"count_{b}_low")
         pg.prob.addConstraint(count(b) <= band.ceil, f"count_{b}_high")
+
+
+def _median_rows(pg: _Program, gate: GateRows, count: Callable[[int], Any]) -> None:
+    """``GateRows.to_use``: the median within [low, high] (more than half the counts at most ``high``, more than
+    half at least ``low``: ``below_b``/``above_b`` say which), every count within ``allow`` of both ends, ``allow`` at
+    most max(band x low, 1) (``one`` says which term), so at most the allowance at the counts' median."""
+    import pulp
+
+    brokers = sorted(gate.brokers)
+    big = sum(len(v) for v in pg.by_broker.values()) + sum(pg.fixed_count.values()) + 1.0  # above any count
+    low, high, allow = (pg.prob.add_variable(n, lowBound=0) for n in ("median_low", "median_high", "allow"))
+    one = pg.prob.add_variable("allow_one", cat="Binary")
+    pg.prob.addConstraint(low <= high, "median_order")
+    pg.prob.addConstraint(allow <= gate.band * low + big * one, "allow_band")
+    pg.prob.addConstraint(allow <= 1 + big * (1 - one), "allow_at_most_one")
+    below = {b: pg.prob.add_variable(f"below_{b}", cat="Binary") for b in brokers}
+    above = {b: pg.prob.add_variable(f"above_{b}", cat="Binary") for b in brokers}
+    more_than_half = len(brokers) // 2 + 1
+    pg.prob.addConstraint(pulp.lpSum(below.values()) >= more_than_half, "half_below")
+    pg.prob.addConstraint(pulp.lpSum(above.values()) >= more_than_half, "half_above")
+    for b in brokers:
+        pg.prob.addConstraint(count(b) - high <= big * (1 - below[b]), f"below_{b}")
+        pg.prob.addConstraint(low - count(b) <= big * (1 - above[b]), f"above_{b}")
+        pg.prob.addConstraint(count(b) - low <= allow, f"gate_{b}_high")
+        pg.prob.addConstraint(high - count(b) <= allow, f"gate_{b}_low")
 
 
 def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]], bands: Mapping[int, Band]) -> bool | None:

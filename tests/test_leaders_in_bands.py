@@ -28,19 +28,25 @@ def _loads(leader: list[int], units: list[float], brokers: range) -> tuple[dict[
     return load, count
 
 
+def _drawn(data: st.DataObject, most_brokers: int, fewest: int, most: int,
+           largest: int) -> tuple[range, list[tuple[int, ...]], list[float], list[int]]:
+    """A small leader choice drawn: the brokers, each partition's candidates, its network out (units) and leader."""
+    brokers = range(data.draw(st.integers(2, most_brokers)))
+    n = data.draw(st.integers(fewest, most))
+    cands = [tuple(data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=len(brokers), unique=True)))
+             for _ in range(n)]
+    units = [float(data.draw(st.integers(1, largest))) for _ in range(n)]
+    return brokers, cands, units, [data.draw(st.sampled_from(c)) for c in cands]
+
+
 @settings(max_examples=examples(25), deadline=None)
 @given(st.data())
 def test_band_leaders_meets_every_band_when_any_choice_does(data: st.DataObject) -> None:
     """Against every choice of leaders: where some choice puts each broker's network out and leader count inside
     their bands, the program finds one, with at most twice the fewest changes (its gap); where none does, it finds
     nothing."""
-    n_brokers = data.draw(st.integers(2, 4))
-    brokers = range(n_brokers)
-    n = data.draw(st.integers(1, 8))
-    cands = [tuple(data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=n_brokers, unique=True)))
-             for _ in range(n)]
-    units = [float(data.draw(st.integers(1, 20))) for _ in range(n)]
-    leader = [data.draw(st.sampled_from(c)) for c in cands]
+    brokers, cands, units, leader = _drawn(data, 4, 1, 8, 20)
+    n_brokers, n = len(brokers), len(cands)
     avg = sum(units) / n_brokers
     width = data.draw(st.sampled_from([0.1, 0.3, 0.6]))
     bands = {b: Band(int(avg * (1 - width)), int(avg * (1 + width)) + 1, avg) for b in brokers}
@@ -182,13 +188,8 @@ def test_leaders_the_gate_rows_find_to_use_pass_the_leader_gate(data: st.DataObj
     it finds one."""
     from rebalancer.balance import counts_excess
 
-    n_brokers = data.draw(st.integers(2, 5))
-    brokers = range(n_brokers)
-    n = data.draw(st.integers(2, 9))
-    cands = [tuple(data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=n_brokers, unique=True)))
-             for _ in range(n)]
-    units = [float(data.draw(st.integers(1, 20))) for _ in range(n)]
-    leader = [data.draw(st.sampled_from(c)) for c in cands]
+    brokers, cands, units, leader = _drawn(data, 5, 2, 9, 20)
+    n_brokers = len(brokers)
     band = data.draw(st.sampled_from([0.1, 0.15, 0.5]))
     avg = sum(units) / n_brokers
     width = data.draw(st.sampled_from([0.3, 0.6, 2.0]))
@@ -246,13 +247,8 @@ def test_even_leaders_bring_the_furthest_broker_as_near_as_any_choice(data: st.D
     started; nothing only where no choice keeps the counts and those."""
     from rebalancer.plan.leader_exact import EVEN_CHANGES, EVEN_GAP, even_leaders, topic_violation
 
-    n_brokers = data.draw(st.integers(2, 4))
-    brokers = range(n_brokers)
-    n = data.draw(st.integers(2, 8))
-    cands = [tuple(data.draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=n_brokers, unique=True)))
-             for _ in range(n)]
-    units = [float(data.draw(st.integers(1, 30))) for _ in range(n)]
-    leader = [data.draw(st.sampled_from(c)) for c in cands]
+    brokers, cands, units, leader = _drawn(data, 4, 2, 8, 30)
+    n_brokers, n = len(brokers), len(cands)
     topics = [data.draw(st.sampled_from("ab")) for _ in range(n)]
     avg = sum(units) / n_brokers
     bands = {b: Band(int(avg * 0.9), int(avg * 1.1) + 1, avg) for b in brokers}

@@ -34,7 +34,7 @@ from typing import Any, Required, TypedDict
 
 from ..load import Band
 from . import highs
-from .leader_load import LeaderLoadInput
+from .leader_load import LeaderLoadInput, leader_loads
 
 __all__ = ["EXACT_MAX_PARTITIONS", "NODE_LIMIT", "BAND_MAX_PARTITIONS", "ExactLeaderStats", "GateRows", "band_leaders",
            "band_relaxation", "even_leaders", "exact_leaders", "score"]
@@ -348,11 +348,9 @@ def even_leaders(inp: LeaderLoadInput, count_band: Mapping[int, Band] | GateRows
     if not pg.y:
         return None, ExactLeaderStats(status="nothing to choose", seconds=round(time.monotonic() - started, 3))
     z = pg.prob.add_variable("deviation", lowBound=0)
+    start = leader_loads(inp, inp.leader)
     for d in dims:
-        now = {b: 0.0 for b in inp.bands[d]}
-        for i, b in enumerate(inp.leader):
-            if b in now:
-                now[b] += inp.units[d][i]
+        now = start[d]
         for b, band in inp.bands[d].items():
             expr, k = _scaled_load(pg, inp, d, b, band)
             pg.prob.addConstraint(expr - z <= band.average * k, f"even_{d}_{b}_high")

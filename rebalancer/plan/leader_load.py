@@ -29,7 +29,7 @@ from .budget import CHECK_EVERY, Deadline
 from .load_greedy import SIZE_PULL, WINDOW
 from .load_problem import mean_target, violation_sides, violation_unit
 
-__all__ = ["HandOverStats", "LeaderLoadInput", "leader_load"]
+__all__ = ["HandOverStats", "LeaderLoadInput", "leader_load", "leader_loads"]
 
 
 class HandOverStats(TypedDict):
@@ -59,6 +59,18 @@ class LeaderLoadInput:
     topic_band: Mapping[str, Band] | None = None   # topic -> its leader band, which no move may make worse
     accepted: Mapping[str, Mapping[int, tuple[float, float]]] | None = None  # dimension -> broker -> the range the
     #                                              gate accepts (``load.accepted_range``); beyond it weighs ZONE_WEIGHT
+
+
+def leader_loads(inp: LeaderLoadInput, leader: Sequence[int]) -> dict[str, dict[int, float]]:
+    """Per leader dimension of ``inp``, each banded broker's leader load when ``leader`` leads."""
+    out = {}
+    for d, bands in inp.bands.items():
+        load = dict.fromkeys(bands, 0.0)
+        for i, b in enumerate(leader):
+            if b in load:
+                load[b] += inp.units[d][i]
+        out[d] = load
+    return out
 
 
 def leader_load(inp: LeaderLoadInput, deadline: Deadline | None = None) -> tuple[dict[int, int], HandOverStats]:

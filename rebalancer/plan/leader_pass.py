@@ -26,7 +26,7 @@ from .leader_exact import (
     exact_leaders,
     topic_violation,
 )
-from .leader_load import LeaderLoadInput, leader_load
+from .leader_load import LeaderLoadInput, leader_load, leader_loads
 from .leaders import LeaderItem, balance_leaders, topic_bands
 from .load_problem import COUNT_MARGIN, count_gate_band, median_safe_band
 from .pinterest import pinterest_leaders
@@ -358,14 +358,9 @@ def _most_even(inp: LeaderLoadInput, sub: LeaderLoadInput, changed: dict[int, in
 
 def _furthest(inp: LeaderLoadInput, leader: Sequence[int]) -> float:
     """The largest deviation, in percent of its target, of any broker's leader load in any dimension of ``inp``."""
-    worst = 0.0
-    for d, bands in inp.bands.items():
-        load = dict.fromkeys(bands, 0.0)
-        for i, b in enumerate(leader):
-            if b in load:
-                load[b] += inp.units[d][i]
-        worst = max([worst] + [abs(load[b] - x.average) / x.average * 100 for b, x in bands.items() if x.average > 0])
-    return worst
+    loads = leader_loads(inp, leader)
+    return max((abs(loads[d][b] - x.average) / x.average * 100 for d, bands in inp.bands.items()
+                for b, x in bands.items() if x.average > 0), default=0.0)
 
 
 def _applied(leader: Sequence[int], changed: Mapping[int, int]) -> list[int]:
@@ -378,14 +373,8 @@ def _applied(leader: Sequence[int], changed: Mapping[int, int]) -> list[int]:
 
 def _outside(inp: LeaderLoadInput) -> set[int]:
     """The brokers whose leader load (``inp.leader``'s) lies outside a band of ``inp``."""
-    out = set()
-    for d, bands in inp.bands.items():
-        load = dict.fromkeys(bands, 0.0)
-        for i, b in enumerate(inp.leader):
-            if b in load:
-                load[b] += inp.units[d][i]
-        out |= {b for b, x in bands.items() if not x.floor <= load[b] <= x.ceil}
-    return out
+    loads = leader_loads(inp, inp.leader)
+    return {b for d, bands in inp.bands.items() for b, x in bands.items() if not x.floor <= loads[d][b] <= x.ceil}
 
 
 def _count_gate_met(leaders: Sequence[int], eligible: Iterable[int], band: float) -> bool:

@@ -816,6 +816,42 @@ def test_counts_inside_greedys_band_but_outside_their_gate_send_the_plan_to_the_
 
 
 @pytest.mark.slow
+def test_the_search_for_any_placement_finds_one_where_the_bytes_search_ran_out_of_nodes() -> None:
+    """Fuzz family small, seed 111 (39 brokers, 324 replicas, about 8 per broker): the exact program (the gates'
+    bands as rows, the fewest bytes) ended its nodes with neither a placement nor a proof, and the plan went on to
+    leave disk at 5.54 % and replica counts at 25 %. The same rows without an objective (``feasibility``) find a
+    placement within every gate's band in the same nodes: the exact ladder's feasibility first (``_ladder_step``)."""
+    import load_cases
+
+    from rebalancer.plan.load_problem import evaluate, load_input
+    from rebalancer.plan.lp_load import lp_load
+    from rebalancer.plan.targets import make_targets
+
+    cluster, mode, new = load_cases.family("small", 111)
+    problem = load_input(cluster, load_model(cluster), make_targets(cluster, mode, new or None), 1)
+    on_bytes, _ = lp_load(problem, 300, hard=True, node_limit=300)
+    assert on_bytes is None
+    found, stats = lp_load(problem, 300, hard=True, node_limit=300, feasibility=True)
+    assert found is not None and stats["outcome"] == "optimal"
+    assert evaluate(problem, found, gates=True)[0] == 0.0
+
+
+@pytest.mark.slow
+def test_a_trim_that_copies_more_once_its_counts_are_repaired_is_dropped() -> None:
+    """Fuzz family small, seed 125 (10 brokers, 399 replicas): the exact program's placement met every gate at 1.034x
+    the bytes bound; the neighbourhoods' trim after it left replica counts outside their gate (measured from the
+    median), and their repair moved 16 replicas, more bytes than the trim had saved: the plan ended at 1.078x. A trim
+    is kept only where, its counts repaired, it stands no further outside the gates and copies no more."""
+    import load_cases
+
+    cluster, mode, new = load_cases.family("small", 125)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    assert plan.solver["trim_dropped"] is True
+    assert plan.summary["load"]["bytes_to_bound"] <= 1.05, plan.summary["load"]["bytes_to_bound"]
+    assert all(_within(plan, d) for d in ("disk", "nw_in", "replicas"))
+
+
+@pytest.mark.slow
 def test_a_program_stopped_far_from_its_bound_has_its_bytes_trimmed() -> None:
     """Fuzz family small, seed 75 (13 brokers, 512 replicas): the exact program met every band but stopped at its
     node limit with a 46 % gap, copying 1.86x the bytes bound; the neighbourhoods' bytes trimming (balance kept)

@@ -300,15 +300,18 @@ def extract(program: LoadProgram, inp: LoadInput) -> dict[int, tuple[int, ...]]:
 def _solved(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None, *,
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None, relax: bool = False,
-            allowed: Mapping[int, frozenset[int]] | None = None) -> tuple[LoadProgram, LoadProgramStats]:
+            allowed: Mapping[int, frozenset[int]] | None = None,
+            feasibility: bool = False) -> tuple[LoadProgram, LoadProgramStats]:
     """Build and solve (``lp_load``'s arguments); a hard program's dual bound as ``bytes_lower_bound``."""
+    import pulp
+
     started = time.monotonic()
     program = build(inp, warm_start, hard=hard, widen=widen, lenient=lenient, allowed=allowed)
     if relax:
-        import pulp
-
         for v in program.prob.variables():
             v.cat = pulp.LpContinuous
+    if feasibility:
+        program.prob.setObjective(pulp.LpAffineExpression())
     stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not relax, write_lp,
                   node_limit=node_limit, gap=gap)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
@@ -323,16 +326,18 @@ def _solved(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
 def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, ...]] | None = None,
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None,
-            allowed: Mapping[int, frozenset[int]] | None = None,
+            allowed: Mapping[int, frozenset[int]] | None = None, feasibility: bool = False,
             ) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
     """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
     ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
     HiGHS proved that no placement meets them all. ``warm_start``: a placement HiGHS starts from (dropped when it
     breaks a constraint). ``node_limit``: HiGHS's branch-and-bound nodes (work, the same result on any machine);
     ``time_limit`` is then only a safety net. ``gap``: the relative MIP gap to stop at (default ``GAP``).
-    ``allowed``: per partition, the only brokers that may take a replica of it (``relaxation_trim``)."""
+    ``allowed``: per partition, the only brokers that may take a replica of it (``relaxation_trim``).
+    ``feasibility``: no objective (any placement within the constraints will do: HiGHS's search then looks for one
+    alone, and a hard program it stopped at its nodes without either a placement or a proof often settles so)."""
     program, stats = _solved(inp, time_limit, warm_start, write_lp=write_lp, hard=hard, widen=widen, lenient=lenient,
-                             node_limit=node_limit, gap=gap, allowed=allowed)
+                             node_limit=node_limit, gap=gap, allowed=allowed, feasibility=feasibility)
     if not stats["have_solution"]:
         return None, stats
     return extract(program, inp), stats

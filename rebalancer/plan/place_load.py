@@ -161,11 +161,15 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
 
         changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver)
                            if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, None))
-        if changed is None and not deadline.expired():
+        if (changed is None or _feasibility_first(solver)) and not deadline.expired():
             # No step settled within its nodes: the weighted program, which brings the brokers as near their
-            # bands as it can (the priorities' order), then the fewest bytes.
-            changed, lstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
-            deadline.cut_short |= timed_out(lstats)
+            # bands as it can (the priorities' order), then the fewest bytes. Also where the ladder's placement
+            # came from a search for any placement: greedy's start may lead to fewer bytes (fuzz small seed 125).
+            weighted, wstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
+            deadline.cut_short |= timed_out(wstats)
+            if changed is None or weighted is not None and (_gate_key(problem, weighted, band)
+                                                            < _gate_key(problem, changed, band)):
+                changed, lstats = weighted, wstats
     solver["lp"] = dict(lstats or {})
     solver["gap"] = lstats["gap"] if lstats else None
     if changed is None or _gate_key(problem, changed, band) > _gate_key(problem, by_index, band):
@@ -175,11 +179,12 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
     if req.strategy == "auto" and isinstance(gap, float) and gap > TRIM_ENOUGH - 1 and budget.remaining() > 0:
         # The program stopped at its node limit far from its bound (fuzz small seed 75: a placement meeting every
         # band at 1.86x the bytes bound, gap 46 %): the neighbourhoods' bytes trimming, balance kept.
-        changed, _ = _neighbourhoods(problem, changed, budget, reserve,
+        trimmed, _ = _neighbourhoods(problem, changed, budget, reserve,
                                      max(bytes_bound(req.cluster, req.model, setup.targets),
                                          int(solver["lp"].get("bytes_lower_bound") or 0)),
                                      solver, "the load program on the brokers receiving most, for fewer bytes "
                                              "(the exact program stopped short of its bound)")
+        changed = _trim_kept(req, problem, changed, trimmed, budget, reserve, solver, "count_repair_after_hoods")
     return changed, "lp"
 
 
@@ -200,13 +205,8 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
             continue
         if deadline.expired():
             break
-        exact, hstats = lp_load(problem, clock(), write_lp=write_lp if not steps else None, hard=True,
-                                widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT)
-        steps.append({"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"],
-                      "outcome": hstats["outcome"],
-                      "seconds": round(hstats["seconds"] + hstats.get("build_seconds", 0.0), 3),
-                      **({"bytes_lower_bound": hstats["bytes_lower_bound"]}
-                         if "bytes_lower_bound" in hstats else {})})
+        exact, hstats, step = _ladder_step(problem, clock, widen, lenient, write_lp if not steps else None)
+        steps.append(step)
         deadline.cut_short |= timed_out(hstats)
         if exact is not None or not infeasible(hstats):
             break
@@ -215,6 +215,42 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
     if (least := max((st.get("bytes_lower_bound", 0) for st in steps), default=0)) > 0:
         solver["bytes_proof"] = {"bytes": least, "by": BYTES_PROOF_BY}
     return exact, hstats
+
+
+def _feasibility_first(solver: Mapping[str, Any]) -> bool:
+    """Whether the exact ladder's placement came from its search for any placement (``_ladder_step``)."""
+    steps: Sequence[Mapping[str, Any]] = (solver.get("bands_proof") or {}).get("steps") or []
+    return bool(steps) and "feasibility_first" in steps[-1]
+
+
+def _ladder_step(problem: LoadInput, clock: Callable[[], float], widen: float, lenient: bool,
+                 write_lp: str | None) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats, dict[str, Any]]:
+    """One step of the exact ladder: the fewest bytes within the bands, ``LP_NODE_LIMIT`` nodes. Where those nodes
+    end with neither a placement nor a proof, feasibility first: the same rows without an objective (HiGHS's search
+    then looks for any placement, which it finds or proves impossible in far fewer nodes: fuzz small seed 111, 324
+    replicas on 39 brokers, none in 500 nodes on bytes, one in 453 without), then the bytes from that placement.
+    Returns (the placement or None, the last program's stats, the step's record)."""
+    def solved(**kw: Any) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
+        return lp_load(problem, clock(), hard=True, widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT, **kw)
+
+    exact, hstats = solved(write_lp=write_lp)
+    seconds = hstats["seconds"] + hstats.get("build_seconds", 0.0)
+    least = hstats.get("bytes_lower_bound")
+    first: dict[str, Any] | None = None
+    if exact is None and hstats["outcome"] == "node_limit":
+        found, fstats = solved(feasibility=True)
+        seconds += fstats["seconds"] + fstats.get("build_seconds", 0.0)
+        first = {"outcome": fstats["outcome"], "seconds": round(fstats["seconds"], 3)}
+        hstats = fstats
+        if found is not None:
+            exact, hstats = solved(warm_start=found)
+            exact = exact if exact is not None else found
+            seconds += hstats["seconds"] + hstats.get("build_seconds", 0.0)
+            least = max(least or 0, hstats.get("bytes_lower_bound") or 0) or None
+    step = {"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"], "outcome": hstats["outcome"],
+            "seconds": round(seconds, 3), **({"feasibility_first": first} if first else {}),
+            **({"bytes_lower_bound": least} if least else {})}
+    return exact, hstats, step
 
 
 def _count_repair(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_band: float, deadline: Deadline,
@@ -299,13 +335,24 @@ def _trim_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, placed: 
     to their band around the average, and trimming there can leave counts their gate (measured from the median)
     fails (fuzz small seed 127: load 0.035 outside the bands -> 0, and 11 brokers at 25 replicas against a median
     of 29.5): those are repaired (``solver["count_repair_after_trim"]``), and a trim that still stands further
-    outside the gates than its start (counts first, then load) is dropped for its start."""
+    outside the gates than its start (counts first, then load), or as far and copies more, is dropped for its start
+    (``_trim_kept``)."""
+    return _trim_kept(req, problem, placed, _trims(req, setup, problem, placed, budget, reserve), budget, reserve,
+                      setup.solver, "count_repair_after_trim")
+
+
+def _trim_kept(req: PlanRequest, problem: LoadInput, placed: dict[int, tuple[int, ...]],
+               trimmed: dict[int, tuple[int, ...]], budget: Budget, reserve: float, solver: dict[str, Any],
+               name: str) -> dict[int, tuple[int, ...]]:
+    """A trim of ``placed`` with the counts it left outside their gate repaired (``_repair_phase`` as ``name``),
+    kept where it then stands no further outside the gates (counts first, then load) and copies no more bytes
+    (``_gate_key``, the counts judged by their gate alone: fuzz small seed 135's trim is kept); else ``placed``, and ``solver["trim_dropped"]``. The repair moves replicas: on fuzz small seed
+    125 it moved 16, more bytes than the trim had saved."""
     band = req.model.band["replicas"]
-    before = _gate_key(problem, placed, band)
-    trimmed = _repair_phase(req, problem, _trims(req, setup, problem, placed, budget, reserve), budget, reserve,
-                            setup.solver, "count_repair_after_trim")
-    if _gate_key(problem, trimmed, band)[:2] > before[:2]:
-        setup.solver["trim_dropped"] = True
+    before = _gate_key(problem, placed, band, loads_only=True)
+    trimmed = _repair_phase(req, problem, trimmed, budget, reserve, solver, name)
+    if _gate_key(problem, trimmed, band, loads_only=True) > before:
+        solver["trim_dropped"] = True
         return placed
     return trimmed
 
@@ -419,10 +466,15 @@ def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, 
 
 
 def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
-              count_band: float) -> tuple[float, float, float]:
+              count_band: float, loads_only: bool = False) -> tuple[float, float, float]:
     """How a placement stands against the gates, to compare two: (replica counts outside their gate, the load
     outside the gates' bands weighted by priority, bytes moved). The counts come first as in the program
-    (``lp_load.GATE_WEIGHT``): the Wix gate is the one a plan may not trade away for disk."""
+    (``lp_load.GATE_WEIGHT``): the Wix gate is the one a plan may not trade away for disk. ``loads_only``: the
+    second term without the count dimensions' bands (the planner's, which counts inside the gate may leave: the
+    first term is the gate itself)."""
+    if loads_only and problem.gate_bands is not None:
+        problem = dataclasses.replace(problem, gate_bands={d: b for d, b in problem.gate_bands.items()
+                                                           if d not in COUNTS})
     load, moved = evaluate(problem, placement, gates=True)
     return round(_counts_outside_gate_of(problem, placement, count_band), 9), round(load, 9), moved
 

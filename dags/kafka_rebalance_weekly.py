@@ -12,7 +12,10 @@ DOC = """
 
 Every week: replica and leader counts drift as topics grow and brokers fail. This run proposes the smallest set of
 changes that brings every broker back within the band of the median (replicas, then leaders), and executes it
-after a human approval. A balanced cluster ends the run at **check_changes**, successfully, without asking anyone.
+after a human approval. Where nothing needs to change, the run orders each partition's followers so that a failed
+broker's leadership spreads evenly over the others (`failover_when_balanced`, on here: a plan that copies nothing,
+approved like any other). A cluster balanced in both ends the run at **check_changes**, successfully, without asking
+anyone.
 
 Stages: **snapshot** -> **analyze** (Spark) -> **plan** -> **check_changes** -> **validate** (Great Expectations
 gates) -> **analyze_plan** -> **report** -> **approve** (Required Actions; decision recorded with the plan hash)

@@ -290,6 +290,9 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
     moves, leaders, moved = s.get("replica_moves", 0), s.get("leader_changes", 0), s.get("bytes_moved") or 0
     moved = human_bytes(moved) if isinstance(moved, (int, float)) else str(moved)
     size = f"{moves} replica moves, {moved}" if mode != "leaders" else f"{leaders} leader changes, no data movement"
+    failover = _failover_lead(doc)
+    if failover and not moves and not leaders:
+        size = "followers reordered for failover, no data movement"
     cut = _cut_short(doc)
     subject = f"Approve {mode} on {where}: {size}" + (" (cut short by the time limit)" if cut else "")
     bounds = s.get("lower_bounds", {})
@@ -304,6 +307,7 @@ def approval_request(run_dir: str | Path, *, report_url: str | None = None, docs
         f"**{_md(mode)}** plan for **{_md(where)}** (strategy {_md_code(doc.get('strategy'))}, solver status "
         f"{_md(doc.get('solver', {}).get('status', '?'))}), plan hash {_md_code(str(doc.get('content_hash'))[:12])}.",
         "",
+        *failover,
         *_load_lead(s.get("load"), mode),
         *_execution_lead(s.get("execution")),
         "| | plan | lower bound | ratio |",
@@ -399,6 +403,26 @@ def _cut_short(doc: Mapping[str, Any]) -> list[str]:
             f"({_md(', '.join(cut))} stopped early): the best valid plan found by then, not the best this "
             f"planner finds. Reject and plan again with a larger limit (`time_limit_s`, `--time-limit`) unless an "
             f"answer now matters more.", ""]
+
+
+def _failover_lead(doc: Mapping[str, Any]) -> list[str]:
+    """The approval request's line on a follower order for failover (``plan --failover-order`` or, where the plan
+    changed nothing else, ``--failover-when-balanced``): how many partitions it reorders and the worst single broker
+    failure before -> after."""
+    solver, failover = doc.get("solver"), (doc.get("summary") or {}).get("failover") or {}
+    record = solver.get("failover") if isinstance(solver, dict) else None
+    if not isinstance(record, dict) or not record.get("reordered"):
+        return []
+    why = " (the plan changed nothing else)" if record.get("why") == "nothing else to change" else ""
+    line = f"**Followers reordered for failover**{why}: {_md(record.get('reordered'))} partition(s), no data copied"
+    try:
+        before, after = failover["before"]["worst_broker"], failover["after"]["worst_broker"]
+        line += (f"; after the worst single broker failure, leaders {_pct(before['leaders_dev_pct'])} -> "
+                 f"{_pct(after['leaders_dev_pct'])}, leader {_md(failover['weighted_by'])} "
+                 f"{_pct(before['load_dev_pct'])} -> {_pct(after['load_dev_pct'])} from the survivors' mean")
+    except (KeyError, TypeError):  # a hand-edited plan.json: the count alone
+        pass
+    return [line + ".", ""]
 
 
 def _load_lead(load: Any, mode: str) -> list[str]:

@@ -38,6 +38,7 @@ for dag_id, dag in bag.dags.items():
         "file": dag.fileloc.rsplit("/", 1)[-1], "schedule": str(dag.schedule) if dag.schedule else None,
         "max_active_runs": dag.max_active_runs, "catchup": dag.catchup, "doc_md": bool(dag.doc_md),
         "params": sorted(dag.params.keys()),
+        "failover_defaults": {k: dag.params[k] for k in ("failover_order", "failover_when_balanced") if k in dag.params},
         "tasks": {t.task_id: {"down": sorted(t.downstream_task_ids), "pool": t.pool, "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule),
                               "teardown": t.is_teardown, "type": type(t).__name__,
                               "conn_id": getattr(t, "_conn_id", None)} for t in dag.tasks},
@@ -139,3 +140,8 @@ def test_trigger_params(bag: dict[str, Any]) -> None:
     # Failover (issue 46): every runbook orders followers on request and gates the worst single broker failure.
     for dag in bag["dags"].values():
         assert {"failover_order", "max_failover_deviation_pct"} <= set(dag["params"])
+    # The weekly run orders a balanced cluster's followers for failover (issue 46, Deliver 4); the others on request.
+    assert {d: dag["failover_defaults"] for d, dag in bag["dags"].items()} == {
+        "kafka_add_brokers": {"failover_order": False, "failover_when_balanced": False},
+        "kafka_rebalance_weekly": {"failover_order": False, "failover_when_balanced": True},
+        "kafka_leader_rebalance": {"failover_order": False, "failover_when_balanced": False}}

@@ -170,5 +170,5 @@ def test_the_execution_params_reach_the_runbook_with_the_schedules_defaults(tmp_
                                "--throttle", "50MB/s", "--schedule", "batches", "--max-moves", "50"]
     assert out["plan_rebalance"]["argv"] == [
         "RUN", "--mode", "rebalance", "--strategy", "auto", "--balance", "auto", "--capacity", "/tmp/cap.json",
-        "--band", "disk=7.0", "--objective", "replicas", "--throttle", "50MB/s", "--schedule", "batches",
-        "--max-moves", "50"]
+        "--band", "disk=7.0", "--objective", "replicas", "--failover-when-balanced", "--throttle", "50MB/s",
+        "--schedule", "batches", "--max-moves", "50"]  # the weekly form orders a balanced cluster's followers

@@ -177,3 +177,67 @@ def test_the_runbook_asks_the_cli_for_the_failover_order(tmp_path: Any) -> None:
     assert plan.solver["failover"]["reordered"] > 0
     assert plan.summary["failover"]["after"]["worst_broker"]["leaders_dev_pct"] < \
         plan.summary["failover"]["before"]["worst_broker"]["leaders_dev_pct"]
+
+
+def _chained(brokers: int = 8) -> Any:
+    """A cluster nothing needs to move in (every broker leads one partition of each topic, equal sizes, equal
+    counts) whose failures fall on one broker: broker b's partitions all list b + 1 second (a failure puts twice
+    its share on it: +75 % over the survivors' mean) though b + 2 holds them too."""
+    from rebalancer.model import Broker, Cluster, Partition
+
+    parts = [Partition(f"t{j}", b, reps, b, reps, size_bytes=1 << 30)
+             for j in range(brokers) for b in range(brokers) for reps in [(b, (b + 1) % brokers, (b + 2) % brokers)]]
+    return Cluster.build([Broker(i) for i in range(brokers)], parts)
+
+
+@pytest.mark.parametrize("mode", ["rebalance", "leaders"])
+def test_a_balanced_cluster_has_its_followers_ordered_only_when_nothing_else_changes(mode: str) -> None:
+    cluster = _chained()
+    assert not make_plan(cluster, mode).changes
+    plan = make_plan(cluster, mode, failover_when_balanced=True)
+    assert plan.solver["failover"]["why"] == "nothing else to change"
+    assert plan.summary["bytes_moved"] == 0 and plan.summary["leader_changes"] == 0
+    after = _replicas_after(cluster, plan)
+    assert all(sorted(after[p.tp]) == sorted(p.replicas) and after[p.tp][0] == p.replicas[0]
+               for p in cluster.partitions)
+    assert len(plan.changes) == plan.solver["failover"]["order_only"] > 0
+    before, now = (plan.summary["failover"][k]["worst_broker"]["leaders_dev_pct"] for k in ("before", "after"))
+    assert before == 75.0 and now < 40.0, (before, now)
+    assert "the plan changed nothing else" in format_plan_summary(plan)
+
+
+def test_a_plan_that_changes_something_is_not_reordered_when_balanced_is_asked() -> None:
+    cluster = build_scenario("wix", ScenarioParams())
+    plain = make_plan(cluster, "rebalance")
+    asked = make_plan(cluster, "rebalance", failover_when_balanced=True)
+    assert plain.changes and [c.to_dict() for c in asked.changes] == [c.to_dict() for c in plain.changes]
+    assert "failover" not in asked.solver
+
+
+def test_the_weekly_default_asks_the_approver_for_a_follower_order_alone(tmp_path: Any) -> None:
+    """``runbook.plan(failover_when_balanced=True, isolated=True)`` (the weekly DAG's default) on a balanced
+    cluster: a plan of order-only changes, whose approval request says what it is; the plan made on the cluster
+    as it leaves it changes nothing."""
+    import dataclasses
+
+    from rebalancer import runbook
+    from rebalancer.formats import write_cluster_json
+    from rebalancer.planfile.result import load_plan
+
+    cluster = _chained()
+    desc = tmp_path / "cluster.json"
+    write_cluster_json(cluster, desc)
+    run = tmp_path / "run"
+    runbook.snapshot(run, f"file://{desc}")
+    runbook.plan(run, "rebalance", failover_when_balanced=True, isolated=True)
+    assert runbook.has_changes(run)
+    subject, body = runbook.approval_request(run)
+    assert subject.endswith(": followers reordered for failover, no data movement"), subject
+    reordered = load_plan(run).solver["failover"]["reordered"]
+    assert (f"**Followers reordered for failover** (the plan changed nothing else): {reordered} partition(s), no data "
+            "copied; after the worst single broker failure, leaders 75.0% ->") in body
+    ordered = {(c.topic, c.partition): tuple(c.replicas_after) for c in load_plan(run).changes}
+    applied = dataclasses.replace(cluster, partitions=tuple(
+        dataclasses.replace(p, replicas=ordered.get(p.tp, p.replicas), isr=ordered.get(p.tp, p.replicas))
+        for p in cluster.partitions))
+    assert not make_plan(applied, "rebalance", failover_when_balanced=True).changes

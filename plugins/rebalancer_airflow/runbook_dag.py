@@ -78,7 +78,11 @@ def common_params(mode: str) -> dict[str, Param]:
     strategies = strategies_for(mode)
     planner = option_params(PlanOptions, ("strategy",), strategy={"enum": strategies, "description": "; ".join(
         f"{s}: {STRATEGY_REGISTRY[s].description}" for s in strategies)})
-    plan = option_params(PlanOptions, ("max_changes_per_partition", "time_limit", "objective", "failover_order"))
+    # The weekly run orders the followers of a balanced cluster for failover (a plan that copies nothing, approved
+    # like any other) rather than ending at check_changes; the other runbooks only when asked.
+    plan = option_params(PlanOptions, ("max_changes_per_partition", "time_limit", "objective", "failover_order",
+                                       "failover_when_balanced"),
+                         failover_when_balanced={"default": mode == "rebalance"})
     load = option_params(PlanOptions, ("balance", "capacity", "groups", "master"),
                          balance={"description": "; ".join(f"{k}: {v}" for k, v in BALANCES.items())},
                          capacity={"description": "Cruise Control's capacity JSON on the worker (empty: the cluster "
@@ -168,7 +172,8 @@ def _view_url(context: Any, path: str) -> str:
 def option_params(record: type, names: tuple[str, ...], **overrides: Mapping[str, Any]) -> dict[str, Param]:
     """The DAG form's params of a record's options (``rebalancer.options``), named as the form names them: type,
     range, choices, title and help from the one declaration, the default as an operator writes it; ``overrides``
-    (option name -> Param keywords): what the form says otherwise (the strategies of this DAG's mode)."""
+    (option name -> Param keywords, ``default`` among them): what the form says otherwise (the strategies of this
+    DAG's mode)."""
     fields = {f.name: f for f in option_fields(record)}
     out = {}
     for name in names:
@@ -176,8 +181,10 @@ def option_params(record: type, names: tuple[str, ...], **overrides: Mapping[str
         if not f.param:
             raise ValueError(f"{record.__name__}.{name} is not on the DAG form")
         description = f.spec.help + (f"; empty: {f.spec.default_help}" if f.spec.default_help else "")
-        out[f.param] = Param(f.shown_default, **{"title": f.spec.title or name, "description": description,
-                                                 "section": f.spec.section, **f.schema(), **overrides.get(name, {})})
+        given = dict(overrides.get(name, {}))
+        out[f.param] = Param(given.pop("default", f.shown_default),
+                             **{"title": f.spec.title or name, "description": description, "section": f.spec.section,
+                                **f.schema(), **given})
     return out
 
 

@@ -111,6 +111,11 @@ class PlanOptions:
         False, title="Order followers for failover", section="Plan",
         help="order each partition's followers so that a failed broker's leadership spreads evenly over the others "
              "(a partition whose order alone changes is a change that copies nothing)")
+    failover_when_balanced: bool = option(
+        False, title="Order followers for failover when nothing else changes", section="Plan",
+        help="where the plan would change nothing (replicas and leaders balanced), order the followers for failover "
+             "instead (as --failover-order: a plan of order-only changes that copies nothing, or none when the order "
+             "already spreads every failure as evenly as it can)")
     # the execution the plan's time estimate assumes (``summary.execution``)
     throttle: int = throttle_option()
     schedule: str = schedule_option()

@@ -48,6 +48,7 @@ class PlanRequest:
     groups: int | None = None  # load placement split in this many groups (None: ``split_plan``'s choice)
     master: str | None = None  # Spark master running the groups (None: in process, or SPLIT_MASTER when large)
     failover_order: bool = False  # followers ordered so that a failed broker's leadership spreads (``failover``)
+    failover_when_balanced: bool = False  # ... only where the plan would otherwise change nothing
 
 
 @dataclass

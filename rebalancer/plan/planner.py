@@ -226,7 +226,8 @@ def make_plan(
     planned as Spark tasks (``split_plan``; by default from ``SPLIT_MIN_REPLICAS`` replicas, on ``SPLIT_MASTER``).
     ``failover_order``: each partition's followers ordered so that the leadership of a failed broker spreads evenly
     (``failover.order_followers``; leaders, replica sets and bytes unchanged, a partition whose order alone changes
-    becomes a change that copies nothing).
+    becomes a change that copies nothing). ``failover_when_balanced``: the same, only where the plan would change
+    nothing else (the weekly runbook's default: a balanced cluster gets its followers ordered, then nothing more).
     """
     if options is not None and settings:
         raise TypeError("make_plan takes options or their fields as keywords, not both")
@@ -245,7 +246,7 @@ def make_plan(
                           opts.objective, opts.max_changes_per_partition,
                           load if load is not None else load_model(cluster), opts.write_lp,
                           limit_given=time_limit is not None, groups=groups, master=opts.master,
-                          failover_order=opts.failover_order)
+                          failover_order=opts.failover_order, failover_when_balanced=opts.failover_when_balanced)
     with budget.phase("targets"):
         setup = _setup(request, brokers)
     if budget.remaining() == 0.0:
@@ -341,8 +342,9 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
         assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in placement.assignment.items())
                       if v != by_tp[k]}
         weights, weighted_by = leader_weights(cluster, model)
-        if req.failover_order:
-            _order_for_failover(cluster, assignment, targets, weights, solver)
+        if req.failover_order or (req.failover_when_balanced and not assignment and not budget.cut_short):
+            _order_for_failover(cluster, assignment, targets, weights, solver,
+                                "asked" if req.failover_order else "nothing else to change")
         placement.assignment = assignment
         if targets.removed:
             left = [(p.name, b) for p in cluster.partitions for b in assignment.get(p.tp, p.replicas)
@@ -380,9 +382,10 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
 
 
 def _order_for_failover(cluster: Cluster, assignment: dict[Key, tuple[int, ...]], targets: Targets,
-                        weights: list[float], solver: dict[str, Any]) -> None:
+                        weights: list[float], solver: dict[str, Any], why: str) -> None:
     """Followers reordered for failover (``failover.order_followers``), in place: a partition the plan did not
-    change and whose order alone changes joins the assignment (a change that copies nothing)."""
+    change and whose order alone changes joins the assignment (a change that copies nothing). ``why``: "asked"
+    (``failover_order``) or "nothing else to change" (``failover_when_balanced``)."""
     started = time.monotonic()
     parts = cluster.partitions
     final = [assignment.get(p.tp, p.replicas) for p in parts]
@@ -390,7 +393,7 @@ def _order_for_failover(cluster: Cluster, assignment: dict[Key, tuple[int, ...]]
     for i, reps in reordered.items():
         assignment[parts[i].tp] = reps
     solver["failover"] = {"reordered": len(reordered),  # of them, the partitions the plan changes for this alone:
-                          "order_only": sum(1 for i in reordered if final[i] == parts[i].replicas),
+                          "order_only": sum(1 for i in reordered if final[i] == parts[i].replicas), "why": why,
                           "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -81,7 +81,9 @@ def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any
                         if after.get("under_min_isr") or before.get("under_min_isr") else ""))
     if "failover" in solver:
         lines.append(f"  followers reordered for failover: {solver['failover']['reordered']} partition(s), "
-                     f"{solver['failover']['order_only']} of them for that alone (no bytes)")
+                     f"{solver['failover']['order_only']} of them for that alone (no bytes)"
+                     + ("; the plan changed nothing else" if solver["failover"].get("why") == "nothing else to change"
+                        else ""))
     return lines
 
 

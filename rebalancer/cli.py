@@ -381,7 +381,7 @@ def cmd_zookeeper(args: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------------------------
 def _add_scenario_options(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--scenario", required=required,
-                   help="wix | pinterest | new-brokers | sqooba | file:PATH (cluster description JSON)")
+                   help="wix | pinterest | new-brokers | sqooba | failover-skew | file:PATH (cluster description JSON)")
     p.add_argument("--brokers", type=_count, help="number of brokers (scenario default otherwise)")
     p.add_argument("--racks", type=_count, help="number of racks")
     p.add_argument("--partitions", type=_count, help="total partitions")

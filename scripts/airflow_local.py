@@ -245,7 +245,10 @@ class Client:
             raise AirflowError(f"POST {collection}: {resp.status_code} {resp.text[:300]}")
 
     def unpause(self, dag_id: str) -> None:
-        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+        self.set_paused(dag_id, False)
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, note: str | None = None) -> str:
         from datetime import datetime

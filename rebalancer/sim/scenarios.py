@@ -7,6 +7,9 @@
 - ``new-brokers``: a balanced, rack-aware cluster (12 brokers in racks a-c by default) plus empty new brokers in a
   new rack (4 in rack d by default): the "after adding brokers" case.
 - ``sqooba``: the Sqooba article's example verbatim: 20 brokers in 2 AZs, topic ``x.y.z.t``, 10 partitions, RF 2.
+- ``failover-skew``: nothing to move (every broker leads one partition of each topic, a topic's partitions alike in
+  size, equal counts everywhere), but each broker's partitions all list the next broker second: one failure hands
+  all its leadership to one survivor (9 brokers in 3 racks, RF 3 by default): the weekly run's follower order.
 - ``file:PATH``: any cluster description or reassignment JSON.
 """
 
@@ -199,11 +202,31 @@ def sqooba(p: ScenarioParams) -> Cluster:
     return Cluster.build(brokers, parts, {"scenario": "sqooba"})
 
 
+def failover_skew(p: ScenarioParams) -> Cluster:
+    """Broker b leads one partition of every topic, its replicas (b, b + 1, ..., b + rf - 1) around the ring: every
+    broker holds rf partitions of each topic and leads one, so counts, leaders and bytes are even and a plan has
+    nothing to move; but b + 1 is second on all of b's partitions. Consecutive brokers sit in distinct racks (rack
+    safe where the racks divide the brokers)."""
+    rng = random.Random(p.seed)
+    n = p.brokers or 9
+    _check(p, n)
+    rf = min(p.rf or 3, n)
+    racks = _rack_names(p.racks or 3)
+    brokers = [Broker(id=i, rack=racks[i % len(racks)]) for i in range(n)]
+    topics = p.topics or max(1, (p.partitions or 9 * n) // n)
+    parts = []
+    for t in range(topics):
+        size = _size(rng, p.mean_partition_mib)
+        parts += [_partition(f"payments.v{t}", b, tuple((b + k) % n for k in range(rf)), size) for b in range(n)]
+    return Cluster.build(brokers, parts, {"scenario": "failover-skew"})
+
+
 SCENARIOS: dict[str, Callable[[ScenarioParams], Cluster]] = {
     "wix": wix,
     "pinterest": pinterest,
     "new-brokers": new_brokers,
     "sqooba": sqooba,
+    "failover-skew": failover_skew,
 }
 
 

@@ -242,11 +242,13 @@ def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
     failure further off than it found it, and a plan made again on the result reorders nothing."""
     current = list(replicas)
     out: dict[int, tuple[int, ...]] = {}
+    kept: dict[int, tuple[_Spread, tuple[float, float]]] = {}
     for _ in range(ORDER_ROUNDS):
-        step = _order_once(current, brokers, weight, rack)
+        step = _order_once(current, brokers, weight, rack, kept)
         if not step:
             break
         for i, reps in step.items():
+            kept.pop(reps[0], None)  # its leader's search starts from another order: built and dry-run again
             current[i] = reps
             if reps == tuple(replicas[i]):
                 out.pop(i, None)
@@ -256,8 +258,13 @@ def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
 
 
 def _order_once(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], weight: Sequence[float] | None,
-                rack: Mapping[int, str | None] | None) -> dict[int, tuple[int, ...]]:
-    """One round of ``order_followers``: the local search from the orders given."""
+                rack: Mapping[int, str | None] | None,
+                kept: dict[int, tuple[_Spread, tuple[float, float]]]) -> dict[int, tuple[int, ...]]:
+    """One round of ``order_followers``: the local search from the orders given. ``kept``: per leader, its search
+    and where its dry run ended, from an earlier round whose orders of its partitions stand: the same inputs give
+    the same search and the same dry run (the leaders, so every failure's base, never change), so it is restarted,
+    not built and dry-run again (600k replicas: the round that confirms nothing changes took as long as the first);
+    updated with this round's."""
     alive = set(brokers)
     w = [1.0] * len(replicas) if weight is None else [float(x) for x in weight]
     base: dict[int, tuple[float, float]] = dict.fromkeys(alive, (0.0, 0.0))
@@ -271,18 +278,21 @@ def _order_once(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], wei
         return {}
     racks = dict(rack) if rack and all(rack.get(b) is not None for b in alive) else None
     rack_tally = _rack_tallies(replicas, alive, base, w, racks, led) if racks else {}
-    searches = {b: _Spread(b, led[b], replicas, alive, base, w, racks) for b in sorted(led)}
     # Where every failure ends once each is spread as evenly as it can be (a dry run, rack caps aside): no
     # broker's order changes past what the worst one leaves, so a plan reorders no more than the worst case needs.
     floor = [0.0, 0.0]
+    searches: dict[int, _Spread] = {}
+    totals, rank = _totals(base), _rank(w)
     for b in sorted(led):
-        search = searches[b]
-        if search.by_option:
-            for phase in (0, 1):
-                search.search(phase, 0.0)
-        end = search.tally.worst()
+        if b not in kept:
+            search = _Spread(b, led[b], replicas, alive, base, w, racks, totals, rank)
+            if search.by_option:
+                for phase in (0, 1):
+                    search.search(phase, 0.0)
+            kept[b] = (search, search.tally.worst())
+        searches[b], end = kept[b]
         floor = [max(floor[0], end[0]), max(floor[1], end[1])]
-        search.restart(rack_tally.get(racks[b]) if racks else None)
+        searches[b].restart(rack_tally.get(racks[b]) if racks else None)
     second: dict[int, int] = {}
     for b in sorted(led):
         if searches[b].by_option:
@@ -297,15 +307,34 @@ def _order_once(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], wei
     return out
 
 
+def _rank(w: Sequence[float]) -> list[int]:
+    """Each partition's place when sorted by weight, heaviest first, then by index."""
+    import numpy as np
+
+    order = np.lexsort((np.arange(len(w)), -np.asarray(w, dtype=float)))
+    rank = np.empty(len(w), dtype=np.int64)
+    rank[order] = np.arange(len(w))
+    return list(rank.tolist())
+
+
+def _totals(base: Mapping[int, tuple[float, float]]) -> tuple[float, float]:
+    """Leaders and leader load over every broker, with everything up."""
+    return sum(n for n, _ in base.values()), sum(x for _, x in base.values())
+
+
 class _Tally:
     """One failure's survivors: their leaders and leader load with everything up (``base``) plus what they take over
     (``extra``), against the means once the failure happened."""
 
     def __init__(self, base: Mapping[int, tuple[float, float]], survivors: set[int], lost_n: float,
-                 lost_w: float) -> None:
-        self.base = {c: base.get(c, (0.0, 0.0)) for c in survivors}
-        total_n = sum(n for n, _ in base.values())
-        total_w = sum(x for _, x in base.values())
+                 lost_w: float, totals: tuple[float, float] | None = None) -> None:
+        """``totals``: the sums of ``base`` (``_totals``), where the caller has them."""
+        self.base = dict(base)
+        for c in self.base.keys() - survivors:
+            del self.base[c]
+        for c in survivors - self.base.keys():
+            self.base[c] = (0.0, 0.0)
+        total_n, total_w = totals or _totals(base)
         self.mean_n = (total_n - lost_n) / max(1, len(survivors))
         self.mean_w = (total_w - lost_w) / max(1, len(survivors))
         self.extra: dict[int, list[float]] = {}
@@ -354,16 +383,51 @@ def _rack_tallies(replicas: Sequence[tuple[int, ...]], alive: set[int], base: Ma
     out: dict[str | None, _Tally] = {}
     for name in sorted({racks[b] for b in alive}, key=str):
         down = {b for b in alive if racks[b] == name}
-        lands = [(i, next((x for x in replicas[i] if x not in down and x in alive), None))
-                 for b in sorted(down) for i in led.get(b, ())]
-        lost = [i for i, x in lands if x is None]
-        tally = _Tally(base, alive - down, float(len(lost)), sum(w[i] for i in lost))
-        for i, x in lands:
-            if x is not None:
-                tally.add(x, 1.0, w[i])
+        stay = alive - down
+        lost: list[int] = []
+        extra: dict[int, list[float]] = {}  # as ``_Tally.add`` sums what each survivor takes over, in this order
+        for b in sorted(down):
+            for i in led.get(b, ()):
+                x = next((x for x in replicas[i] if x in stay), None)  # the first replica that stays takes it
+                if x is None:
+                    lost.append(i)
+                elif (e := extra.get(x)) is None:
+                    extra[x] = [1.0, w[i]]
+                else:
+                    e[0] += 1.0
+                    e[1] += w[i]
+        tally = _Tally(base, stay, float(len(lost)), sum(w[i] for i in lost))
+        tally.extra = extra
         tally.cap = tally.worst()
         out[name] = tally
     return out
+
+
+def _seconds(mine: list[int], replicas: Sequence[tuple[int, ...]], w: Sequence[float], may: set[int],
+             ) -> tuple[dict[int, int], dict[int, list[float]], dict[int, list[int]], list[int]]:
+    """For a leader's partitions (``mine``): each one's second, the leaders and load each second takes over (as
+    ``_Tally.add`` sums them, in the partitions' order), the followers each partition's second may be (those in
+    ``may``; only where there are two, the second among them) and the partitions no survivor takes over."""
+    sec: dict[int, int] = {}
+    extra: dict[int, list[float]] = {}
+    options: dict[int, list[int]] = {}
+    lost: list[int] = []
+    for i in mine:
+        reps = replicas[i]
+        if len(reps) < 2:
+            lost.append(i)  # offline while its leader is down
+            continue
+        sec[i] = c = reps[1]
+        e = extra.get(c)
+        if e is None:
+            extra[c] = [1.0, w[i]]
+        else:
+            e[0] += 1.0
+            e[1] += w[i]
+        choice = [x for x in reps[1:] if x in may]
+        if len(choice) >= 2 and c in may:
+            options[i] = choice
+    return sec, extra, options, lost
 
 
 class _Spread:
@@ -377,41 +441,46 @@ class _Spread:
 
     def __init__(self, b: int, mine: list[int], replicas: Sequence[tuple[int, ...]], alive: set[int],
                  base: Mapping[int, tuple[float, float]], w: Sequence[float],
-                 racks: Mapping[int, str | None] | None) -> None:
-        self.replicas, self.w = replicas, w
+                 racks: Mapping[int, str | None] | None, totals: tuple[float, float] | None = None,
+                 rank: Sequence[int] | None = None) -> None:
+        """``totals``: ``_totals(base)``; ``rank``: each partition's place in the order of (-w, index), where the
+        caller has them (once for every leader)."""
+        self.w = w
         self.rack_tally: _Tally | None = None  # the failure of b's rack, once ``restart`` names it
-        lost = [i for i in mine if len(replicas[i]) < 2]  # offline while b is down: led by no survivor
-        self.tally = _Tally(base, alive - {b}, float(len(lost)), sum(w[i] for i in lost))
         home = racks[b] if racks else None
-        self.sec: dict[int, int] = {}
-        self.options: dict[int, list[int]] = {}   # partition -> the followers its second may be
-        for i in mine:
-            reps = replicas[i]
-            if len(reps) < 2:
-                continue
-            self.sec[i] = c = reps[1]
-            self.tally.add(c, 1.0, w[i])
-            options = [x for x in reps[1:] if x in alive and x != b and (home is None or racks is None
-                                                                          or racks[x] != home)]
-            if len(options) >= 2 and c in options:
-                self.options[i] = options
+        may = {x for x in alive if x != b and (home is None or racks is None or racks[x] != home)}
+        self.sec, extra, self.options, lost = _seconds(mine, replicas, w, may)
+        self.tally = _Tally(base, alive - {b}, float(len(lost)), sum(w[i] for i in lost), totals)
+        self.tally.extra = extra
         # survivor -> the partitions its second may move to or from, heaviest first (each move lowers the most)
         self.by_option: dict[int, list[int]] = {}
-        for i in sorted(self.options, key=lambda i: (-w[i], i)):
+        for i in sorted(self.options, key=(lambda i: (-w[i], i)) if rank is None else rank.__getitem__):
             for x in self.options[i]:
                 self.by_option.setdefault(x, []).append(i)
         self.changed: dict[int, int] = {}
         self._start = (dict(self.sec), {c: list(e) for c, e in self.tally.extra.items()})
+        # Each phase's survivors as ``search`` takes them, furthest off first, as they stand at the start: every
+        # search starts there (the dry run, the search after ``restart``, in every round that keeps this one), and
+        # only the survivors a move touched since (``dirty``) stand elsewhere.
+        devs = [(self.tally.dev(x), x) for x in sorted(self.by_option)]
+        self._orders = (sorted(((-r, -q), x) for (r, q), x in devs), sorted(((-q, -r), x) for (r, q), x in devs))
+        self._start_worst = self.tally.worst()
+        self.dirty: set[int] = set()
 
     def restart(self, rack_tally: _Tally | None) -> None:
         """Back to the order it started from (after a dry run), the failure of b's rack to keep within its worst."""
         sec, extra = self._start
         self.sec, self.tally.extra, self.changed = dict(sec), {c: list(e) for c, e in extra.items()}, {}
-        self.rack_tally = rack_tally
+        self.rack_tally, self.dirty = rack_tally, set()
 
     def _key(self, c: int, phase: int) -> tuple[float, float]:
         r, q = self.tally.dev(c)
         return (r, q) if phase == 0 else (q, r)
+
+    def _entry(self, c: int, phase: int) -> tuple[tuple[float, float], int]:
+        """Survivor c's place in the search's order: its deviations negated (furthest off first), then its id."""
+        r, q = self.tally.dev(c)
+        return ((-r, -q) if phase == 0 else (-q, -r)), c
 
     def _move_from(self, x: int, phase: int, cap: tuple[float, float]) -> tuple[int, int, int] | None:
         """The first move (partition, from, to) that brings survivor x and the one it trades with nearer than x
@@ -435,23 +504,34 @@ class _Spread:
                 return i, src, dst
         return None
 
-    def search(self, phase: int, floor: float) -> float:
-        """One phase (0: counts, 1: load) until the furthest survivor is within ``floor``; returns where the phase's
-        figure ends (its worst survivor)."""
+    def search(self, phase: int, floor: float) -> None:
+        """One phase (0: counts, 1: load) until the furthest survivor is within ``floor``. The furthest comes from
+        the start's order (``_orders``) where no move touched it, else from a heap of those a move did: the same
+        survivor a heap of every one would give, without building that heap in every search (600k replicas: half
+        the time of the order)."""
         import heapq
 
-        cap = self.tally.worst()  # the other figure's worst survivor stays the worst it may become
-        movable = sorted(self.by_option)
-        heap = [(tuple(-v for v in self._key(x, phase)), x) for x in movable]
+        static, pos, dirty = self._orders[phase], 0, self.dirty
+        # the other figure's worst survivor stays the worst it may become (no move since the start: as it started)
+        cap = self.tally.worst() if dirty else self._start_worst
+        heap = [self._entry(x, phase) for x in dirty]
         heapq.heapify(heap)
         budget = MOVES_PER_PARTITION * len(self.options)
-        while heap and budget > 0:
-            key, x = heapq.heappop(heap)
-            now = self._key(x, phase)
-            if key != tuple(-v for v in now):  # stale: its deviation changed since
-                heapq.heappush(heap, (tuple(-v for v in now), x))
-                continue
-            if now[0] <= floor:
+        while budget > 0:
+            while pos < len(static) and static[pos][1] in dirty:
+                pos += 1
+            if heap and (pos == len(static) or heap[0] < static[pos]):
+                key, x = heapq.heappop(heap)
+                entry = self._entry(x, phase)
+                if key != entry[0]:  # stale: its deviation changed since
+                    heapq.heappush(heap, entry)
+                    continue
+            elif pos < len(static):
+                key, x = static[pos]
+                pos += 1
+            else:
+                break
+            if -key[0] <= floor:
                 break  # within what the worst failure leaves anyway
             found = self._move_from(x, phase, cap)
             budget -= 1
@@ -465,5 +545,5 @@ class _Spread:
                 self.rack_tally.add(dst, 1.0, self.w[i])
             self.sec[i] = self.changed[i] = dst
             for c in (src, dst):
-                heapq.heappush(heap, (tuple(-v for v in self._key(c, phase)), c))
-        return self.tally.worst()[phase]
+                dirty.add(c)
+                heapq.heappush(heap, self._entry(c, phase))

@@ -462,8 +462,8 @@ class _Spread:
         # Each phase's survivors as ``search`` takes them, furthest off first, as they stand at the start: every
         # search starts there (the dry run, the search after ``restart``, in every round that keeps this one), and
         # only the survivors a move touched since (``dirty``) stand elsewhere.
-        devs = [(self.tally.dev(x), x) for x in sorted(self.by_option)]
-        self._orders = (sorted(((-r, -q), x) for (r, q), x in devs), sorted(((-q, -r), x) for (r, q), x in devs))
+        movable = sorted(self.by_option)
+        self._orders = (sorted(self._entry(x, 0) for x in movable), sorted(self._entry(x, 1) for x in movable))
         self._start_worst = self.tally.worst()
         self.dirty: set[int] = set()
 
@@ -478,9 +478,9 @@ class _Spread:
         return (r, q) if phase == 0 else (q, r)
 
     def _entry(self, c: int, phase: int) -> tuple[tuple[float, float], int]:
-        """Survivor c's place in the search's order: its deviations negated (furthest off first), then its id."""
-        r, q = self.tally.dev(c)
-        return ((-r, -q) if phase == 0 else (-q, -r)), c
+        """Survivor c's place in the search's order: its key negated (furthest off first), then its id."""
+        a, b = self._key(c, phase)
+        return (-a, -b), c
 
     def _move_from(self, x: int, phase: int, cap: tuple[float, float]) -> tuple[int, int, int] | None:
         """The first move (partition, from, to) that brings survivor x and the one it trades with nearer than x

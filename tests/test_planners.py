@@ -3,6 +3,7 @@ plan of every strategy (hypothesis)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from rebalancer.formats import write_cluster_json
 from rebalancer.model import Broker, Cluster, Partition
 from rebalancer.plan import PlanError, content_hash, load_plan, make_plan, plan_run_dir
+from rebalancer.plan.leader_pass import KEPT
 from rebalancer.plan.leaders import LeaderItem, balance_leaders, leader_objective
 from rebalancer.plan.pinterest import pinterest_leaders
 from rebalancer.sim.scenarios import build_scenario
@@ -172,6 +174,44 @@ def test_balanced_cluster_gives_an_empty_plan():
     for mode in ("rebalance", "leaders"):
         plan = make_plan(Cluster.build(brokers, parts), mode)
         assert plan.changes == () and plan.summary["replica_moves"] == 0
+
+
+def _applied(cluster: Cluster, plan) -> Cluster:
+    """The cluster as the plan leaves it: every change's replica list, its first replica leading, all in sync."""
+    after = {(c.topic, c.partition): tuple(c.replicas_after) for c in plan.changes}
+    return Cluster.build(list(cluster.brokers), [
+        dataclasses.replace(p, replicas=after.get(p.tp, p.replicas), isr=after.get(p.tp, p.replicas),
+                            leader=after.get(p.tp, p.replicas)[0]) for p in cluster.partitions])
+
+
+@pytest.mark.parametrize("balance", ["load", "counts"])
+def test_a_plan_of_its_own_result_changes_nothing(balance: str) -> None:
+    """The weekly run after a rebalance: the cluster as the plan left it needs no change. The leaders the plan chose
+    pass every gate, so none is handed over (the leader flow, balancing after every plan, and the network-out
+    hand-overs traded 56, then 9 leaders back and forth on every run: elections clients see, for nothing)."""
+    cluster = build_scenario("wix")
+    first = make_plan(cluster, "rebalance", balance=balance)
+    assert first.summary["replica_moves"] and first.summary["leader_changes"]
+    again = make_plan(_applied(cluster, first), "rebalance", balance=balance)
+    assert again.changes == (), [c.to_dict() for c in again.changes][:3]
+    assert again.solver["leaders"]["algorithm"] == KEPT
+
+
+def test_leaders_outside_the_gate_change_the_fewest_when_no_replica_moves() -> None:
+    """A balanced cluster whose leaders fail the gate: only leaders change, and the flow puts the fewest changes
+    before cluster-wide flatness (the plan changes nothing else)."""
+    first = make_plan(build_scenario("wix"), "rebalance", balance="counts")
+    cluster = _applied(build_scenario("wix"), first)
+    led = [p for p in cluster.partitions if p.replicas[0] == 0]
+    moved = {p.tp for p in led[: len(led) // 2]}  # broker 0 hands half its leaders to its second replicas
+    skewed = Cluster.build(list(cluster.brokers), [
+        dataclasses.replace(p, replicas=(p.replicas[1], p.replicas[0], *p.replicas[2:]), leader=p.replicas[1])
+        if p.tp in moved else p for p in cluster.partitions])
+    plan = make_plan(skewed, "rebalance", balance="counts")
+    assert plan.summary["replica_moves"] == 0 and plan.solver["leaders"]["priority"].startswith(
+        "topic band, cluster tolerance band, changes")
+    assert 0 < plan.summary["leader_changes"] <= len(moved)
+    assert make_plan(_applied(skewed, plan), "rebalance", balance="counts").changes == ()
 
 
 # -- invariants of every plan of every strategy ---------------------------------------------------------------

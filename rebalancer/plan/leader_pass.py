@@ -36,6 +36,7 @@ from .targets import Targets
 __all__ = ["place_leaders", "leader_items", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
            "LEADER_FLOW_MAX_PARTITIONS"]
 
+KEPT = "kept: no replica moves and the leaders pass every leader gate"
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
 EVEN_STEP_PCT = 1.0  # ``_most_even``: its program only where a fractional choice brings the furthest broker this near
@@ -434,16 +435,56 @@ def place_leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budg
 def _leaders_after_placement(req: PlanRequest, setup: PlanSetup, assignment: dict[Key, tuple[int, ...]],
                              budget: Budget, reserve: float) -> None:
     cluster, targets, solver = req.cluster, setup.targets, setup.solver
+    moved = _replicas_moved(cluster, assignment)
+    if not moved and _leaders_pass_gates(cluster, targets, req.model, setup.balanced == "load"):
+        # No replica placed, and the leaders as they are pass every gate on them: a plan of a balanced cluster (its
+        # own result, say) hands over no leader; each would be an election clients see, bought for nothing a gate
+        # shows. (A placement's order is not a choice of leaders: the count program's may reorder freely.)
+        assignment.clear()
+        solver["leaders"] = LeaderPassStats(algorithm=KEPT, cut_short=False, seconds=0.0,
+                                            partitions_without_eligible_leader=0, leader_bound=0)
+        return
     if setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)
         return
     share = LEADER_FLOW_SHARE if setup.balanced == "load" else LEADERS_SHARE
     with budget.phase("leaders", share, reserve) as deadline:
-        solver["leaders"] = leader_pass(cluster, assignment, targets, "flow", replicas_moved=True, deadline=deadline)
+        solver["leaders"] = leader_pass(cluster, assignment, targets, "flow", replicas_moved=moved, deadline=deadline)
     if setup.balanced == "load":
         with budget.phase("leaders_load", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"]["network_out"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline)
         after = solver["leaders"]["network_out"].get("topic_band_violation_after")
         if after is not None:  # the exact program traded topic balance for network out: claim what holds
             solver["leaders"]["topic_band_violation"] = after
+
+
+def _replicas_moved(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]]) -> bool:
+    """Does the placement change any partition's replica set (not only its order)?"""
+    return any(set(reps) != set(cluster.partition(*tp).replicas) for tp, reps in assignment.items())
+
+
+def _leaders_pass_gates(cluster: Cluster, targets: Targets, model: LoadModel, on_load: bool) -> bool:
+    """Do the cluster's preferred leaders pass every gate on leaders: each one eligible and in sync, the leader
+    count gate, and on load every broker's network out inside the gate's band widened by the busiest partition it
+    leads (what the gate accepts of a plan that changes leaders)?"""
+    items = leader_items(cluster, {}, targets.eligible, replicas_moved=False)
+    leaders = [it.current for it in items]
+    if any(b not in it.candidates for b, it in zip(leaders, items, strict=True)):
+        return False
+    if not _count_gate_met(leaders, targets.eligible, model.band["leaders"]):
+        return False
+    if not on_load:
+        return True
+    units = replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0].astype(float).tolist()
+    if not any(units):
+        return True
+    load = dict.fromkeys(targets.eligible, 0.0)
+    busiest = dict.fromkeys(targets.eligible, 0.0)
+    for b, u in zip(leaders, units, strict=True):
+        if b in load:
+            load[b] += u
+            busiest[b] = max(busiest[b], u)
+    bands = model.bands("nw_out", int(sum(units)), targets.eligible)
+    return all(low <= load[b] <= high for b, x in bands.items()
+               for low, high in [accepted_range(x.average, model.band["nw_out"], load[b], busiest[b])])

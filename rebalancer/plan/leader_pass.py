@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Required, TypedDict, cast
 
 from ..balance import counts_excess
-from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, replica_table
+from ..load import DIMENSIONS, Band, LoadModel, accepted_range, beyond, load_bands, replica_table
 from ..model import Cluster, Partition
 from .bounds import leader_change_bound
 from .budget import Budget, Deadline
@@ -36,7 +36,7 @@ from .targets import Targets
 __all__ = ["place_leaders", "leader_items", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
            "LEADER_FLOW_MAX_PARTITIONS"]
 
-KEPT = "kept: no replica moves and the leaders pass every leader gate"
+KEPT = "kept: no replica moved, and no leader change brings the leaders nearer the leader gates"
 LEADER_FLOW_SHARE = 0.8       # on load, of the leaders' time: the rest is for the network-out hand-overs
 LEADER_FLOW_MAX_PARTITIONS = 100_000  # on load, above this the hand-overs balance leader counts too (the flow: minutes)
 EVEN_STEP_PCT = 1.0  # ``_most_even``: its program only where a fractional choice brings the furthest broker this near
@@ -85,6 +85,7 @@ class LeaderPassStats(TypedDict, total=False):
     partitions_without_eligible_leader: int
     leader_bound: int
     network_out: NetworkOutStats
+    discarded: str  # ``KEPT``: why the leaders stay as they are (what the pass chose and why it was not taken)
 
 
 def leader_items(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], eligible: frozenset[int],
@@ -434,16 +435,39 @@ def place_leaders(req: PlanRequest, setup: PlanSetup, placement: Placement, budg
 
 def _leaders_after_placement(req: PlanRequest, setup: PlanSetup, assignment: dict[Key, tuple[int, ...]],
                              budget: Budget, reserve: float) -> None:
+    """Who leads after the placement. Where it moved no replica, leaders change only to come nearer the leader
+    gates: a plan of a balanced cluster (its own result, say) hands over none, and one whose gates cannot be met
+    keeps its leaders unless the pass brings them nearer; each hand-over is an election clients see, and the flow
+    and the network-out hand-overs would otherwise trade leaders back and forth on every run. (A placement's order
+    is not a choice of leaders: the count program's may reorder freely.)"""
     cluster, targets, solver = req.cluster, setup.targets, setup.solver
     moved = _replicas_moved(cluster, assignment)
-    if not moved and _leaders_pass_gates(cluster, targets, req.model, setup.balanced == "load"):
-        # No replica placed, and the leaders as they are pass every gate on them: a plan of a balanced cluster (its
-        # own result, say) hands over no leader; each would be an election clients see, bought for nothing a gate
-        # shows. (A placement's order is not a choice of leaders: the count program's may reorder freely.)
+    on_load = setup.balanced == "load"
+    before = None
+    if not moved:
         assignment.clear()
-        solver["leaders"] = LeaderPassStats(algorithm=KEPT, cut_short=False, seconds=0.0,
-                                            partitions_without_eligible_leader=0, leader_bound=0)
-        return
+        before = _gate_excess(cluster, {}, targets, req.model, on_load)
+        if not any(before):
+            solver["leaders"] = _kept("none needed: they pass every leader gate")
+            return
+    _choose_leaders(req, setup, assignment, budget, reserve, moved)
+    if before is not None and _gate_excess(cluster, assignment, targets, req.model, on_load) >= before:
+        tried = solver["leaders"]
+        changes = sum(1 for tp, reps in assignment.items() if reps[0] != cluster.partition(*tp).replicas[0])
+        assignment.clear()
+        solver["leaders"] = _kept(f"{tried['algorithm']} chose {changes} leader change(s) no nearer the gates")
+
+
+def _kept(why: str) -> LeaderPassStats:
+    return LeaderPassStats(algorithm=KEPT, discarded=why, cut_short=False, seconds=0.0,
+                           partitions_without_eligible_leader=0, leader_bound=0)
+
+
+def _choose_leaders(req: PlanRequest, setup: PlanSetup, assignment: dict[Key, tuple[int, ...]], budget: Budget,
+                    reserve: float, moved: bool) -> None:
+    """The exact flow, then on load the network-out hand-overs (above ``LEADER_FLOW_MAX_PARTITIONS`` partitions
+    the hand-overs alone, leader counts a dimension of theirs)."""
+    cluster, targets, solver = req.cluster, setup.targets, setup.solver
     if setup.balanced == "load" and len(cluster.partitions) > LEADER_FLOW_MAX_PARTITIONS:
         with budget.phase("leaders", LEADERS_SHARE, reserve) as deadline:
             solver["leaders"] = _leaders_on_load(cluster, assignment, targets, req.model, deadline, counts_too=True)
@@ -464,27 +488,34 @@ def _replicas_moved(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]])
     return any(set(reps) != set(cluster.partition(*tp).replicas) for tp, reps in assignment.items())
 
 
-def _leaders_pass_gates(cluster: Cluster, targets: Targets, model: LoadModel, on_load: bool) -> bool:
-    """Do the cluster's preferred leaders pass every gate on leaders: each one eligible and in sync, the leader
-    count gate, and on load every broker's network out inside the gate's band widened by the busiest partition it
-    leads (what the gate accepts of a plan that changes leaders)?"""
+def _gate_excess(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], targets: Targets, model: LoadModel,
+                 on_load: bool) -> tuple[int, float, float]:
+    """How far the preferred leaders of ``assignment`` (over the cluster's replica sets) lie outside the gates on
+    leaders, worst first: partitions led by a broker that may not lead them (ineligible, out of sync) though one
+    may; leaders past the count gate, summed over brokers; and on load, network out outside the gate's band
+    widened by the busiest partition the broker leads (what the gate accepts of a plan that changes leaders), in
+    units of the broker's target, summed. (0, 0, 0): they pass every one."""
     items = leader_items(cluster, {}, targets.eligible, replicas_moved=False)
-    leaders = [it.current for it in items]
-    if any(b not in it.candidates for b, it in zip(leaders, items, strict=True)):
-        return False
-    if not _count_gate_met(leaders, targets.eligible, model.band["leaders"]):
-        return False
+    leaders = [assignment.get(it.key, cluster.partition(*it.key).replicas)[0] for it in items]
+    stranded = sum(1 for b, it in zip(leaders, items, strict=True) if it.candidates and b not in it.candidates)
+    count = dict.fromkeys(targets.eligible, 0)
+    for b in leaders:
+        if b in count:
+            count[b] += 1
+    counts = sum(counts_excess(count, model.band["leaders"]).values())
     if not on_load:
-        return True
+        return stranded, counts, 0.0
     units = replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0].astype(float).tolist()
     if not any(units):
-        return True
+        return stranded, counts, 0.0
     load = dict.fromkeys(targets.eligible, 0.0)
     busiest = dict.fromkeys(targets.eligible, 0.0)
     for b, u in zip(leaders, units, strict=True):
         if b in load:
             load[b] += u
             busiest[b] = max(busiest[b], u)
-    bands = model.bands("nw_out", int(sum(units)), targets.eligible)
-    return all(low <= load[b] <= high for b, x in bands.items()
-               for low, high in [accepted_range(x.average, model.band["nw_out"], load[b], busiest[b])])
+    out = 0.0
+    for b, x in model.bands("nw_out", int(sum(units)), targets.eligible).items():
+        low, high = accepted_range(x.average, model.band["nw_out"], 0.0, busiest[b])
+        out += beyond(load[b], low, high) / max(x.average, 1e-9)
+    return stranded, counts, out

@@ -63,6 +63,7 @@ from .options import PlanOptions
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup, Step
 from .place_counts import place_on_counts
 from .place_load import place_on_load
+from .settled import SETTLED, outside_gates
 from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
 from .targets import PlanError, Targets, make_targets
 
@@ -301,7 +302,14 @@ def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
 
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
-    (``rebalancer.strategies``)."""
+    (``rebalancer.strategies``). On load, nowhere new where every broker already lies inside what the gates accept
+    (``settled``): the placement's margins say where a plan goes once it must move, not whether it must."""
+    if req.mode != "leaders" and setup.balanced == "load":
+        why = outside_gates(req.cluster, setup.targets, req.model, on_load=True)
+        setup.solver["placement_needed"] = why or SETTLED
+        if why is None:
+            setup.solver["state"] = setup.solver["status"] = "Balanced"
+            return Placement({}, setup.strategy)
     return _step(req.strategy)(req, setup, budget, reserve)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Required, TypedDict, cast
 
 from ..balance import counts_excess
-from ..load import DIMENSIONS, Band, LoadModel, accepted_range, beyond, load_bands, replica_table
+from ..load import DIMENSIONS, Band, LoadModel, accepted_range, load_bands, replica_table
 from ..model import Cluster, Partition
 from .bounds import leader_change_bound
 from .budget import Budget, Deadline
@@ -31,6 +31,7 @@ from .leaders import LeaderItem, balance_leaders, topic_bands
 from .load_problem import COUNT_MARGIN, count_gate_band, median_safe_band
 from .pinterest import pinterest_leaders
 from .pipeline import LEADERS_SHARE, Key, Placement, PlanRequest, PlanSetup
+from .settled import gate_distance
 from .targets import Targets
 
 __all__ = ["place_leaders", "leader_items", "leader_pass", "lead_by_flow", "lead_by_pinterest", "LeaderPassStats", "NetworkOutStats",
@@ -492,9 +493,9 @@ def _gate_excess(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], ta
                  on_load: bool) -> tuple[int, float, float]:
     """How far the preferred leaders of ``assignment`` (over the cluster's replica sets) lie outside the gates on
     leaders, worst first: partitions led by a broker that may not lead them (ineligible, out of sync) though one
-    may; leaders past the count gate, summed over brokers; and on load, network out outside the gate's band
-    widened by the busiest partition the broker leads (what the gate accepts of a plan that changes leaders), in
-    units of the broker's target, summed. (0, 0, 0): they pass every one."""
+    may; leaders past the count gate, summed over brokers; and on load, network out outside what its gate accepts
+    (``settled.gate_distance``: the band widened by the busiest partition the broker leads), in units of the
+    broker's target, summed. (0, 0, 0): they pass every one."""
     items = leader_items(cluster, {}, targets.eligible, replicas_moved=False)
     leaders = [assignment.get(it.key, cluster.partition(*it.key).replicas)[0] for it in items]
     stranded = sum(1 for b, it in zip(leaders, items, strict=True) if it.candidates and b not in it.candidates)
@@ -505,17 +506,5 @@ def _gate_excess(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], ta
     counts = sum(counts_excess(count, model.band["leaders"]).values())
     if not on_load:
         return stranded, counts, 0.0
-    units = replica_table(cluster, model.loads, dimensions=["nw_out"]).per_partition["nw_out"][0].astype(float).tolist()
-    if not any(units):
-        return stranded, counts, 0.0
-    load = dict.fromkeys(targets.eligible, 0.0)
-    busiest = dict.fromkeys(targets.eligible, 0.0)
-    for b, u in zip(leaders, units, strict=True):
-        if b in load:
-            load[b] += u
-            busiest[b] = max(busiest[b], u)
-    out = 0.0
-    for b, x in model.bands("nw_out", int(sum(units)), targets.eligible).items():
-        low, high = accepted_range(x.average, model.band["nw_out"], 0.0, busiest[b])
-        out += beyond(load[b], low, high) / max(x.average, 1e-9)
-    return stranded, counts, out
+    out = gate_distance(cluster, model, targets.eligible, ["nw_out"], assignment or None)
+    return stranded, counts, sum(out["nw_out"].values())

@@ -13,13 +13,15 @@ busiest replica the broker holds (the network gate's slack), or a load over its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..balance import counts_excess
-from ..load import LoadModel, dimension_loads, largest_replica, replica_table
-from ..model import Cluster
+from ..load import LoadModel, beyond, dimension_loads, largest_replica, replica_table
+from ..model import Cluster, TopicPartition
 from .load_problem import placement_dimensions
 from .targets import Targets
 
-__all__ = ["outside_gates", "SETTLED"]
+__all__ = ["outside_gates", "gate_distance", "SETTLED"]
 
 SETTLED = "no: every broker lies inside what the gates accept"  # ``solver.placement_needed`` where nothing is placed
 
@@ -44,17 +46,27 @@ def outside_gates(cluster: Cluster, targets: Targets, model: LoadModel, on_load:
 
 def _load_outside(cluster: Cluster, targets: Targets, model: LoadModel) -> str | None:
     dims = [d for d in placement_dimensions(model) if d not in ("replicas", "leaders")]
-    if not dims:
-        return None
-    table = replica_table(cluster, model.loads, dimensions=dims)
-    loads = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
-    largest = largest_replica(cluster, [table], dims)
-    for d in dims:
-        slack = largest[d] if d != "disk" else dict.fromkeys(cluster.broker_ids, 0)  # the network gate's
-        bands = model.bands(d, sum(loads[d].values()), targets.eligible)
-        off = sorted(b for b, x in bands.items()
-                     if not x.floor - slack[b] <= loads[d][b] <= x.ceil + slack[b]
-                     or (x.limit is not None and loads[d][b] > x.limit))
+    for d, distance in gate_distance(cluster, model, targets.eligible, dims).items():
+        off = sorted(b for b, x in distance.items() if x > 0)
         if off:
             return f"{d} outside its band (brokers {', '.join(map(str, off[:5]))})"
     return None
+
+
+def gate_distance(cluster: Cluster, model: LoadModel, eligible: frozenset[int], dims: list[str],
+                  assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None) -> dict[str, dict[int, float]]:
+    """dimension -> eligible broker -> how far its load (the cluster as it is, or with ``assignment``) lies outside
+    what the gates accept, in units of its target: its band (a network one widened by the busiest replica the
+    broker carries, the network gate's slack), and its capacity limit; 0 inside."""
+    if not dims:
+        return {}
+    table = replica_table(cluster, model.loads, assignment, dimensions=dims)
+    loads = dimension_loads(cluster, model.loads, dimensions=dims, table=table)
+    largest = largest_replica(cluster, [table], dims)
+    out: dict[str, dict[int, float]] = {}
+    for d in dims:
+        slack = largest[d] if d != "disk" else dict.fromkeys(cluster.broker_ids, 0)
+        out[d] = {b: max(beyond(loads[d][b], x.floor - slack[b], x.ceil + slack[b]),
+                         loads[d][b] - x.limit if x.limit is not None else 0.0) / max(x.average, 1e-9)
+                  for b, x in model.bands(d, sum(loads[d].values()), eligible).items()}
+    return out

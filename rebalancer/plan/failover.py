@@ -388,10 +388,13 @@ def _rack_tallies(replicas: Sequence[tuple[int, ...]], alive: set[int], base: Ma
         extra: dict[int, list[float]] = {}  # as ``_Tally.add`` sums what each survivor takes over, in this order
         for b in sorted(down):
             for i in led.get(b, ()):
-                x = next((x for x in replicas[i] if x in stay), None)  # the first replica that stays takes it
-                if x is None:
+                for x in replicas[i]:  # the first replica that stays takes it
+                    if x in stay:
+                        break
+                else:
                     lost.append(i)
-                elif (e := extra.get(x)) is None:
+                    continue
+                if (e := extra.get(x)) is None:
                     extra[x] = [1.0, w[i]]
                 else:
                     e[0] += 1.0
@@ -424,9 +427,10 @@ def _seconds(mine: list[int], replicas: Sequence[tuple[int, ...]], w: Sequence[f
         else:
             e[0] += 1.0
             e[1] += w[i]
-        choice = [x for x in reps[1:] if x in may]
-        if len(choice) >= 2 and c in may:
-            options[i] = choice
+        if len(reps) > 2 and c in may:  # a choice needs another follower that may take it
+            others = [x for x in reps[2:] if x in may]
+            if others:
+                options[i] = [c, *others]
     return sec, extra, options, lost
 
 
@@ -462,8 +466,8 @@ class _Spread:
         # Each phase's survivors as ``search`` takes them, furthest off first, as they stand at the start: every
         # search starts there (the dry run, the search after ``restart``, in every round that keeps this one), and
         # only the survivors a move touched since (``dirty``) stand elsewhere.
-        movable = sorted(self.by_option)
-        self._orders = (sorted(self._entry(x, 0) for x in movable), sorted(self._entry(x, 1) for x in movable))
+        devs = [(self.tally.dev(x), x) for x in sorted(self.by_option)]  # one reading serves both phases' orders
+        self._orders = (sorted([((-r, -q), x) for (r, q), x in devs]), sorted([((-q, -r), x) for (r, q), x in devs]))
         self._start_worst = self.tally.worst()
         self.dirty: set[int] = set()
 

@@ -285,6 +285,20 @@ class Cluster:
             parts.append(p)
         return self._validated(tuple(parts), {**self.meta, **meta}, None)
 
+    def with_replicas(self, replicas: Mapping[TopicPartition, tuple[int, ...]]) -> Cluster:
+        """This cluster as it would stand once the partitions of ``replicas`` had moved there, every replica in
+        sync, each led by its leader where it stays, else by its first replica (a plan's step applied, for what is
+        planned after it); each changed partition is checked against the brokers."""
+        parts = []
+        for p in self.partitions:
+            reps = replicas.get(p.tp)
+            if reps is not None and reps != p.replicas:
+                p = replace(p, replicas=tuple(reps), isr=tuple(reps), adding=(), removing=(),
+                            leader=p.leader if p.leader in reps else reps[0])
+                p.validate(self._broker_index)
+            parts.append(p)
+        return self._validated(tuple(parts), self.meta, None)
+
     def _validated(self, partitions: tuple[Partition, ...], meta: Mapping[str, Any],
                    index: dict[TopicPartition, Partition] | None) -> Cluster:
         """A cluster of this one's brokers and ``partitions`` already validated against them (same keys, same

@@ -81,7 +81,7 @@ def common_params(mode: str) -> dict[str, Param]:
     # The weekly run orders the followers of a balanced cluster for failover (a plan that copies nothing, approved
     # like any other) rather than ending at check_changes; the other runbooks only when asked.
     plan = option_params(PlanOptions, ("max_changes_per_partition", "time_limit", "objective", "failover_order",
-                                       "failover_when_balanced"),
+                                       "failover_when_balanced", "repair_racks"),
                          failover_when_balanced={"default": mode == "rebalance"})
     load = option_params(PlanOptions, ("balance", "capacity", "groups", "master"),
                          balance={"description": "; ".join(f"{k}: {v}" for k, v in BALANCES.items())},

@@ -115,9 +115,11 @@ def placement_dimensions(model: LoadModel) -> list[str]:
     return [name for name, d in DIMENSIONS.items() if any(d.follower(x) for x in model.loads.values())]
 
 
-def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes: int | None) -> LoadInput:
+def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes: int | None,
+               origin: Cluster | None = None) -> LoadInput:
     """The load placement problem of ``cluster`` for ``targets`` (raises ``CapacityError`` when a capacity cannot
-    hold its load)."""
+    hold its load); ``origin``: the cluster as it is where ``cluster`` is a step already planned on it (the racks'
+    repair, ``rack_repair``): changes and bytes then count from it (``LoadInput.origin``)."""
     from ..load import DIMENSIONS, dimension_loads, load_bands, replica_table
 
     dims = placement_dimensions(model)
@@ -144,7 +146,8 @@ def load_input(cluster: Cluster, model: LoadModel, targets: Targets, max_changes
                      removed=targets.removed, max_changes=max_changes if max_changes is not None else 10**9,
                      keep_racks=targets.keep_racks, weight={d: DIMENSIONS[d].priority for d in dims},
                      gate_bands=gate_bands, safe_bands=safe_bands,
-                     count_gate={d: model.band[d] for d in safe_bands})
+                     count_gate={d: model.band[d] for d in safe_bands},
+                     origin=None if origin is None else [p.replicas for p in origin.partitions])
 
 
 def evaluate(inp: LoadInput, changed: Mapping[int, tuple[int, ...]], gates: bool = False) -> tuple[float, float]:

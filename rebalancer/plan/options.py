@@ -116,6 +116,11 @@ class PlanOptions:
         help="where the plan would change nothing (replicas and leaders balanced), order the followers for failover "
              "instead (as --failover-order: a plan of order-only changes that copies nothing, or none when the order "
              "already spreads every failure as evenly as it can)")
+    repair_racks: bool = option(
+        False, title="Spread partitions over the racks", section="Plan",
+        help="first move replicas of partitions that lean on one rack (more than ceil(RF / racks) replicas on it) to "
+             "their emptiest racks, so that one rack's failure takes as few of their replicas as it can; the "
+             "placement then balances around them (repair moves are within --max-changes-per-partition)")
     # the execution the plan's time estimate assumes (``summary.execution``)
     throttle: int = throttle_option()
     schedule: str = schedule_option()

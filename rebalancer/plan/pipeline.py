@@ -49,6 +49,13 @@ class PlanRequest:
     master: str | None = None  # Spark master running the groups (None: in process, or SPLIT_MASTER when large)
     failover_order: bool = False  # followers ordered so that a failed broker's leadership spreads (``failover``)
     failover_when_balanced: bool = False  # ... only where the plan would otherwise change nothing
+    repair_racks: bool = False    # uneven partitions spread over the racks before the placement (``rack_repair``)
+    origin: Cluster | None = None  # the cluster as it is, where ``cluster`` is the repair's result (the plan's base)
+
+    @property
+    def base(self) -> Cluster:
+        """The cluster as it is: what the plan's changes, bytes and figures are counted from."""
+        return self.origin if self.origin is not None else self.cluster
 
 
 @dataclass

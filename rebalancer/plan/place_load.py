@@ -109,7 +109,7 @@ def _greedy_phase(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: f
     cluster = req.cluster
     groups, master = split_plan(cluster.replica_count, len(cluster.brokers), req.groups, req.master)
     with budget.phase("greedy", GREEDY_BEFORE_LP_SHARE if run_lp else GREEDY_SHARE, reserve) as deadline:
-        problem = load_input(cluster, req.model, setup.targets, setup.max_changes)
+        problem = load_input(cluster, req.model, setup.targets, setup.max_changes, req.origin)
         stats: GreedyStats | SplitStats
         if groups > 1:
             by_index, stats = _split_on(problem, deadline, groups, master)

@@ -63,6 +63,7 @@ from .options import PlanOptions
 from .pipeline import SUMMARY_RESERVE, Key, Placement, PlanRequest, PlanSetup, Step
 from .place_counts import place_on_counts
 from .place_load import place_on_load
+from .rack_repair import RackRepair, merge, repair_racks
 from .settled import SETTLED, outside_gates
 from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
 from .targets import PlanError, Targets, make_targets
@@ -247,13 +248,17 @@ def make_plan(
                           opts.objective, opts.max_changes_per_partition,
                           load if load is not None else load_model(cluster), opts.write_lp,
                           limit_given=time_limit is not None, groups=groups, master=opts.master,
-                          failover_order=opts.failover_order, failover_when_balanced=opts.failover_when_balanced)
+                          failover_order=opts.failover_order, failover_when_balanced=opts.failover_when_balanced,
+                          repair_racks=opts.repair_racks)
     with budget.phase("targets"):
         setup = _setup(request, brokers)
+        request, repair = _repair_racks(request, setup)
     if budget.remaining() == 0.0:
         raise _out_of_time(budget, "before any change was planned")
     reserve = SUMMARY_RESERVE * budget.limit
     placement = _placement(request, setup, budget, reserve)
+    if repair is not None and repair.assignment:
+        _merge_repair(repair, request, setup, placement)
     place_leaders(request, setup, placement, budget, reserve)
     plan = _result(request, setup, placement, budget, started)
     return plan
@@ -300,6 +305,26 @@ def _setup(req: PlanRequest, brokers: Iterable[int] | None) -> PlanSetup:
                      bounds)
 
 
+def _repair_racks(req: PlanRequest, setup: PlanSetup) -> tuple[PlanRequest, RackRepair | None]:
+    """The uneven partitions spread over the racks (``rack_repair``) where asked and replicas may move, recorded
+    as ``solver["rack_repair"]``: the request the placement then plans (on the repaired cluster, its changes
+    counted from ``origin``, the cluster as it is) and the repair (None where not asked)."""
+    if not req.repair_racks or req.mode == "leaders":
+        return req, None
+    repair = repair_racks(req.cluster, setup.targets, setup.max_changes)
+    setup.solver["rack_repair"] = repair.record()
+    if repair.assignment:
+        req = dataclasses.replace(req, cluster=req.cluster.with_replicas(repair.assignment), origin=req.cluster)
+    return req, repair
+
+
+def _merge_repair(repair: RackRepair, req: PlanRequest, setup: PlanSetup, placement: Placement) -> None:
+    """The placement's changes over the repair's (``rack_repair.merge``), in place; the placement's changes taken
+    back recorded."""
+    placement.assignment, dropped = merge(repair, req.base, placement.assignment, setup.max_changes)
+    setup.solver["rack_repair"]["placement_changes_dropped"] = dropped
+
+
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
     (``rebalancer.strategies``). On load, nowhere new where every broker already lies inside what the gates accept
@@ -344,7 +369,12 @@ def _place_replicas(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve:
 def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Budget, started: float) -> Plan:
     """The plan: each change in Kafka's order (the leader first, kept followers in place), checked (removed brokers
     empty, something planned when the time was cut), its summary, load and status."""
-    cluster, targets, solver, bounds, model = req.cluster, setup.targets, setup.solver, setup.bounds, req.model
+    cluster, targets, solver, bounds, model = req.base, setup.targets, setup.solver, setup.bounds, req.model
+    if req.origin is not None:  # a bound proved on the repaired cluster bounds what follows the repair, not the plan;
+        solver.pop("bytes_proof", None)  # the repair's own moves (each one any plan spreading as far must make) do
+        repaired = solver["rack_repair"]
+        if not repaired["left"]:
+            solver["bytes_proof"] = {"bytes": repaired["bytes"], "by": "the moves the racks' repair needs"}
     with budget.phase("summary"):
         by_tp = {p.tp: p.replicas for p in cluster.partitions}
         assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in placement.assignment.items())

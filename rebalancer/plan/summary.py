@@ -78,7 +78,18 @@ def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any
                      f"(worst: {after['load_dev_pct_by']})"
                      + (f", {after['offline']} partition(s) offline" if after["offline"] else "")
                      + (f", {after['under_min_isr']} under min.insync.replicas (was {before.get('under_min_isr', 0)})"
-                        if after.get("under_min_isr") or before.get("under_min_isr") else ""))
+                        if after.get("under_min_isr") or before.get("under_min_isr") else "")
+                     + ("; --repair-racks spreads them" if key == "worst_rack" and after.get("under_min_isr")
+                        and "rack_repair" not in solver else ""))
+    if "rack_repair" in solver:
+        r = solver["rack_repair"]
+        lines.append(f"  racks: {r['uneven_before']} partition(s) leaned on one rack; {r['repaired']} spread evenly "
+                     f"({r['moves']} replica(s), {human_bytes(r['bytes'])})"
+                     + (f", {r['left']} only as far as the change cap allows (e.g. {', '.join(r['left_examples'])})"
+                        if r["left"] else "")
+                     + (f", {r['skipped']} left to the placement (a replica on a broker that cannot keep it)"
+                        if r["skipped"] else "")
+                     + (f" ({r['why_none']})" if r.get("why_none") else ""))
     if "failover" in solver:
         lines.append(f"  followers reordered for failover: {solver['failover']['reordered']} partition(s), "
                      f"{solver['failover']['order_only']} of them for that alone (no bytes)"

@@ -36,7 +36,8 @@ One GX expectation per gate, so the result reads as gates (the numbers are the i
                                   a plan estimated rolling: ``schedule.rolling_peak_disk``)
 12. ``bytes-vs-bound``            replica plans over known sizes: the bytes the plan copies (the snapshot's sizes) at most
                                   the factor (default 1.15) times their lower bound (``plan.bounds``, recomputed from
-                                  the snapshot and the recorded load model), plus the largest partition it moves
+                                  the snapshot and the recorded load model, at least what the plan's spread over the
+                                  racks needs: ``rack_repair.spread_bytes``), plus the largest partition it moves
 13. ``failover-balance``          every plan: after any one broker fails, every survivor's leader load (network out
                                   where rates are known, else bytes, else leader counts) within the % (default 25)
                                   over the survivors' mean plus the heaviest partition it then leads, or no
@@ -374,7 +375,7 @@ def _bytes_frame(cluster: Cluster, plan: Plan, model: Any, changed: Mapping[tupl
     added = {tp: len(set(r) - set(cluster.partition(*tp).replicas)) for tp, r in changed.items()}
     size = {tp: cluster.partition(*tp).size_bytes for tp in changed}
     moved = sum(size[tp] * n for tp, n in added.items())
-    bound = bytes_bound(cluster, model, targets)
+    bound = bytes_bound(cluster, model, targets, changed)
     largest = max((size[tp] for tp, n in added.items() if n), default=0)
     return {"bytes": pd.DataFrame([{"moved": moved, "bound": bound, "ratio": round(moved / bound, 4) if bound else None,
                                     "largest_moved": largest}])}

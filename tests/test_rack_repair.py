@@ -4,17 +4,22 @@ change cap holds, partitions already even are not touched, and the placement bal
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rebalancer.formats import write_cluster_json
 from rebalancer.model import Broker, Cluster, Partition
+from rebalancer.plan import plan_run_dir
 from rebalancer.plan.planner import make_plan
 from rebalancer.plan.rack_repair import rack_excess, repair_racks
 from rebalancer.plan.summary import format_plan_summary
 from rebalancer.plan.targets import make_targets
+from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
 
 MIN_ISR = 2
 
@@ -120,3 +125,20 @@ def test_repair_properties(case: tuple[Cluster, int | None]) -> None:
         assert not rack_excess(reps, rack, n_racks) or (cap is not None and added == cap) or p.name in repair.left
     assert repair.bytes == sum(p.size_bytes * sum(1 for b in repair.assignment[p.tp] if b not in p.replicas)
                                for p in cluster.partitions if p.tp in repair.assignment)
+
+
+def test_a_repaired_plan_passes_the_gates(tmp_path: Path) -> None:
+    """Validated from its run directory, a plan with the repair passes every gate: the change cap, the racks and the
+    bytes gate, whose bound (recomputed from the snapshot) counts what the spread needs: the balance alone bounds
+    the bytes at about half of what this plan must copy."""
+    cluster = _leaning(0)
+    write_cluster_json(cluster, tmp_path / "snapshot.json")
+    plan = plan_run_dir(tmp_path, "rebalance", repair_racks=True)
+    assert plan.summary["load"]["bytes_bound_by"].startswith("the replicas that spreading")
+    try:
+        result = validate_run_dir(tmp_path, Thresholds())
+    except GateFailure:
+        result = json.loads((tmp_path / "validation" / "result.json").read_text())
+    failed = [g["name"] for g in result["gates"] if not g["passed"]]
+    assert not failed
+    assert {"bytes-vs-bound", "rack-diversity", "max-changes-per-partition"} <= {g["name"] for g in result["gates"]}

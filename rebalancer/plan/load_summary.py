@@ -22,6 +22,7 @@ from ..load import (
 from ..model import Cluster, TopicPartition
 from ..planfile.load_types import DimensionSummary, LoadSummary
 from .bounds import bytes_moved_bound
+from .rack_repair import SPREAD_BY, spread_bytes
 from .targets import Targets
 
 __all__ = ["load_summary", "bytes_bound", "LoadSummary", "DimensionSummary"]
@@ -76,13 +77,16 @@ def _gate_verdicts(name: str, model: LoadModel, targets: Targets, bands: Mapping
     return out
 
 
-def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets) -> int:
+def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets,
+                assignment: Mapping[TopicPartition, tuple[int, ...]] | None = None) -> int:
     """The lower bound on bytes moved that ``load_summary`` records, without the rest of the summary (the
-    validation's bytes gate recomputes it)."""
+    validation's bytes gate recomputes it); with the plan's ``assignment``, at least what its racks' spread needs
+    (``rack_repair.spread_bytes``)."""
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
     bands, _ = _bands(model, before, sorted(targets.eligible))
-    return int(bytes_moved_bound(cluster, model.loads, bands, targets, table=table)["bound"])
+    bound = int(bytes_moved_bound(cluster, model.loads, bands, targets, table=table)["bound"])
+    return max(bound, spread_bytes(cluster, assignment, targets.eligible)) if assignment else bound
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
@@ -124,6 +128,9 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
                                    "low": bands[b].floor, "high": bands[b].ceil,
                                    "capacity": model.capacity.get(name, {}).get(b)}
     bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
+    spread = spread_bytes(cluster, assignment, targets.eligible)
+    if spread > bound["bound"]:
+        bound = {**bound, "bound": spread, "by": SPREAD_BY}
     if proof and proof["bytes"] > bound["bound"]:
         bound = {**bound, "bound": int(proof["bytes"]), "by": str(proof["by"])}
     moved = bytes_moved

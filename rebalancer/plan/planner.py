@@ -370,11 +370,8 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
     """The plan: each change in Kafka's order (the leader first, kept followers in place), checked (removed brokers
     empty, something planned when the time was cut), its summary, load and status."""
     cluster, targets, solver, bounds, model = req.base, setup.targets, setup.solver, setup.bounds, req.model
-    if req.origin is not None:  # a bound proved on the repaired cluster bounds what follows the repair, not the plan;
-        solver.pop("bytes_proof", None)  # the repair's own moves (each one any plan spreading as far must make) do
-        repaired = solver["rack_repair"]
-        if not repaired["left"]:
-            solver["bytes_proof"] = {"bytes": repaired["bytes"], "by": "the moves the racks' repair needs"}
+    if req.origin is not None:  # a bound proved on the repaired cluster bounds what follows the repair, not the
+        solver.pop("bytes_proof", None)  # plan (whose bound counts the spread: ``rack_repair.spread_bytes``)
     with budget.phase("summary"):
         by_tp = {p.tp: p.replicas for p in cluster.partitions}
         assignment = {k: v for k, v in ((k, canonical_order(by_tp[k], v)) for k, v in placement.assignment.items())

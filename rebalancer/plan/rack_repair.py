@@ -29,7 +29,33 @@ from typing import Any
 from ..model import Cluster, Partition, TopicPartition
 from .targets import Targets
 
-__all__ = ["RackRepair", "repair_racks", "rack_excess", "merge"]
+__all__ = ["RackRepair", "repair_racks", "rack_excess", "merge", "spread_bytes", "SPREAD_BY"]
+
+SPREAD_BY = "the replicas that spreading partitions over the racks needs"  # the bytes bound's source (``spread_bytes``)
+
+
+def eligible_racks(cluster: Cluster, eligible: frozenset[int]) -> int:
+    """The racks "even" is counted over: the eligible brokers' racks (0 where one has none: no rack rules)."""
+    racks = {cluster.broker(b).rack for b in eligible}
+    return 0 if None in racks else len(racks)
+
+
+def spread_bytes(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]],
+                 eligible: frozenset[int]) -> int:
+    """A lower bound on the bytes any plan copies that spreads the partitions as evenly over the racks as
+    ``assignment`` does: a move takes one replica off one rack and onto another, so it lowers a partition's
+    ``rack_excess`` by one at most; each unit it went down is one replica copied, at the partition's size. The plan's
+    bytes bound is at least this (``load_summary``, and the validation's bytes gate recomputing it), so that a plan
+    asked to repair the racks is measured against what the repair needs, not the balance alone."""
+    n_racks = eligible_racks(cluster, eligible)
+    if n_racks < 2:
+        return 0
+    rack = {b.id: b.rack for b in cluster.brokers}
+    total = 0
+    for tp, reps in assignment.items():
+        p = cluster.partition(*tp)
+        total += p.size_bytes * max(0, rack_excess(p.replicas, rack, n_racks) - rack_excess(reps, rack, n_racks))
+    return total
 
 
 def rack_excess(replicas: Sequence[int], rack: Mapping[int, str | None], racks: int) -> int:
@@ -106,7 +132,7 @@ def repair_racks(cluster: Cluster, targets: Targets, max_changes: int | None) ->
     by_rack: dict[str, list[int]] = {}
     for b in sorted(eligible):
         by_rack.setdefault(str(rack[b]), []).append(b)
-    n_racks = len(by_rack)
+    n_racks = eligible_racks(cluster, eligible)
     uneven = [p for p in cluster.partitions if rack_excess(p.replicas, rack, n_racks)]
     if not uneven:
         return RackRepair({}, racks=n_racks)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,11 @@ from rebalancer.plan.planner import make_plan
 from rebalancer.plan.rack_repair import rack_excess, repair_racks
 from rebalancer.plan.summary import format_plan_summary
 from rebalancer.plan.targets import make_targets
+from rebalancer.sim.scenarios import build_scenario
 from rebalancer.validate import GateFailure, Thresholds, validate_run_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_racks import lean  # noqa: E402
 
 MIN_ISR = 2
 
@@ -142,3 +147,17 @@ def test_a_repaired_plan_passes_the_gates(tmp_path: Path) -> None:
     failed = [g["name"] for g in result["gates"] if not g["passed"]]
     assert not failed
     assert {"bytes-vs-bound", "rack-diversity", "max-changes-per-partition"} <= {g["name"] for g in result["gates"]}
+
+
+def test_the_placement_counts_the_repair_against_the_cap() -> None:
+    """The load placement's phases (greedy, the neighbourhoods, the counts' repair) count changes from the cluster as
+    it is (``LoadInput.baseline``), the repair's included: on the simulator's new-brokers scenario made to lean,
+    add-brokers (cap 1) takes back none of their changes and ends Balanced; before, the neighbourhoods counted from
+    the repaired cluster and 11 changes were taken back, the plan Heuristic."""
+    cluster, _ = lean(build_scenario("new-brokers"), 0.15)
+    plan = make_plan(cluster, "add-brokers", brokers=[12, 13, 14, 15], repair_racks=True)
+    record = plan.solver["rack_repair"]
+    assert record["repaired"] > 0 and record["placement_changes_dropped"] == 0
+    assert plan.solver["state"] == "Balanced"
+    assert all(len(c.added) <= 1 for c in plan.changes)
+    assert plan.summary["failover"]["after"]["worst_rack"]["offline"] == 0

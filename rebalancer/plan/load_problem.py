@@ -58,6 +58,11 @@ class LoadInput:
     count_gate: Mapping[str, float] | None = None  # count -> the count gate's band (a fraction of the median:
     #   ``median_gate_band``), where a phase judges counts as the gate will
 
+    @property
+    def baseline(self) -> Sequence[tuple[int, ...]]:
+        """The replicas changes and bytes count from: ``origin`` where given, else ``replicas``."""
+        return self.origin if self.origin is not None else self.replicas
+
 
 def add_fixed(inp: LoadInput, load: dict[str, dict[int, float]]) -> None:
     """Add to ``load`` (dimension -> broker -> load, in place) what ``inp.fixed`` holds on the brokers."""

@@ -90,6 +90,7 @@ class _State:
         self.inp = inp
         self.dims = [d for d in inp.bands if d in inp.units]
         self.assign: list[tuple[int, ...]] = [tuple(placed.get(i, reps)) for i, reps in enumerate(inp.replicas)]
+        self.origin = inp.baseline  # what changes and bytes count from (``LoadInput.origin``)
         brokers = sorted(set(inp.rack))
         self.load = {d: dict.fromkeys(brokers, 0.0) for d in self.dims}
         self.before = {d: dict.fromkeys(brokers, 0.0) for d in self.dims}
@@ -130,7 +131,7 @@ class _State:
 
     def used_cap(self, i: int) -> bool:
         """Has partition i as many replicas outside its original list as the change cap allows?"""
-        return sum(1 for b in self.assign[i] if b not in self.inp.replicas[i]) >= self.inp.max_changes
+        return sum(1 for b in self.assign[i] if b not in self.origin[i]) >= self.inp.max_changes
 
     def key(self, brokers: Sequence[int], load: Mapping[str, Mapping[int, float]]) -> Key:
         """How these brokers stand (lower is better): replica counts outside their gate band, the load outside
@@ -203,7 +204,7 @@ def _partners(state: _State, x: int) -> list[int]:
     size = state.size
     pinned = sorted(((size[i], i) for i in state.holders[x] if state.used_cap(i)), reverse=True)[:LINKED]
     for _, i in pinned:
-        for y in sorted(set(inp.replicas[i]).symmetric_difference(state.assign[i])):
+        for y in sorted(set(state.origin[i]).symmetric_difference(state.assign[i])):
             if y != x and y not in out and y in state.mover_set:
                 join(y)
     for _, y in scored:
@@ -220,13 +221,12 @@ def _candidates(state: _State, hood: Sequence[int]) -> list[int]:
     brokers. On each, first (up to half its share, largest first) the replicas the plan brought there: they are what
     undoing or redirecting a move needs; then the rest spread evenly over its sizes. Changes the plan made so far
     count against the change cap (``LoadInput.origin``): a replica it added may move on, or back."""
-    inp = state.inp
     size = state.size
     chosen: set[int] = set()
     each = max(2, CANDIDATES // len(hood))
     for b in hood:
         held = sorted((size[i], i) for i in state.holders[b])
-        brought = [i for _, i in reversed(held) if b not in inp.replicas[i]][:each // 2]
+        brought = [i for _, i in reversed(held) if b not in state.origin[i]][:each // 2]
         chosen.update(brought)
         rest = [(u, i) for u, i in held if i not in chosen]
         share = each - len(brought)
@@ -254,7 +254,7 @@ def _solve(state: _State, hood: Sequence[int], parts: Sequence[int], seconds: fl
         units={d: [inp.units[d][i] for i in parts] for d in inp.units}, bands=inp.bands, rack=inp.rack,
         receivers=inp.receivers & inside, givers=inp.givers & inside, removed=frozenset(),
         max_changes=inp.max_changes, keep_racks=inp.keep_racks, weight=inp.weight, gate_bands=state.gate(),
-        safe_bands=inp.safe_bands, fixed=fixed, origin=[inp.replicas[i] for i in parts])
+        safe_bands=inp.safe_bands, fixed=fixed, origin=[state.origin[i] for i in parts])
     changed, stats = lp_load(sub, seconds, warm_start={}, node_limit=node_limit, gap=GAP)
     cut = timed_out(stats)
     if changed is None or cut:  # what a clock cut depends on the machine: not kept, so the plan does not
@@ -302,11 +302,10 @@ def _round(state: _State, hood: Sequence[int], deadline: Deadline, node_limit: i
 
 def _arrivals(state: _State) -> dict[int, dict[int, float]]:
     """Per broker, the bytes the plan so far brings onto it, by the broker each replica came from."""
-    inp = state.inp
     size = state.size
     out: dict[int, dict[int, float]] = {}
     for i, now in enumerate(state.assign):
-        reps = inp.replicas[i]
+        reps = state.origin[i]
         if now == tuple(reps):
             continue
         added = [b for b in now if b not in reps]
@@ -320,7 +319,7 @@ def _arrivals(state: _State) -> dict[int, dict[int, float]]:
 
 def _moves(inp: LoadInput, i: int, now: Sequence[int]) -> list[tuple[int, int]]:
     """Partition i's moves so far as (from, to) pairs: the brokers it left and those it joined, paired in order."""
-    reps = inp.replicas[i]
+    reps = inp.baseline[i]
     left = [b for b in reps if b not in now]
     added = [b for b in now if b not in reps]
     return list(zip(left, added, strict=True))  # a move keeps the replica count
@@ -342,7 +341,7 @@ def _shortcuts(state: _State) -> tuple[int, float]:
         arrivals: dict[int, list[tuple[float, int, int]]] = {}   # b -> (size, i, from g)
         departures: dict[int, list[tuple[float, int, int]]] = {}  # b -> (size, j, to h)
         for i, now in enumerate(assign):
-            if now != tuple(inp.replicas[i]):
+            if now != tuple(state.origin[i]):
                 for g, r in _moves(inp, i, now):
                     arrivals.setdefault(r, []).append((size[i], i, g))
                     departures.setdefault(g, []).append((size[i], i, r))
@@ -412,7 +411,7 @@ def _shortcut(state: _State, b: int, h: int, i: int, j: int) -> float | None:
 def _copied(inp: LoadInput, i: int, now: Sequence[int]) -> float:
     """The bytes partition i copies when placed on ``now``: its size for each replica not where it was."""
     size = inp.units["disk"][i] if "disk" in inp.units else 0.0
-    return size * sum(1 for b in now if b not in inp.replicas[i])
+    return size * sum(1 for b in now if b not in inp.baseline[i])
 
 
 def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]], deadline: Deadline | None = None,

@@ -269,7 +269,7 @@ def _count_repair(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_
               if b in safe and max(m.floor, safe[b].floor) <= min(m.ceil, safe[b].ceil) else m
               for b, m in problem.bands["replicas"].items()}
     start = [placed.get(i, reps) for i, reps in enumerate(problem.replicas)]
-    changed, stats = load_greedy(dataclasses.replace(problem, replicas=start, origin=problem.replicas,
+    changed, stats = load_greedy(dataclasses.replace(problem, replicas=start, origin=problem.baseline,
                                                      bands={**problem.bands, "replicas": narrow}), deadline)
     repaired = {i: reps for i, reps in ((i, changed.get(i, r)) for i, r in enumerate(start))
                 if reps != tuple(problem.replicas[i])}

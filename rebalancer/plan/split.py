@@ -283,7 +283,7 @@ def repair_tasks(inp: LoadInput, tasks: Sequence[GroupTask], merged: Sequence[tu
     for task, share, mine in zip(tasks, shares, held, strict=True):
         brokers = share | inp.removed
         fixed = {d: {b: total[d][b] - mine[d][b] for b in brokers} for d in dims}
-        problem = replace(task.problem, replicas=[merged[i] for i in task.partitions], origin=task.problem.replicas,
+        problem = replace(task.problem, replicas=[merged[i] for i in task.partitions], origin=task.problem.baseline,
                           bands=inp.bands, givers=inp.givers & share, receivers=inp.receivers & share, fixed=fixed)
         out.append(GroupTask(task.index, task.partitions, problem, seconds))
     return out
@@ -385,7 +385,7 @@ MapFn = Callable[[Callable[[GroupTask], Any], Iterable[GroupTask]], Iterator[Any
 def _whole_repair(inp: LoadInput, merged: list[tuple[int, ...]], deadline: Deadline) -> GreedyStats:
     """One ``load_greedy`` pass over the whole problem from ``merged`` (updated in place), counting changes from the
     replicas before the plan."""
-    repaired, rstats = load_greedy(replace(inp, replicas=merged, origin=inp.replicas), deadline)
+    repaired, rstats = load_greedy(replace(inp, replicas=merged, origin=inp.baseline), deadline)
     for i, reps in repaired.items():
         merged[i] = reps
     return rstats

@@ -85,8 +85,16 @@ def bytes_bound(cluster: Cluster, model: LoadModel, targets: Targets,
     table = replica_table(cluster, model.loads)
     before = dimension_loads(cluster, model.loads, table=table)
     bands, _ = _bands(model, before, sorted(targets.eligible))
-    bound = int(bytes_moved_bound(cluster, model.loads, bands, targets, table=table)["bound"])
-    return max(bound, spread_bytes(cluster, assignment, targets.eligible)) if assignment else bound
+    bound = bytes_moved_bound(cluster, model.loads, bands, targets, table=table)
+    return int(_with_spread(bound, cluster, assignment or {}, targets)["bound"])
+
+
+def _with_spread(bound: dict[str, Any], cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]],
+                 targets: Targets) -> dict[str, Any]:
+    """The balance's bytes bound, or what the plan's spread over the racks needs where that is more
+    (``rack_repair.spread_bytes``): the one rule the plan's summary and the validation's bytes gate share."""
+    spread = spread_bytes(cluster, assignment, targets.eligible)
+    return {**bound, "bound": spread, "by": SPREAD_BY} if spread > bound["bound"] else bound
 
 
 def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int, ...]], targets: Targets,
@@ -127,10 +135,8 @@ def load_summary(cluster: Cluster, assignment: Mapping[TopicPartition, tuple[int
             per_broker[b][name] = {"before": before[name][b], "after": after[name][b], "target": round(bands[b].average),
                                    "low": bands[b].floor, "high": bands[b].ceil,
                                    "capacity": model.capacity.get(name, {}).get(b)}
-    bound = bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table)
-    spread = spread_bytes(cluster, assignment, targets.eligible)
-    if spread > bound["bound"]:
-        bound = {**bound, "bound": spread, "by": SPREAD_BY}
+    bound = _with_spread(bytes_moved_bound(cluster, model.loads, all_bands, targets, table=table), cluster,
+                         assignment, targets)
     if proof and proof["bytes"] > bound["bound"]:
         bound = {**bound, "bound": int(proof["bytes"]), "by": str(proof["by"])}
     moved = bytes_moved

@@ -139,30 +139,30 @@ def repair_racks(cluster: Cluster, targets: Targets, max_changes: int | None) ->
     loads = _Loads(cluster, eligible)
     out: dict[TopicPartition, tuple[int, ...]] = {}
     left: list[str] = []
-    skipped = moves = copied = 0
+    skipped = moves = copied = repaired = 0
     for p in sorted(uneven, key=lambda q: (-q.size_bytes, q.tp)):
         if p.adding or p.removing or any(b not in eligible for b in p.replicas):
             skipped += 1
             continue
-        reps = _spread(p, rack, by_rack, loads, max_changes)
-        if rack_excess(reps, rack, n_racks):
+        reps = _spread(p, rack, by_rack, n_racks, loads, max_changes)
+        even = not rack_excess(reps, rack, n_racks)
+        if not even:
             left.append(p.name)
         if reps != p.replicas:
             out[p.tp] = reps
+            repaired += even
             added = sum(1 for b in reps if b not in p.replicas)
             moves += added
             copied += added * p.size_bytes
-    repaired = sum(1 for tp in out if not rack_excess(out[tp], rack, n_racks))
-    return RackRepair(out, racks=n_racks, uneven=len(uneven), repaired=repaired, left=tuple(left), skipped=skipped, moves=moves,
-                      bytes=copied)
+    return RackRepair(out, racks=n_racks, uneven=len(uneven), repaired=repaired, left=tuple(left), skipped=skipped,
+                      moves=moves, bytes=copied)
 
 
-def _spread(p: Partition, rack: Mapping[int, str | None], by_rack: Mapping[str, list[int]], loads: _Loads,
-            max_changes: int | None) -> tuple[int, ...]:
+def _spread(p: Partition, rack: Mapping[int, str | None], by_rack: Mapping[str, list[int]], n_racks: int,
+            loads: _Loads, max_changes: int | None) -> tuple[int, ...]:
     """Partition p's replicas moved one at a time from its fullest rack to its emptiest (brokers chosen by
     ``_Loads``), while uneven and the cap allows."""
     reps = list(p.replicas)
-    n_racks = len(by_rack)
     made = 0
     while rack_excess(reps, rack, n_racks) and (max_changes is None or made < max_changes):
         held = {r: [b for b in reps if str(rack[b]) == r] for r in by_rack}

@@ -374,9 +374,10 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
                       for d, bs in outside.items() if isinstance(bs, list))
     proof = solver.get("bands_proof") or {}
     placed = [d for d in outside if d in ("disk", "nw_in", "replicas")]  # what the placement's exact program covers
-    from .plan.sum_proofs import why_out_of_reach
+    from .plan.sum_proofs import why_counts_out_of_reach, why_out_of_reach
 
     proven = why_out_of_reach(proof)
+    counted = why_counts_out_of_reach(proof) if "replicas" in outside else None
     if placed and proven is not None:
         why = _md(proven)
     elif placed and proof.get("feasible") is True and proof.get("strict") is False:
@@ -388,6 +389,8 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
         why = "network out and leader counts follow leadership, which the replica sets limit"
     else:
         why = _md(solver.get("outside_why") or "no further move brings these brokers closer")
+    if counted is not None and counted != why:
+        why = f"{why}; {_md(counted)}"
     return [f"**Not every band is met**: {where}. {why}; the gates below judge it.", ""]
 
 

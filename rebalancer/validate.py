@@ -77,7 +77,7 @@ from .errors import GateFailure, InputError
 from .formats import StagedFiles, atomic_write_json, read_json
 from .load import dimension_loads, gate_excess_pct, headroom_excess_pct, held_one_way, largest_replica, replica_table
 from .model import Cluster
-from .plan.sum_proofs import why_out_of_reach
+from .plan.sum_proofs import why_counts_out_of_reach, why_out_of_reach
 from .planfile.result import Change, Plan, content_hash, load_plan
 from .rundir import DOCS_DIR, RESULT_FILE, VALIDATION_DIR, RunDir
 from .snapshot import load_snapshot
@@ -625,8 +625,11 @@ def validate_run_dir(run_dir: str | Path, thresholds: Thresholds | None = None) 
     if not result["passed"]:
         failed = [g["name"] for g in result["gates"] if not g["passed"]]
         # the plan's own word where it proved the bands out of reach (the gate fails either way)
-        proven = why_out_of_reach(plan.solver.get("bands_proof") or {}) if "disk-balance" in failed else None
+        proof = plan.solver.get("bands_proof") or {}
+        proven = why_out_of_reach(proof) if "disk-balance" in failed else None
         why = f"; the plan's proof: {proven}" if proven else ""
+        counted = why_counts_out_of_reach(proof) if "replica-balance" in failed else None
+        why += f"; the plan's proof: {counted}" if counted else ""
         if "transient-disk" in failed:
             why += "; " + _transient_why(result)
         raise GateFailure(f"{len(failed)} gate(s) failed: {', '.join(failed)} (see {out / RESULT_FILE}){why}")

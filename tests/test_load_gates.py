@@ -378,8 +378,9 @@ def test_the_exact_leader_choice_keeps_network_out_within_its_gate(tmp_path: Pat
 
 
 def test_a_failed_disk_gate_quotes_the_plans_proof(tmp_path: Path) -> None:
-    """Broker 0 holds 600 of 800 one-MiB partitions; add-brokers may only move them onto broker 3. The disk gate fails
-    whatever the plan, and the failure line says why in the plan's own words (which brokers, how much)."""
+    """Broker 0 holds 600 of 800 one-MiB partitions; add-brokers may only move them onto broker 3. The disk and
+    replica-count gates fail whatever the plan, and the failure line says why in the plan's own words (which brokers,
+    how much)."""
     from rebalancer.model import Broker, Partition
 
     mib = 1024 * 1024
@@ -394,6 +395,9 @@ def test_a_failed_disk_gate_quotes_the_plans_proof(tmp_path: Path) -> None:
     line = str(failed.value)
     assert "disk-balance" in line and "; the plan's proof: no placement can meet them: this mode lets broker(s) 0 " \
         "only give and 3 only take" in line, line
+    # the replica-count gate fails too, and its own proof follows (brokers 1 and 2 keep 100 at most)
+    assert "replica-balance" in line and "; the plan's proof: no placement can pass the replica-count gate: this " \
+        "mode lets broker(s) 0, 1, 2 only give, one of them holds 100 replicas" in line, line
     assert "\n" not in line
 
 

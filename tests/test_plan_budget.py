@@ -310,7 +310,9 @@ def test_time_limit_bounds_the_whole_stage_on_a_large_cluster():
     assert record["expired_in"] in ("greedy", "leaders")
     leaders = plan.solver["leaders"]
     assert phases["leaders"]["cut_short"] and leaders["cut_short"]
-    assert 0 < leaders["groups_solved"] < leaders["groups"] and leaders["groups"] >= 40_000 // CHUNK
+    # How many groups it solved first depends on the machine's load (beside other work, the first group's solve can
+    # outrun its share and be dropped): only that it stopped before the last is the limit's doing.
+    assert leaders["groups_solved"] < leaders["groups"] and leaders["groups"] >= 40_000 // CHUNK
     assert phases["leaders"]["seconds"] <= phases["leaders"]["allotted"] + leaders["slowest_group_seconds"] + 3.0
     if phases["greedy"]["cut_short"]:  # (on a loaded machine greedy cannot finish in its share either)
         assert record["expired_in"] == "greedy" and plan.solver["greedy"]["cut_short"]

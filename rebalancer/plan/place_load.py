@@ -23,7 +23,7 @@ from .lp_load import COUNTS, LoadProgramStats, lp_load, relaxation
 from .neighbourhoods import TRIM_ENOUGH, repair_neighbourhoods
 from .pipeline import GREEDY_BEFORE_LP_SHARE, GREEDY_SHARE, LEADERS_RESERVE, LP_SHARE, Key, PlanRequest, PlanSetup
 from .split import GROUP_REPLICAS, MIN_GROUP_REPLICAS_PER_BROKER, SplitStats, placement_loads, split_greedy
-from .sum_proofs import one_way, sum_proof
+from .sum_proofs import count_proof, one_way, sum_proof
 
 __all__ = ["place_on_load", "split_plan", "trim_by_relaxation", "BAND_STEPS", "LP_EXACT_MAX_REPLICAS", "LP_NODE_LIMIT"]
 
@@ -453,15 +453,19 @@ def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, 
     mode lets brokers only give or only take, or racks pin the bytes): ``bands_proof`` then says infeasible and
     names the binding brokers (``by_sum``); ``one_way`` lists the brokers no placement brings inside their band. A
     placement the program found meeting the bands would contradict a sum: the program's word stands, the sum is kept
-    beside it."""
+    beside it. ``counts``: the mode or the racks alone put the replica-count gate out of reach
+    (``sum_proofs.count_proof``), whatever the load bands."""
     stuck = one_way(problem)
+    counts = count_proof(problem)
     proof = solver.get("bands_proof") or {"feasible": None, "steps": []}
     if stuck:  # no placement meets every band strictly
         proof = {**proof, "one_way": stuck, **({"strict": False} if proof.get("feasible") else {})}
     if found is not None:
         proof = {**proof, "sum_disagrees": found} if proof.get("feasible") is True else {
             **proof, "feasible": False, "by_sum": found}
-    if stuck or found is not None:
+    if counts is not None:
+        proof = {**proof, "counts": counts}
+    if stuck or found is not None or counts is not None:
         solver["bands_proof"] = proof
 
 

@@ -19,8 +19,11 @@ Each names the binding brokers. ``one_way`` names the brokers no placement bring
 only give and is below its band, or may only take and is above it (the gates accept them no further from their
 targets than before).
 
-Only disk: the network gate grants each broker one partition of slack, which a sum of bands does not see, and the
-count gates measure from the median after the plan, which no band before it fixes.
+Only disk among the loads: the network gate grants each broker one partition of slack, which a sum of bands does not
+see. The replica-count gate measures from the median after the plan, which no band before it fixes, so its sums
+(``count_proof``) ask whether any median lets every broker in: by the mode (a broker that may only give keeps at most
+its count, and the replicas must fit under the gate's ceiling), or by the racks (a rack's brokers share at least
+what it pins and at most what it could reach, so one holds at least the first's share and one at most the second's).
 
 Network out is the leaders' (leadership moves without copying), so its band is out of reach only through what the
 leader gate asks (``network_out_proof``): every broker ends with at least ``fewest_leaders`` leaders (the least any
@@ -36,14 +39,15 @@ broker's target, and every broker leads at least 5, so its leader ends at least 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..balance import count_allowance
 from ..load import Band
 from .load_problem import LoadInput
 
-__all__ = ["sum_proof", "one_way", "explain", "why_out_of_reach", "fewest_leaders", "network_out_proof",
+__all__ = ["sum_proof", "count_proof", "one_way", "explain", "explain_counts", "why_out_of_reach",
+           "why_counts_out_of_reach", "fewest_leaders", "network_out_proof",
            "explain_network_out"]
 
 DIMENSION = "disk"
@@ -89,6 +93,84 @@ def sum_proof(inp: LoadInput) -> dict[str, Any] | None:
     return _by_size(inp, bands) or _by_mode(inp, bands) or _by_racks(inp, bands)
 
 
+def count_proof(inp: LoadInput, dimension: str = "replicas") -> dict[str, Any] | None:
+    """The first of the mode's and the racks' sums that proves the replica-count gate out of reach (``{"by": "mode" |
+    "racks", ...}``), else None. The gate measures from the median after the plan, so each asks whether any median
+    lets every broker in: no band before the plan decides it."""
+    band = (inp.count_gate or {}).get(dimension)
+    eligible = set(inp.bands.get(dimension) or ())
+    if band is None or dimension not in inp.units or not eligible:
+        return None
+    return _counts_by_mode(inp, dimension, band, eligible) or _counts_by_racks(inp, dimension, band, eligible)
+
+
+def _some_median(band: float, top: float, fits: Callable[[float, float], bool]) -> bool:
+    """Whether a median M (a half-integer from 0 to ``top``: counts are whole) passes ``fits(M, allowance)``."""
+    for twice in range(0, int(2 * top) + 2):
+        m = twice / 2
+        if fits(m, count_allowance(m, band)):
+            return True
+    return False
+
+
+def _counts_by_racks(inp: LoadInput, dimension: str, band: float, eligible: set[int]) -> dict[str, Any] | None:
+    """Racks kept, a rack's replicas lie between what it holds whatever the placement and what it could hold at most
+    (``_rack_sums``), so one of its brokers holds at least ceil(pinned / brokers) and one at most floor(reachable /
+    brokers). A median must come within the gate's allowance of the highest such floor and of the lowest such
+    ceiling (fuzz small seed 91: RF 3 on racks of 3, 2 and 2 brokers, each rack a third of the replicas: 231 per
+    broker on one rack and 346 or 347 on the others; no median is within 15 % of both)."""
+    sums = _rack_sums(inp, dimension)
+    if sums is None:
+        return None
+    members, pinned, reachable = sums
+    at_least, at_most = {}, {}
+    for r, bs in members.items():
+        n = sum(1 for b in bs if b in eligible)
+        if n and len(members) > 1:
+            at_least[r] = math.ceil(pinned[r] / n - 1e-9)
+            at_most[r] = math.floor(reachable[r] / n + 1e-9)
+    if not at_least:
+        return None
+    high = max(at_least, key=lambda r: (at_least[r], r))
+    low = min(at_most, key=lambda r: (at_most[r], r))
+    if _some_median(band, max(at_least.values()) + 1, lambda m, a: at_least[high] <= m + a and at_most[low] >= m - a):
+        return None
+    return {"by": "racks", "dimension": dimension, "high_rack": high, "at_least": at_least[high],
+            "low_rack": low, "at_most": at_most[low], "brokers": sorted(b for r in (high, low) for b in members[r]
+                                                                        if b in eligible)}
+
+
+def _counts_by_mode(inp: LoadInput, dimension: str, band: float, eligible: set[int]) -> dict[str, Any] | None:
+    """The replica-count gate out of reach by the mode (``add-brokers``, ``remove-brokers``): old brokers may only give
+    and new ones only take, so a broker that may only give keeps at most its count and one that may only take at
+    least its own. The gate holds every count within ``count_allowance(M)`` of the median M after the plan, so at
+    some M every giver must still reach down to M - allowance, every taker up to M + allowance, and the replicas
+    must fit: at most sum over givers of min(count, M + allowance) + takers x (M + allowance), at least givers x
+    max(0, M - allowance) + sum over takers of max(count, M - allowance). No half-integer M from 0 to the largest
+    count passing all four proves it (fuzz small seed 80: one new broker beside 31 old ones holding 96 to 1,069
+    replicas, a median near 420). Returns the sums (``{"by": "mode", ...}``) or None."""
+    givers = (inp.givers - inp.receivers) - inp.removed
+    takers = (inp.receivers - inp.givers) - inp.removed
+    if eligible - givers - takers:
+        return None
+    held = _loads(inp, dimension, eligible)
+    total = sum(u * len(reps) for reps, u in zip(inp.replicas, inp.units[dimension], strict=True))
+    low_giver = min((held[b] for b in givers), default=math.inf)
+    high_taker = max((held[b] for b in takers), default=0.0)
+
+    def fits(m: float, allowed: float) -> bool:
+        if low_giver < m - allowed or high_taker > m + allowed:
+            return False
+        most = sum(min(held[b], m + allowed) for b in givers) + len(takers) * (m + allowed)
+        least = len(givers) * max(0.0, m - allowed) + sum(max(held[b], m - allowed) for b in takers)
+        return least <= total <= most
+
+    if _some_median(band, max(held.values(), default=0.0) + total / len(eligible), fits):
+        return None
+    return {"by": "mode", "dimension": dimension, "replicas": round(total), "lowest_giver": round(low_giver),
+            "highest_taker": round(high_taker), "givers": sorted(givers), "takers": sorted(takers)}
+
+
 def _by_size(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
     """A replica larger than the ceiling of its broker (which the gate holds to it: the broker may give) and of
     every broker that may take it."""
@@ -123,16 +205,19 @@ def _by_mode(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
             "givers": sorted(excess, key=lambda b: (-excess[b], b)), "takers": sorted(takers)}
 
 
-def _by_racks(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
+def _rack_sums(inp: LoadInput, dimension: str) -> tuple[dict[str, list[int]], dict[str, float], dict[str, float]] | None:
+    """Per rack (where racks are kept and every broker has one): its brokers, what it holds whatever the placement
+    (the partitions with a replica in every rack keep each in its rack) and what it could hold at most (all it has,
+    one replica of every partition not in it); None where the racks pin nothing."""
     if not inp.keep_racks or any(r is None for r in inp.rack.values()):
         return None
     racks = sorted({str(r) for r in inp.rack.values()})
     members: dict[str, list[int]] = {r: [] for r in racks}
     for b, r in inp.rack.items():
         members[str(r)].append(b)
-    units = inp.units[DIMENSION]
+    units = inp.units[dimension]
     pinned = dict.fromkeys(racks, 0.0)
-    reachable = dict.fromkeys(racks, 0.0)  # what the rack could hold at most: all it has, one replica of the rest
+    reachable = dict.fromkeys(racks, 0.0)
     for reps, u in zip(inp.replicas, units, strict=True):
         spans = {str(inp.rack[b]) for b in reps}
         for b in reps:
@@ -143,13 +228,21 @@ def _by_racks(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
             for r in racks:
                 if r not in spans:
                     reachable[r] += u
-    for b, extra in ((inp.fixed or {}).get(DIMENSION) or {}).items():
+    for b, extra in ((inp.fixed or {}).get(dimension) or {}).items():
         r = str(inp.rack.get(b))
         if r in pinned:
             pinned[r] += extra
             reachable[r] += extra
+    return members, pinned, reachable
+
+
+def _by_racks(inp: LoadInput, bands: Any) -> dict[str, Any] | None:
+    sums = _rack_sums(inp, DIMENSION)
+    if sums is None:
+        return None
+    members, pinned, reachable = sums
     out = []
-    for r in racks:
+    for r in sorted(members):
         bs = members[r]
         if not all(b in bands for b in bs):
             continue  # a broker outside the plan keeps its load: its rack's sum says nothing of the others
@@ -206,6 +299,28 @@ def why_out_of_reach(proof: Mapping[str, Any]) -> str | None:
                 "band at once, even with replicas split across brokers (racks, the change cap and the thresholds)")
     return ("the exact program proved that no placement meets every disk, network-in and replica band at once "
             "(racks, the change cap and the partitions' sizes)")
+
+
+def explain_counts(found: Mapping[str, Any]) -> str:
+    """Why ``count_proof`` puts the replica-count gate out of reach, in one plain sentence (no markdown)."""
+    if found.get("by") == "mode":
+        givers = list(found.get("givers") or [])
+        return (f"no placement can pass the replica-count gate: this mode lets broker(s) "
+                f"{', '.join(map(str, givers[:8]))}{f' and {len(givers) - 8} more' if len(givers) > 8 else ''} only "
+                f"give, one of them holds {found.get('lowest_giver')} replicas, and no median the gate would let it "
+                f"within leaves room for all {found.get('replicas')} replicas on the brokers (a rebalance may move "
+                f"replicas between the old brokers)")
+    return (f"no placement can pass the replica-count gate: a partition with a replica in every rack keeps each "
+            f"replica in its rack, so a broker of rack {found.get('high_rack')} holds at least "
+            f"{found.get('at_least')} replicas and one of rack {found.get('low_rack')} at most {found.get('at_most')}, "
+            f"further apart than the gate allows around any median")
+
+
+def why_counts_out_of_reach(proof: Mapping[str, Any]) -> str | None:
+    """The reason a plan's ``bands_proof`` gives for the replica-count gate being out of reach (``count_proof``), or
+    None when it proved no such thing."""
+    found = proof.get("counts")
+    return explain_counts(found) if isinstance(found, dict) else None
 
 
 def fewest_leaders(total: int, brokers: int, band: float) -> int:
@@ -285,3 +400,4 @@ def explain_network_out(found: Mapping[str, Any]) -> str:
             f"{found.get('share_pct')}% of a broker's target, and the leader gate holds every broker to at least "
             f"{found.get('fewest_leaders')} leader(s), so the broker leading it ends at least "
             f"{found.get('above_pct')}% above its target (the network gate widens its band by that partition)")
+

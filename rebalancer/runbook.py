@@ -389,7 +389,7 @@ def _bands_unmet(doc: Mapping[str, Any]) -> list[str]:
         why = "network out and leader counts follow leadership, which the replica sets limit"
     else:
         why = _md(solver.get("outside_why") or "no further move brings these brokers closer")
-    if counted is not None and counted != why:
+    if counted is not None and _md(counted) not in why:  # (the plan's "why" may carry it already)
         why = f"{why}; {_md(counted)}"
     return [f"**Not every band is met**: {where}. {why}; the gates below judge it.", ""]
 

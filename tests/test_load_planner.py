@@ -577,6 +577,7 @@ def test_add_brokers_proves_by_a_sum_that_old_brokers_cannot_shed_their_excess()
     # most 135: 470 of the 800 fit.
     counts = proof["counts"]
     assert (counts["lowest_giver"], counts["givers"], counts["takers"], counts["replicas"]) == (100, [0, 1, 2], [3], 800)
+    assert "replica-count gate" in plan.solver["outside_why"]  # what `rebalancer plan` prints
     # The approval request's first line says which brokers, and why no placement can do better.
     from rebalancer.runbook import _bands_unmet
 

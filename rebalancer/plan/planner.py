@@ -65,7 +65,7 @@ from .place_counts import place_on_counts
 from .place_load import place_on_load
 from .rack_repair import RackRepair, merge, repair_racks
 from .settled import SETTLED, outside_gates
-from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof
+from .sum_proofs import explain_network_out, fewest_leaders, network_out_proof, why_counts_out_of_reach
 from .targets import PlanError, Targets, make_targets
 
 __all__ = ["STRATEGIES", "BALANCES", "LP_AUTO_MAX_REPLICAS", "make_plan", "plan_run_dir", "choose_strategy",
@@ -199,6 +199,9 @@ def _load_status(plan: Plan, solver: dict[str, Any], model: LoadModel,
     if nw_out_proof:
         solver["network_out_proof"] = dict(nw_out_proof)
         why.append(explain_network_out(nw_out_proof))
+    counted = why_counts_out_of_reach(solver.get("bands_proof") or {}) if "replicas" in outside else None
+    if counted:  # the count gate's own sum (``sum_proofs.count_proof``)
+        why.append(counted)
     solver["outside_why"] = "; ".join(why)
 
 

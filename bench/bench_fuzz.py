@@ -158,11 +158,6 @@ def run_one(family: str, seed: int, time_limit: float | None) -> dict[str, Any]:
     return row
 
 
-def _truthy(value: Any) -> bool:
-    """A flag as a row holds it: a bool in this process, its text in a CSV read back."""
-    return value is True or value == "True"
-
-
 def proven_dimensions(proof: dict[str, Any] | None) -> set[str]:
     """The bands a plan's ``bands_proof`` puts out of reach, each only by a proof that covers it: a sum covers its
     own dimension (disk); the linear relaxation the load bands together (counts aside); the exact ladder, which
@@ -204,7 +199,8 @@ def read_rows(paths: list[Path]) -> dict[str, list[dict[str, Any]]]:
                     r[k] = None if r.get(k) is None else int(r[k])
                 for k in FLOATS:
                     r[k] = None if r.get(k) is None else float(r[k])
-                r["fallback"] = r.get("fallback") == "True"
+                for k in ("fallback", "counts_unproven"):  # flags: their text in the CSV
+                    r[k] = r.get(k) == "True"
                 by.setdefault(r["family"], []).append(r)
     return {f: sorted(rows, key=lambda r: r["seed"]) for f, rows in by.items()}
 
@@ -247,7 +243,7 @@ def _summary(family: str, rows: list[dict[str, Any]]) -> list[str]:
              f"| {worst(values('nw_in'))} | {worst(values('nw_out'))} | {worst(counts)} |", ""]
     neither = [str(r["seed"]) for r in rows if r["verdict"] == "neither"]
     lines.append(f"neither (seeds): {', '.join(neither) or 'none'}")
-    unproven = [str(r["seed"]) for r in rows if r["verdict"] == "proven" and _truthy(r.get("counts_unproven"))]
+    unproven = [str(r["seed"]) for r in rows if r["verdict"] == "proven" and r.get("counts_unproven")]
     lines.append(f"proven, with the counts missed and no proof of them (seeds): {', '.join(unproven) or 'none'}")
     nw_out = {v: [str(r["seed"]) for r in rows if r.get("nw_out_verdict") == v] for v in ("met", "proven", "neither")}
     if any(nw_out.values()):

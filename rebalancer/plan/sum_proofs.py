@@ -400,4 +400,3 @@ def explain_network_out(found: Mapping[str, Any]) -> str:
             f"{found.get('share_pct')}% of a broker's target, and the leader gate holds every broker to at least "
             f"{found.get('fewest_leaders')} leader(s), so the broker leading it ends at least "
             f"{found.get('above_pct')}% above its target (the network gate widens its band by that partition)")
-

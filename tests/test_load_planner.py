@@ -615,16 +615,20 @@ def test_the_mode_proves_the_count_gate_out_of_reach_only_where_no_median_fits(o
     assert count_proof(load_input(cluster, load_model(cluster), make_targets(cluster, "rebalance", None), 1)) is None
 
 
-@pytest.mark.parametrize(("per_rack", "fits"), [((2, 2, 2), True), ((3, 2, 2), False), ((3, 3, 2), False),
-                                                 ((4, 4, 3), True)])
-def test_racks_that_pin_every_replica_prove_the_count_gate_out_of_reach(per_rack: tuple[int, ...], fits: bool) -> None:
-    """RF 3 on three racks, every partition on all three: each rack holds a third of the 630 replicas whatever the
+@pytest.mark.parametrize(("per_rack", "partitions", "proof"), [
+    ((2, 2, 2), 210, None), ((3, 2, 2), 210, "spread"), ((3, 3, 2), 210, "spread"), ((4, 4, 3), 210, "median"),
+    ((5, 4, 4), 132, None), ((5, 4, 4), 134, "median")])
+def test_racks_that_pin_every_replica_prove_the_count_gate_out_of_reach(per_rack: tuple[int, ...], partitions: int,
+                                                                        proof: str | None) -> None:
+    """RF 3 on three racks, every partition on all three: each rack holds all its partitions' replicas whatever the
     plan. Racks of 3, 2 and 2 brokers (or 3, 3 and 2) hold 70 and 105 per broker: no median is within 15 % of both
-    (fuzz small seed 91). Racks of 2, 2 and 2 hold 105 each; of 4, 4 and 3, 52 or 53 and 70, which a median of 61
-    would let in: the sum proves nothing there (it is sound, not complete: the median those counts have, 52.5,
-    fails 70)."""
+    (fuzz small seed 91). Racks of 4, 4 and 3 hold 52 or 53 and 70: a median of 61 is within 15 % of both, but at
+    most three brokers can hold 61 or more, not the six a median of 61 needs (the median those counts have, 52.5,
+    fails 70). Racks of 5, 4 and 4 with 132 partitions: 26-27 on the first rack, counts 26-34 around a median of 30
+    pass (fuzz small seed 87: no proof); with 134 (seed 123) the median is at most 30, and there a rack of 4 holding
+    134 with a broker at or below 30 puts another above 34. Racks of 2, 2 and 2 hold 105 each."""
     from rebalancer.plan.load_problem import load_input
-    from rebalancer.plan.sum_proofs import count_proof
+    from rebalancer.plan.sum_proofs import count_proof, explain_counts
     from rebalancer.plan.targets import make_targets
 
     racks = {}
@@ -633,15 +637,19 @@ def test_racks_that_pin_every_replica_prove_the_count_gate_out_of_reach(per_rack
             racks[len(racks)] = r
     by_rack = {r: [b for b, x in racks.items() if x == r] for r in "abc"}
     parts = []
-    for i in range(210):
+    for i in range(partitions):
         reps = tuple(by_rack[r][i % len(by_rack[r])] for r in "abc")
         parts.append(Partition(topic="t", partition=i, replicas=reps, leader=reps[0], isr=reps, size_bytes=1024))
     cluster = Cluster.build([Broker(id=b, rack=r) for b, r in racks.items()], parts)
     found = count_proof(load_input(cluster, load_model(cluster), make_targets(cluster, "rebalance", None), 1))
-    assert (found is None) is fits, found
-    if not fits:
+    assert (found is None) is (proof is None), found
+    if proof == "spread":
         assert (found["by"], found["high_rack"], found["at_least"], found["low_rack"], found["at_most"]) == (
             "racks", "c", 105, "a", 70)
+    elif proof == "median":
+        assert found["by"] == "racks" and found["median"] and found["racks"]["a"] == {
+            "brokers": per_rack[0], "pinned": partitions, "reachable": partitions}, found
+        assert "half the brokers at or below it" in explain_counts(found)
 
 
 def test_no_sum_proves_anything_where_brokers_may_both_give_and_take_across_racks() -> None:

@@ -133,11 +133,48 @@ def _counts_by_racks(inp: LoadInput, dimension: str, band: float, eligible: set[
         return None
     high = max(at_least, key=lambda r: (at_least[r], r))
     low = min(at_most, key=lambda r: (at_most[r], r))
-    if _some_median(band, max(at_least.values()) + 1, lambda m, a: at_least[high] <= m + a and at_most[low] >= m - a):
+    if not _some_median(band, max(at_least.values()) + 1,
+                        lambda m, a: at_least[high] <= m + a and at_most[low] >= m - a):
+        return {"by": "racks", "dimension": dimension, "high_rack": high, "at_least": at_least[high],
+                "low_rack": low, "at_most": at_most[low],
+                "brokers": sorted(b for r in (high, low) for b in members[r] if b in eligible)}
+    sizes = {r: (sum(1 for b in bs if b in eligible), pinned[r], reachable[r]) for r, bs in members.items()}
+    total = sum(u * len(reps) for reps, u in zip(inp.replicas, inp.units[dimension], strict=True))
+    # every count lies within the allowance of the median, so the median is at most mean / (1 - band) or mean + 1
+    mean = total / max(1, len(eligible))
+    if _some_median(band, max(mean / max(1e-9, 1 - band), mean + 1) + 2,
+                    lambda m, a: _racks_around(sizes, total, m, a)):
         return None
-    return {"by": "racks", "dimension": dimension, "high_rack": high, "at_least": at_least[high],
-            "low_rack": low, "at_most": at_most[low], "brokers": sorted(b for r in (high, low) for b in members[r]
-                                                                        if b in eligible)}
+    return {"by": "racks", "dimension": dimension, "median": True,
+            "racks": {r: {"brokers": n, "pinned": round(p), "reachable": round(q)} for r, (n, p, q) in sizes.items()},
+            "brokers": sorted(b for b in eligible)}
+
+
+def _racks_around(sizes: Mapping[str, tuple[int, float, float]], replicas: float, m: float, allowed: float) -> bool:
+    """Whether the racks (per rack: its brokers, what it pins, what it could reach) let every count lie in the gate
+    about a median m with the median where it is: whole counts in [lo, hi] = [ceil(m - allowed), floor(m + allowed)],
+    each rack holding at least what it pins and at most what it could reach, and at least half of the brokers at or
+    below m and half at or above it (an odd number of counts has a whole median). A rack of n brokers pinning P has
+    at most the largest k with k x floor(m) + (n - k) x hi >= P of them at or below m, and one that could reach R
+    at most the largest k with k x ceil(m) + (n - k) x lo <= R at or above it (fuzz small seed 123: RF 3 on racks of
+    5, 4 and 4 brokers, 134 replicas in each rack; the first rack's brokers hold 26-27, so the median is at most 30,
+    and at 30 a rack of 4 holding 134 with one broker at or below it puts another above 34)."""
+    total = sum(n for n, _, _ in sizes.values())
+    lo, hi = max(0, math.ceil(m - allowed - 1e-9)), math.floor(m + allowed + 1e-9)
+    if (total % 2 and m != int(m)) or lo > hi or not total * lo <= replicas + 1e-9 <= total * hi + 2e-9:
+        return False
+    below = above = 0
+    for n, pins, reach in sizes.values():
+        if n == 0:
+            continue
+        if n * lo > reach + 1e-9 or n * hi < pins - 1e-9:
+            return False
+        # the k brokers at or below m hold at most floor(m) each, those above at most hi (and the reverse for above)
+        down, up = hi - math.floor(m), math.ceil(m) - lo
+        below += n if down <= 0 else min(n, math.floor((n * hi - pins + 1e-9) / down))
+        above += n if up <= 0 else min(n, math.floor((reach - n * lo + 1e-9) / up))
+    half = math.ceil(total / 2)
+    return below >= half and above >= half
 
 
 def _counts_by_mode(inp: LoadInput, dimension: str, band: float, eligible: set[int]) -> dict[str, Any] | None:
@@ -310,6 +347,14 @@ def explain_counts(found: Mapping[str, Any]) -> str:
                 f"give, one of them holds {found.get('lowest_giver')} replicas, and no median the gate would let it "
                 f"within leaves room for all {found.get('replicas')} replicas on the brokers (a rebalance may move "
                 f"replicas between the old brokers)")
+    if found.get("median"):
+        racks = found.get("racks") or {}
+        held = ", ".join(f"rack {r}: {x.get('brokers')} brokers, {x.get('pinned')}"
+                         + (f"-{x.get('reachable')}" if x.get("reachable") != x.get("pinned") else "")
+                         for r, x in list(racks.items())[:6])
+        return (f"no placement can pass the replica-count gate: a partition with a replica in every rack keeps each "
+                f"replica in its rack ({held} replicas), and at no median can every count lie within the gate's "
+                f"allowance with half the brokers at or below it and half at or above")
     return (f"no placement can pass the replica-count gate: a partition with a replica in every rack keeps each "
             f"replica in its rack, so a broker of rack {found.get('high_rack')} holds at least "
             f"{found.get('at_least')} replicas and one of rack {found.get('low_rack')} at most {found.get('at_most')}, "

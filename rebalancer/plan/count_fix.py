@@ -123,12 +123,7 @@ class _CountFix(_Placement):
             pairs = [(g, x) for g in sorted((g for g in self.givers if g != x and counts.get(g, 0.0) - 1 >= lo),
                                             key=lambda g: (-counts.get(g, 0.0), g))[:PARTNERS]]
             pairs = pairs if x in self.inp.receivers else []
-        best: tuple[float, float, list[Move]] | None = None
-        for g, r in pairs:
-            _, limits = self.pair(g, r)
-            for i in self.lightest(g):
-                if self.placeable(i, g, r, limits):
-                    best = self.better(best, [(i, g, r)])
+        best = self.cheapest(pairs)
         if best is None:
             capped: dict[int, list[Move]] = {}
             for g, r in pairs:
@@ -154,13 +149,19 @@ class _CountFix(_Placement):
         else:
             pairs = [(g, r) for r in self.receivers if counts.get(r) in middle
                      for g in self.givers if g in counts and counts[r] > counts[g] and counts[g] - 1 >= lo]
+        best = self.cheapest(sorted(pairs, key=lambda p: (abs(counts[p[0]] - counts[p[1]]), p))[:PARTNERS])
+        return None if best is None else best[2]
+
+    def cheapest(self, pairs: Iterable[tuple[int, int]]) -> tuple[float, float, list[Move]] | None:
+        """The cheapest single move (``better``'s order) of a giver's weighed partitions (``lightest``) to its
+        receiver, over the (giver, receiver) pairs; None where none may go."""
         best: tuple[float, float, list[Move]] | None = None
-        for g, r in sorted(pairs, key=lambda p: (abs(counts[p[0]] - counts[p[1]]), p))[:PARTNERS]:
+        for g, r in pairs:
             _, limits = self.pair(g, r)
             for i in self.lightest(g):
                 if self.placeable(i, g, r, limits):
                     best = self.better(best, [(i, g, r)])
-        return None if best is None else best[2]
+        return best
 
     def better(self, best: tuple[float, float, list[Move]] | None,
                moves: list[Move]) -> tuple[float, float, list[Move]]:

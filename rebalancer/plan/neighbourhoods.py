@@ -62,7 +62,9 @@ TRIM_NODE_LIMIT = 50  # ... each stopping at this many nodes: it starts from a p
 #                       their start (fuzz small seed 61) until the phase's clock cut the plan short
 TRIM_PATIENCE = 5    # ... or this many in a row kept nothing
 GAP = 0.05           # a neighbourhood's program stops this near its optimum: the bands come first, then the bytes
-SOLVE_SECONDS = 30.0  # one program's wall-clock safety net (its node limit decides first)
+SOLVE_SECONDS = 60.0  # one program's wall-clock safety net (its node limit decides first): twice the slowest seen,
+#                       27 s (fuzz small seeds 61 and 157, 500 nodes or a trim's 50), where 30 s had cut programs
+#                       on a busy machine and dropped them: the plan then depended on the load
 SHORTCUT_WINDOW = 8  # arrivals of about a departure's size tried against it (``_shortcuts``), on each side
 SHORTCUT_PASSES = 4  # passes over the brokers, while the last found one
 Key = tuple[float, float, float]

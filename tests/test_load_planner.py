@@ -832,6 +832,26 @@ def test_neighbourhoods_bring_in_what_one_move_at_a_time_cannot(monkeypatch: pyt
     assert _counts_outside_gate(plan, load_model(cluster)) == {}
 
 
+def test_the_neighbourhoods_end_by_the_plans_work_limit_not_a_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster above with the programs' work limit (``budget.Work``) spent by the first program: the repair runs
+    that one and starts no other, the trims none; no phase is cut short by its clock (the plan is the work's, the
+    same on any machine), and brokers left outside a band are said to be the work limit's doing."""
+    from load_cases import family
+
+    import rebalancer.plan.budget as budget
+
+    monkeypatch.setattr(budget, "WORK_SHARE", 1e-9)  # a limit of 0.003 LP iterations: one program, then no more
+    cluster, mode, new = family("small", 0)
+    plan = make_plan(cluster, mode, brokers=new or None)
+    hood = plan.solver["neighbourhoods"]
+    assert hood["rounds"] == 1 and hood["work_spent"] and hood["outside_bands"], hood
+    record = plan.solver["budget"]
+    assert record["expired_in"] is None and record["work"]["stopped_in"] == "neighbourhoods", record
+    assert record["work"]["spent"] >= budget.PROGRAM_ITERATIONS and record["work"]["programs"] >= 1
+    assert "work limit" in plan.solver["outside_why"] and "--time-limit" in plan.solver["outside_why"]
+    _assert_valid(cluster, plan, mode, new)
+
+
 def test_the_exact_program_proves_a_bound_that_counts_whole_partitions() -> None:
     """Six 100-byte partitions on brokers 0 and 1 (racks a, b), broker 2 new (rack c): the disk band (380-420 bytes
     each) needs 380 bytes on broker 2, which the sum over brokers takes as the bound, but a broker holds whole

@@ -134,13 +134,37 @@ def test_budget_rejects_a_limit_that_is_not_positive():
 def test_without_a_limit_the_stage_gets_minutes_growing_with_the_cluster(tmp_path: Path):
     from rebalancer.plan.budget import default_time_limit
 
-    assert default_time_limit(13_000) == 300.0 and default_time_limit(600_000) == 600.0
+    assert default_time_limit(13_000) == 600.0 and default_time_limit(600_000) == 600.0
     assert default_time_limit(3_000_000) == 3000.0
     write_cluster_json(_small_cluster(), tmp_path / "snapshot.json")
     plan = plan_run_dir(tmp_path, "rebalance", balance="counts")
-    assert plan.solver["budget"]["limit"] == 300.0 and plan.params["time_limit"] == 300.0
+    assert plan.solver["budget"]["limit"] == 600.0 and plan.params["time_limit"] == 600.0
     assert plan.params["time_limit_given"] is False
     assert plan_run_dir(tmp_path, "rebalance", time_limit=60, balance="counts").params["time_limit_given"] is True
+
+
+def test_the_programs_work_is_limited_by_what_they_did_not_by_a_clock():
+    """``Work``: each program is charged its LP iterations and a fixed charge; a search asks before each program and
+    is told no once the limit is spent, which names the phase; the limit is ``WORK_SHARE`` of the time limit at
+    ``ITERATIONS_PER_SECOND`` and reads no clock (a clock far past the deadline does not touch it)."""
+    from rebalancer.plan.budget import ITERATIONS_PER_SECOND, PROGRAM_ITERATIONS, WORK_SHARE
+
+    clock = FakeClock()
+    budget = Budget(10.0, clock=clock)
+    work = budget.work
+    assert work.limit == 10.0 * WORK_SHARE * ITERATIONS_PER_SECOND
+    with budget.phase("neighbourhoods", share=1.0) as dl:
+        assert work.phase == "neighbourhoods" and work.allows()
+        work.charge({"lp_iterations": int(work.limit) - PROGRAM_ITERATIONS - 1})
+        clock.advance(1000.0)  # the deadline long past: the work does not care
+        assert dl.expired() and work.allows() and work.stopped_in is None
+        work.charge({"lp_iterations": None})  # a program HiGHS did not run (CBC, a failed solve): the fixed charge
+        assert not work.allows() and work.stopped_in == "neighbourhoods"
+    assert work.phase is None
+    with budget.phase("trim", share=1.0):
+        assert not work.allows() and work.stopped_in == "neighbourhoods"  # the first phase it ran out in
+    assert budget.to_dict()["work"] == {"limit": int(work.limit), "spent": int(work.limit) + PROGRAM_ITERATIONS - 1,
+                                        "programs": 2, "stopped_in": "neighbourhoods"}
 
 
 def test_a_budget_fixes_its_limit_once_the_size_is_known():
@@ -148,10 +172,12 @@ def test_a_budget_fixes_its_limit_once_the_size_is_known():
 
     clock = FakeClock()
     budget = Budget(math.inf, clock=clock)
+    assert budget.to_dict()["work"]["limit"] is None  # no limit yet: no work limit either
     with budget.phase("load"):
         clock.advance(2.0)
     budget.set_limit(10.0)
     assert budget.remaining() == pytest.approx(8.0) and budget.to_dict()["limit"] == 10.0
+    assert budget.work.limit == budget.work.of_seconds(10.0).limit
     with pytest.raises(ValueError, match="positive"):
         budget.set_limit(math.inf)
 

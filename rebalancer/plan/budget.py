@@ -17,6 +17,13 @@ a "stop" answer marks the deadline ``cut_short``. The phase then leaves its rema
 the plan valid (partitions it did not reach stay as they are). A phase that cannot stop gets the whole deadline and
 is only measured.
 
+The 0/1 programs are limited in *work* as well (``Work``, ``Budget.work``): HiGHS's LP iterations, the same on any
+machine, with a fixed charge per program for what its iterations do not count. The limit is ``WORK_SHARE`` of the time
+limit at ``ITERATIONS_PER_SECOND``: on a quiet machine the programs end by their work in about that share of the time,
+so a machine half as fast still ends there and plans the same (the deadline stays, as a safety net that says when it
+cut). The searches that run programs in rounds (the neighbourhoods, the relaxation's trims) start no program once the
+work is spent; ``Work.stopped_in`` names the first phase that left one unrun for it.
+
 ``Budget.to_dict()`` is what the plan records (``plan.solver["budget"]``): per phase the seconds spent, the seconds
 allotted (None: not interruptible) and whether it was cut short; ``expired_in``, the first phase that was cut short or
 ended past the deadline; the stage's seconds and how far past the limit it ended. The clock is injectable, so tests
@@ -27,28 +34,37 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Clock", "Deadline", "PhaseRecord", "Budget", "default_time_limit", "DEFAULT_MIN_SECONDS",
-           "SECONDS_PER_REPLICA", "CHECK_EVERY"]
+__all__ = ["Clock", "Deadline", "PhaseRecord", "Budget", "Work", "default_time_limit", "DEFAULT_MIN_SECONDS",
+           "SECONDS_PER_REPLICA", "CHECK_EVERY", "ITERATIONS_PER_SECOND", "PROGRAM_ITERATIONS", "WORK_SHARE"]
 
 Clock = Callable[[], float]
 
 # The limit when none is given: generous, so that no cluster the benchmarks cover is cut short (600k replicas plan in
 # minutes on 2 cores), and growing with the cluster above that; a limit is for operators who want an answer sooner.
-DEFAULT_MIN_SECONDS = 300.0
+# 10 minutes: the programs' work limit (``WORK_SHARE`` of it, 1.5M LP iterations) is then what the heaviest small
+# clusters of the fuzz benchmark do in 3-4 minutes here (seeds 61, 144: 1.1M, all they ask; 157: stopped at it);
+# at 5 minutes the phases' clocks ended 157 instead, and the plan depended on how busy the machine was.
+DEFAULT_MIN_SECONDS = 600.0
 SECONDS_PER_REPLICA = 0.001
 # The local searches (greedy, load greedy, the leader hand-overs) ask their deadline every so many steps, the first
 # included: a step costs far more than reading the clock, and a search stops within that many steps of its deadline.
 CHECK_EVERY = 32
+# The programs' work limit (``Work``): HiGHS's LP iterations on one thread, 4,600-14,000 a second on the neighbourhood
+# programs of fuzz small seeds 61, 144 and 157 here (1,000-3,100 variables); each program is charged
+# ``PROGRAM_ITERATIONS`` more for building it, handing it to HiGHS, presolve and the root's cuts (1-3 s each there).
+ITERATIONS_PER_SECOND = 5_000
+PROGRAM_ITERATIONS = 7_500
+WORK_SHARE = 0.5  # of the time limit: a machine half as fast as a quiet one still ends by the work, not the clock
 
 
 def default_time_limit(replicas: int) -> float:
-    """The plan stage's time limit when none is given: 5 minutes, or 1 s per 1,000 replicas when that is more
-    (600k replicas: 10 minutes; 3M: 50 minutes)."""
+    """The plan stage's time limit when none is given: 10 minutes, or 1 s per 1,000 replicas when that is more
+    (3M replicas: 50 minutes)."""
     return max(DEFAULT_MIN_SECONDS, replicas * SECONDS_PER_REPLICA)
 
 
@@ -86,6 +102,43 @@ class Deadline:
         return not self.allows(0.0)
 
 
+class Work:
+    """The plan's programs' work limit: LP iterations, spent by ``charge`` (a solve's ``lp_iterations`` plus
+    ``PROGRAM_ITERATIONS``), asked by ``allows`` before a program a search may leave unrun. Unlike a deadline it
+    reads no clock: the same snapshot and options spend it the same way on any machine."""
+
+    __slots__ = ("limit", "spent", "programs", "phase", "stopped_in")
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.programs = 0
+        self.phase: str | None = None  # the budget's phase running (``Budget.phase`` sets it)
+        self.stopped_in: str | None = None
+
+    @classmethod
+    def of_seconds(cls, seconds: float) -> Work:
+        """The work a quiet machine does in ``WORK_SHARE`` of ``seconds`` (inf: no limit)."""
+        return cls(seconds * WORK_SHARE * ITERATIONS_PER_SECOND)
+
+    def charge(self, stats: Mapping[str, Any]) -> None:
+        """One program solved: its LP iterations (``highs.SolveResult``) and the fixed charge."""
+        self.spent += int(stats.get("lp_iterations") or 0) + PROGRAM_ITERATIONS
+        self.programs += 1
+
+    def allows(self) -> bool:
+        """Checkpoint: may another program run? No records the phase running as where the work ran out (the first
+        phase it said no in)."""
+        if self.spent < self.limit:
+            return True
+        self.stopped_in = self.stopped_in or self.phase or "the plan stage"
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": None if math.isinf(self.limit) else int(self.limit), "spent": self.spent,
+                "programs": self.programs, "stopped_in": self.stopped_in}
+
+
 @dataclass(frozen=True)
 class PhaseRecord:
     seconds: float
@@ -109,6 +162,7 @@ class Budget:
         self.clock = clock
         self.started = clock()
         self.deadline = Deadline(self.started + self.limit, clock)
+        self.work = Work.of_seconds(self.limit)
         self.phases: dict[str, PhaseRecord] = {}
         self.expired_in: str | None = None
         self._ended = self.started
@@ -120,6 +174,7 @@ class Budget:
             raise ValueError(f"the time limit must be positive, not {limit!r}")
         self.limit = float(limit)
         self.deadline = Deadline(self.started + self.limit, self.clock)
+        self.work = Work.of_seconds(self.limit)
 
     def remaining(self) -> float:
         return self.deadline.remaining()
@@ -143,9 +198,11 @@ class Budget:
         else:
             allotted = share * max(0.0, self.deadline.ends - start - reserve)
             deadline = Deadline(min(self.deadline.ends, start + allotted), self.clock)
+        outer, self.work.phase = self.work.phase, name
         try:
             yield deadline
         finally:
+            self.work.phase = outer
             end = self.clock()
             self._ended = end
             self.phases[name] = PhaseRecord(end - start, allotted, deadline.cut_short)
@@ -155,4 +212,5 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         seconds = self._ended - self.started
         return {"limit": self.limit, "seconds": round(seconds, 3), "over_by": round(max(0.0, seconds - self.limit), 3),
-                "expired_in": self.expired_in, "phases": {name: rec.to_dict() for name, rec in self.phases.items()}}
+                "expired_in": self.expired_in, "work": self.work.to_dict(),
+                "phases": {name: rec.to_dict() for name, rec in self.phases.items()}}

@@ -51,6 +51,8 @@ class SolveResult(TypedDict):
     dual_bound: float | None
     gap: float | None
     seconds: float
+    lp_iterations: int | None  # HiGHS's LP iterations in all (a MIP's: every node's, strong branching's, heuristics')
+    nodes: int | None          # its branch-and-bound nodes (a MIP)
 
 KILL_GRACE = 2.0     # seconds past the solve's time limit before the solver's process is killed
 EXTRACT_SHARE = 0.1  # of the solve's time, kept for PuLP to read the solution back
@@ -65,6 +67,18 @@ def write_lp(prob: Any, target: Path) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise PlanError(f"cannot write --write-lp {target}: {exc.strerror or exc}") from None
+
+
+def work_of(prob: Any) -> tuple[int | None, int | None]:
+    """(LP iterations, branch-and-bound nodes) HiGHS spent on a solved PuLP problem: its work, the same on any
+    machine (None where HiGHS did not run). After a MIP, HiGHS's ``simplex_iteration_count`` is the total over its
+    nodes, strong branching and heuristics (-1 past its int range)."""
+    model = getattr(prob, "solverModel", None)
+    if model is None or not hasattr(model, "getInfo"):
+        return None, None
+    info = model.getInfo()
+    iterations = int(info.simplex_iteration_count)
+    return (iterations if iterations >= 0 else None), max(0, int(info.mip_node_count))
 
 
 def status_of(prob: Any) -> tuple[str, bool, float | None, float | None, Outcome]:
@@ -152,9 +166,10 @@ def _solve_here(prob: Any, time_limit: float, warm: bool, ends: float, gap: floa
     prob.solve(chosen)
     status, have, dual, rel_gap, outcome = status_of(prob)
     values = {v.name: v.varValue for v in prob.variables() if v.varValue} if have else {}
+    iterations, nodes = work_of(prob)
     return {"status": status, "outcome": outcome, "have_solution": have,
             "objective": pulp.value(prob.objective) if have else None, "dual_bound": dual, "gap": rel_gap,
-            "values": values}
+            "lp_iterations": iterations, "nodes": nodes, "values": values}
 
 
 def _child_main(out_path: str) -> None:
@@ -207,7 +222,8 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
                f"{(err or b'').decode(errors='replace').strip().splitlines()[-1:] or ''}")
         result = {"status": f"Time limit reached ({why})" if killed else why,
                   "outcome": "time_limit" if killed else "failed", "have_solution": False,
-                  "objective": None, "dual_bound": None, "gap": None, "values": {}}
+                  "objective": None, "dual_bound": None, "gap": None, "lp_iterations": None, "nodes": None,
+                  "values": {}}
     elif "error" in result:
         raise PlanError(f"the 0/1 program's solver failed: {result['error']}")
     values = result.pop("values")
@@ -215,7 +231,8 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
         v.varValue = values.get(v.name, 0.0)
     return SolveResult(status=result["status"], outcome=result["outcome"], have_solution=result["have_solution"],
                        objective=result["objective"], dual_bound=result["dual_bound"], gap=result["gap"],
-                       seconds=round(time.monotonic() - started, 3))
+                       seconds=round(time.monotonic() - started, 3), lp_iterations=result["lp_iterations"],
+                       nodes=result["nodes"])
 
 
 def timed_out(stats: Mapping[str, Any]) -> bool:

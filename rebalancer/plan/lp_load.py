@@ -27,6 +27,7 @@ from typing import Any, NotRequired
 
 from ..load import Band
 from . import highs
+from .budget import Work
 from .load_problem import LoadInput, add_fixed
 from .program import add_change_cap, add_racks, add_rf, in_place
 from .targets import PlanError
@@ -280,7 +281,8 @@ def solve(program: LoadProgram, time_limit: float, warm: bool, write_lp: str | N
                         "hold (allow more changes per partition, or raise a --threshold)")
     return LoadProgramStats(status=result["status"], outcome=result["outcome"], have_solution=result["have_solution"],
                             objective=result["objective"], dual_bound=result["dual_bound"], gap=result["gap"],
-                            seconds=result["seconds"], variables=len(prob.variables()),
+                            seconds=result["seconds"], lp_iterations=result["lp_iterations"],
+                            nodes=result["nodes"], variables=len(prob.variables()),
                             constraints=prob.numConstraints())
 
 
@@ -301,7 +303,7 @@ def _solved(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None, relax: bool = False,
             allowed: Mapping[int, frozenset[int]] | None = None,
-            feasibility: bool = False) -> tuple[LoadProgram, LoadProgramStats]:
+            feasibility: bool = False, work: Work | None = None) -> tuple[LoadProgram, LoadProgramStats]:
     """Build and solve (``lp_load``'s arguments); a hard program's dual bound as ``bytes_lower_bound``."""
     import pulp
 
@@ -315,6 +317,8 @@ def _solved(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
     stats = solve(program, time_limit - (time.monotonic() - started), warm_start is not None and not relax, write_lp,
                   node_limit=node_limit, gap=gap)
     stats["build_seconds"] = round(time.monotonic() - started - stats["seconds"], 3)
+    if work is not None:
+        work.charge(stats)
     dual = stats.get("objective") if relax and stats["have_solution"] else stats.get("dual_bound")
     if hard and dual is not None and math.isfinite(dual) and dual > 0:
         # The objective is the bytes alone (in ``unit``s, an empty partition's replica at one byte): HiGHS's dual
@@ -327,7 +331,7 @@ def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
             write_lp: str | None = None, hard: bool = False, widen: float = 1.0, lenient: bool = False,
             node_limit: int | None = None, gap: float | None = None,
             allowed: Mapping[int, frozenset[int]] | None = None, feasibility: bool = False,
-            ) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
+            work: Work | None = None) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
     """Build, solve, extract: (changed partitions or None when no solution came within the limit, stats).
     ``hard``: the gates' bands as constraints and the fewest bytes (``build``); its status says "Infeasible" when
     HiGHS proved that no placement meets them all. ``warm_start``: a placement HiGHS starts from (dropped when it
@@ -335,22 +339,23 @@ def lp_load(inp: LoadInput, time_limit: float, warm_start: dict[int, tuple[int, 
     ``time_limit`` is then only a safety net. ``gap``: the relative MIP gap to stop at (default ``GAP``).
     ``allowed``: per partition, the only brokers that may take a replica of it (``relaxation_trim``).
     ``feasibility``: no objective (any placement within the constraints will do: HiGHS's search then looks for one
-    alone, and a hard program it stopped at its nodes without either a placement or a proof often settles so)."""
+    alone, and a hard program it stopped at its nodes without either a placement or a proof often settles so).
+    ``work``: the plan's work limit, charged with this program (``budget.Work``)."""
     program, stats = _solved(inp, time_limit, warm_start, write_lp=write_lp, hard=hard, widen=widen, lenient=lenient,
-                             node_limit=node_limit, gap=gap, allowed=allowed, feasibility=feasibility)
+                             node_limit=node_limit, gap=gap, allowed=allowed, feasibility=feasibility, work=work)
     if not stats["have_solution"]:
         return None, stats
     return extract(program, inp), stats
 
 
-def relaxation(inp: LoadInput, time_limit: float, lenient: bool = True,
+def relaxation(inp: LoadInput, time_limit: float, lenient: bool = True, work: Work | None = None,
                ) -> tuple[dict[int, frozenset[int]] | None, LoadProgramStats]:
     """The linear relaxation of the hard program (a replica may be split across brokers): "Infeasible" proves that
     no placement meets the bands, and its optimum bounds the bytes from below (``bytes_lower_bound``); seconds where
     the 0/1 program's root alone may take a minute (fuzz small seed 182, 2,358 replicas: 6 s against 54 s for its
     root). Returns its support with the stats: for each partition the program could move, the brokers holding a
-    share of it (None: no solution)."""
-    program, stats = _solved(inp, time_limit, hard=True, lenient=lenient, relax=True)
+    share of it (None: no solution). ``work``: as ``lp_load``'s."""
+    program, stats = _solved(inp, time_limit, hard=True, lenient=lenient, relax=True, work=work)
     if not stats["have_solution"]:
         return None, stats
     return {i: frozenset(b for b in program.cand[i] if (program.x[(i, b)].varValue or 0.0) > SHARE)

@@ -20,7 +20,8 @@ and the stats say so. A neighbourhood's new placement is kept when it brings its
 (replica counts, then the load bands, then the planner's narrower bands), or as near with fewer bytes moved.
 
 Rounds go on, the worst broker not yet tried first, until no broker is outside a gate band, every broker outside has
-been tried since the last gain on the gates' bands, ``MAX_ROUNDS``, or the deadline. A broker the mode keeps outside whatever the
+been tried since the last gain on the gates' bands, ``MAX_ROUNDS``, the plan's work limit (``budget.Work``: the
+programs' LP iterations, which every program here is charged), or the deadline. A broker the mode keeps outside whatever the
 placement (``sum_proofs.one_way``) is not a neighbourhood's centre. Every kept placement is whole and valid (racks,
 change cap and capacity limits are the program's constraints), so a cut-short repair is valid too.
 
@@ -28,19 +29,21 @@ Then the bytes: up to ``TRIM_ROUNDS`` neighbourhoods, each around the broker tha
 with the brokers its replicas came from, where undoing a move or moving a replica on from where it was can carry
 fewer bytes for the same balance; kept only when the brokers end as near their bands as before. It stops after
 ``TRIM_PATIENCE`` programs in a row kept nothing, or once the plan copies at most ``TRIM_ENOUGH`` times the bytes
-bound (``bounds.bytes_moved_bound``, which the planner passes): a second a program is not worth less than that.
+bound (``bounds.bytes_moved_bound``, which the planner passes): a second a program is not worth less than that;
+or, as the repair, at the work limit.
 A trimming program stops at ``TRIM_NODE_LIMIT`` nodes: what it finds, it finds early from its start.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
 from ..load import Band
-from .budget import Deadline
+from .budget import Deadline, Work
 from .highs import timed_out
 from .load_problem import LoadInput, add_fixed, broker_violation, mean_target, median_gate_band, violation_unit
 from .lp_load import COUNTS, lp_load
@@ -82,14 +85,17 @@ class NeighbourhoodStats(TypedDict):
     shortcut_bytes: int
     outside_bands: list[int]
     cut_short: bool
+    work_spent: bool
+    lp_iterations: int
     seconds: float
 
 
 class _State:
     """The placement being repaired and every broker's load per dimension."""
 
-    def __init__(self, inp: LoadInput, placed: Mapping[int, tuple[int, ...]]) -> None:
+    def __init__(self, inp: LoadInput, placed: Mapping[int, tuple[int, ...]], work: Work | None = None) -> None:
         self.inp = inp
+        self.work = work or Work(math.inf)  # the plan's programs' work limit (``budget.Work``), charged by each
         self.dims = [d for d in inp.bands if d in inp.units]
         self.assign: list[tuple[int, ...]] = [tuple(placed.get(i, reps)) for i, reps in enumerate(inp.replicas)]
         self.origin = inp.baseline  # what changes and bytes count from (``LoadInput.origin``)
@@ -114,6 +120,7 @@ class _State:
         self.movers = sorted((inp.givers | inp.receivers) - inp.removed)
         self.mover_set = frozenset(self.movers)
         self.size = inp.units["disk"] if "disk" in inp.units else inp.units[self.dims[0]]  # what orders partitions
+        self.lp_iterations = 0  # the programs' work so far (``highs.SolveResult``)
 
     def changed(self) -> None:
         """The placement changed: the counts' median may have moved."""
@@ -257,7 +264,8 @@ def _solve(state: _State, hood: Sequence[int], parts: Sequence[int], seconds: fl
         receivers=inp.receivers & inside, givers=inp.givers & inside, removed=frozenset(),
         max_changes=inp.max_changes, keep_racks=inp.keep_racks, weight=inp.weight, gate_bands=state.gate(),
         safe_bands=inp.safe_bands, fixed=fixed, origin=[state.origin[i] for i in parts])
-    changed, stats = lp_load(sub, seconds, warm_start={}, node_limit=node_limit, gap=GAP)
+    changed, stats = lp_load(sub, seconds, warm_start={}, node_limit=node_limit, gap=GAP, work=state.work)
+    state.lp_iterations += stats["lp_iterations"] or 0
     cut = timed_out(stats)
     if changed is None or cut:  # what a clock cut depends on the machine: not kept, so the plan does not
         return None, cut
@@ -417,13 +425,14 @@ def _copied(inp: LoadInput, i: int, now: Sequence[int]) -> float:
 
 
 def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]], deadline: Deadline | None = None,
-                          *, node_limit: int, bytes_enough: float = 0.0,
+                          *, node_limit: int, bytes_enough: float = 0.0, work: Work | None = None,
                           ) -> tuple[dict[int, tuple[int, ...]], NeighbourhoodStats]:
     """The placement ``placed`` (changed partitions by index) repaired neighbourhood by neighbourhood, then trimmed
-    of bytes the same way until it copies at most ``bytes_enough``, and stats."""
+    of bytes the same way until it copies at most ``bytes_enough``, and stats. ``work``: the plan's programs' work
+    limit (``budget.Work``): no program starts once it is spent."""
     started = time.monotonic()
     deadline = deadline or Deadline.never()
-    state = _State(inp, placed)
+    state = _State(inp, placed, work)
     rounds, kept, cut_short = _repair(state, deadline, node_limit)
     # Bytes: first the moves that pass through a broker, cut short (no program: a pass over the moves); then the
     # brokers that receive most, each with the brokers its replicas came from (undoing a move, or moving a replica
@@ -434,7 +443,9 @@ def repair_neighbourhoods(inp: LoadInput, placed: Mapping[int, tuple[int, ...]],
     changed = {i: reps for i, reps in enumerate(state.assign) if reps != tuple(inp.replicas[i])}
     return changed, {"rounds": rounds + trim_rounds, "kept": kept, "trimmed": trimmed, "shortcuts": shortcuts,
                      "shortcut_bytes": int(shortcut_bytes), "outside_bands": out,
-                     "cut_short": cut_short or trim_cut, "seconds": round(time.monotonic() - started, 3)}
+                     "cut_short": cut_short or trim_cut, "work_spent": state.work.stopped_in is not None,
+                     "lp_iterations": state.lp_iterations,
+                     "seconds": round(time.monotonic() - started, 3)}
 
 
 def _outside(state: _State) -> list[tuple[float, int]]:
@@ -456,7 +467,7 @@ def _repair(state: _State, deadline: Deadline, node_limit: int) -> tuple[int, in
     tried: set[int] = set()
     while rounds < MAX_ROUNDS:
         todo = [b for _, b in _outside(state) if b not in tried and b not in stuck]
-        if not todo:
+        if not todo or not state.work.allows():
             break
         if not deadline.allows(1.0):
             cut_short = True
@@ -485,7 +496,7 @@ def _trim(state: _State, deadline: Deadline, node_limit: int, bytes_enough: floa
         if sum(sum(src.values()) for src in arrivals.values()) <= bytes_enough:
             break
         most = sorted((-sum(src.values()), b) for b, src in arrivals.items() if b not in tried and b in state.mover_set)
-        if not most:
+        if not most or not state.work.allows():
             break
         if not deadline.allows(1.0):
             cut_short = True

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..balance import counts_excess
 from ..load import Band
-from .budget import Budget, Deadline
+from .budget import Budget, Deadline, Work
 from .count_fix import count_fix
 from .highs import infeasible, timed_out
 from .load_greedy import GreedyStats, load_greedy
@@ -160,13 +160,14 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
             time."""
             return deadline.remaining() if asked else min(LP_SAFETY_SECONDS, deadline.remaining())
 
-        changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver)
+        changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver, budget.work)
                            if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, None))
         if (changed is None or _feasibility_first(solver)) and not deadline.expired():
             # No step settled within its nodes: the weighted program, which brings the brokers as near their
             # bands as it can (the priorities' order), then the fewest bytes. Also where the ladder's placement
             # came from a search for any placement: greedy's start may lead to fewer bytes (fuzz small seed 125).
-            weighted, wstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT)
+            weighted, wstats = lp_load(problem, clock(), warm_start=by_index, node_limit=LP_NODE_LIMIT,
+                                       work=budget.work)
             deadline.cut_short |= timed_out(wstats)
             if changed is None or weighted is not None and (_gate_key(problem, weighted, band)
                                                             < _gate_key(problem, changed, band)):
@@ -190,8 +191,8 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
 
 
 def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Deadline, write_lp: str | None,
-                  proven: bool, solver: dict[str, Any]) -> tuple[dict[int, tuple[int, ...]] | None,
-                                                                  LoadProgramStats | None]:
+                  proven: bool, solver: dict[str, Any], work: Work) -> tuple[dict[int, tuple[int, ...]] | None,
+                                                                             LoadProgramStats | None]:
     """The gates' bands as constraints and the fewest bytes (``BAND_STEPS``): a solution meets every band (and says
     how near the fewest bytes it is); "Infeasible" proves that no placement does. Strictly inside every band first;
     then as the gates judge a broker the mode lets move one way only; then, where even that is proven impossible (by
@@ -206,7 +207,7 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
             continue
         if deadline.expired():
             break
-        exact, hstats, step = _ladder_step(problem, clock, widen, lenient, write_lp if not steps else None)
+        exact, hstats, step = _ladder_step(problem, clock, widen, lenient, write_lp if not steps else None, work)
         steps.append(step)
         deadline.cut_short |= timed_out(hstats)
         if exact is not None or not infeasible(hstats):
@@ -224,15 +225,16 @@ def _feasibility_first(solver: Mapping[str, Any]) -> bool:
     return bool(steps) and "feasibility_first" in steps[-1]
 
 
-def _ladder_step(problem: LoadInput, clock: Callable[[], float], widen: float, lenient: bool,
-                 write_lp: str | None) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats, dict[str, Any]]:
+def _ladder_step(problem: LoadInput, clock: Callable[[], float], widen: float, lenient: bool, write_lp: str | None,
+                 work: Work) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats, dict[str, Any]]:
     """One step of the exact ladder: the fewest bytes within the bands, ``LP_NODE_LIMIT`` nodes. Where those nodes
     end with neither a placement nor a proof, feasibility first: the same rows without an objective (HiGHS's search
     then looks for any placement, which it finds or proves impossible in far fewer nodes: fuzz small seed 111, 324
     replicas on 39 brokers, none in 500 nodes on bytes, one in 453 without), then the bytes from that placement.
     Returns (the placement or None, the last program's stats, the step's record)."""
     def solved(**kw: Any) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
-        return lp_load(problem, clock(), hard=True, widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT, **kw)
+        return lp_load(problem, clock(), hard=True, widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT, work=work,
+                       **kw)
 
     exact, hstats = solved(write_lp=write_lp)
     seconds = hstats["seconds"] + hstats.get("build_seconds", 0.0)
@@ -291,7 +293,7 @@ def _neighbourhoods(problem: LoadInput, placed: dict[int, tuple[int, ...]], budg
     ``bound`` (inf: no trimming); its stats recorded as ``solver[name]``, its time as the budget's phase ``name``."""
     with budget.phase(name, LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
         placed, hood = repair_neighbourhoods(problem, placed, deadline, node_limit=LP_NODE_LIMIT,
-                                             bytes_enough=TRIM_ENOUGH * bound)
+                                             bytes_enough=TRIM_ENOUGH * bound, work=budget.work)
         deadline.cut_short |= bool(hood["cut_short"])  # a program stopped by its safety net, not its nodes: said
     solver[name] = {"algorithm": algorithm, **hood}
     return placed, dict(hood)
@@ -307,7 +309,7 @@ def _relaxation_proof(problem: LoadInput, solver: dict[str, Any], budget: Budget
                                 gate_bands={d: b for d, b in (problem.gate_bands or problem.bands).items()
                                             if d not in COUNTS})
     with budget.phase("relaxation", LP_SHARE, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-        _, stats = relaxation(loads, min(LP_SAFETY_SECONDS, deadline.remaining()))
+        _, stats = relaxation(loads, min(LP_SAFETY_SECONDS, deadline.remaining()), work=budget.work)
         deadline.cut_short |= timed_out(stats)
     step = {"widen": 1.0, "one_way_no_worse": True, "relaxed": True, "status": stats["status"],
             "outcome": stats["outcome"],
@@ -413,7 +415,8 @@ def _relaxation_trim(req: PlanRequest, solver: dict[str, Any], problem: LoadInpu
     """``trim_by_relaxation`` as the budget's phase ``name``, recorded as ``solver[name]``; (placement, whether it
     ran: the placement met every gate)."""
     with budget.phase(name, 1.0, reserve + LEADERS_RESERVE * budget.limit) as deadline:
-        placed, record = trim_by_relaxation(problem, placed, req.model.band["replicas"], deadline.remaining())
+        placed, record = trim_by_relaxation(problem, placed, req.model.band["replicas"], deadline.remaining(),
+                                            budget.work)
         deadline.cut_short |= record["cut_short"]
     if record["status"] is None:  # the placement fails a gate (the neighbourhoods trim it all the same)
         return placed, False
@@ -422,7 +425,7 @@ def _relaxation_trim(req: PlanRequest, solver: dict[str, Any], problem: LoadInpu
 
 
 def trim_by_relaxation(problem: LoadInput, placed: dict[int, tuple[int, ...]], count_band: float,
-                       seconds: float) -> tuple[dict[int, tuple[int, ...]], dict[str, Any]]:
+                       seconds: float, work: Work | None = None) -> tuple[dict[int, tuple[int, ...]], dict[str, Any]]:
     """Fewer bytes for a placement that meets every gate: the exact program (the gates' bands as constraints, the
     fewest bytes) with each partition free to go only where the placement or the program's linear relaxation
     (``lp_load.relaxation``: its support) puts a share of it, started from the placement: a relaxation-induced
@@ -430,8 +433,9 @@ def trim_by_relaxation(problem: LoadInput, placed: dict[int, tuple[int, ...]], c
     151 (906 replicas, 34 brokers) the whole program on 10,268 variables found no better placement in 5 minutes;
     this one has 1,306 and takes the repaired placement from 1.59x to 1.13x the bound in 110 s. Its nodes
     (``LP_NODE_LIMIT``) and ``TRIM_GAP`` end it; ``seconds`` is only its safety net. Kept when the gates stand as
-    they did and it copies less, not when the net cut it. (placement, record; record status None: the placement
-    did not meet every gate, nothing ran)."""
+    they did and it copies less, not when the net cut it. ``work``: the plan's work limit (``budget.Work``), charged
+    with both programs; where it is spent, neither runs (nor the second, where the first spent it). (placement,
+    record; record status None: the placement did not meet every gate, nothing ran)."""
     started = time.monotonic()
     before = _gate_key(problem, placed, count_band)
     record: dict[str, Any] = {
@@ -440,13 +444,16 @@ def trim_by_relaxation(problem: LoadInput, placed: dict[int, tuple[int, ...]], c
         "bytes_after": int(before[2]), "seconds": 0.0}
     if before[0] > 0 or before[1] > 0:
         return placed, record
+    if work is not None and not work.allows():
+        record["status"] = "Work limit reached: not run"
+        return placed, record
     held = _holding(problem, placed)
-    support, stats = relaxation(held, seconds)
+    support, stats = relaxation(held, seconds, work=work)
     changed = None
-    if support is not None and not timed_out(stats):
+    if support is not None and not timed_out(stats) and (work is None or work.allows()):
         allowed = {i: share | frozenset(placed.get(i, problem.replicas[i])) for i, share in support.items()}
         changed, stats = lp_load(held, seconds - (time.monotonic() - started), warm_start=placed, hard=True,
-                                 lenient=True, allowed=allowed, node_limit=LP_NODE_LIMIT, gap=TRIM_GAP)
+                                 lenient=True, allowed=allowed, node_limit=LP_NODE_LIMIT, gap=TRIM_GAP, work=work)
     cut = timed_out(stats)
     after = _gate_key(problem, changed, count_band) if changed is not None and not cut else None
     kept = after is not None and after[:2] <= before[:2] and after[2] < before[2]

@@ -12,7 +12,7 @@ here). ``auto`` picks:
 
 Infeasible requests fail in ``make_targets`` before anything is computed or written.
 
-Time limit: ``time_limit`` bounds the whole stage, not just a solver; without one, ``budget.default_time_limit`` (5
+Time limit: ``time_limit`` bounds the whole stage, not just a solver; without one, ``budget.default_time_limit`` (10
 minutes, or 1 s per 1,000 replicas when more) lets every cluster the benchmarks cover finish. One ``Budget`` (see
 ``budget``) runs the phases in order: ``load`` (in ``plan_run_dir``) and ``targets`` are measured; ``greedy``,
 ``lp`` and ``leaders`` each get a share of the time left (``pipeline``'s ``*_SHARE`` constants), after
@@ -53,7 +53,7 @@ from ..snapshot import load_snapshot
 from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, resolve_schedule, strategies_for
 from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
-from .budget import Budget, default_time_limit
+from .budget import ITERATIONS_PER_SECOND, WORK_SHARE, Budget, Work, default_time_limit
 from .failover import failover_figures, leader_weights, order_followers
 from .leader_exact import BAND_MAX_PARTITIONS, GateRows, band_leaders, band_relaxation
 from .leader_load import LeaderLoadInput
@@ -176,11 +176,11 @@ def _network_out_proof(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...
 
 
 def _load_status(plan: Plan, solver: dict[str, Any], model: LoadModel,
-                 nw_out_proof: Mapping[str, Any] | None = None) -> None:
+                 nw_out_proof: Mapping[str, Any] | None = None, work: Work | None = None) -> None:
     """A load plan is Balanced when every broker ends inside every band of the summary and every count passes its
     gate (which measures from the median after the plan: a count inside its band around the average may not);
     otherwise it says which brokers stay outside which band, and why (``nw_out_proof``: network out's band proved
-    out of reach, ``_network_out_proof``)."""
+    out of reach, ``_network_out_proof``; ``work``: the programs' work limit, where it left a program unrun)."""
     outside = {name: d["outside_after"] for name, d in plan.summary["load"]["dimensions"].items()
                if d.get("outside_after")}
     for dim, brokers in _counts_outside_gate(plan, model).items():
@@ -196,6 +196,10 @@ def _load_status(plan: Plan, solver: dict[str, Any], model: LoadModel,
                    "bringing these brokers closer without pushing another broker out of a band of the same or higher "
                    "priority (the band may be narrower than the partition sizes allow: widen it with --band, or allow "
                    "more changes)")
+    if work is not None and work.stopped_in:
+        why.append(f"the 0/1 programs' work limit ({work.limit:,.0f} LP iterations: {WORK_SHARE:.0%} of the time "
+                   f"limit at {ITERATIONS_PER_SECOND:,} a second) ran out in {work.stopped_in}: a longer --time-limit "
+                   "gives them more")
     if nw_out_proof:
         solver["network_out_proof"] = dict(nw_out_proof)
         why.append(explain_network_out(nw_out_proof))
@@ -411,7 +415,7 @@ def _result(req: PlanRequest, setup: PlanSetup, placement: Placement, budget: Bu
         plan.summary["failover"] = _failover_summary(cluster, assignment, targets, weights, weighted_by)
         if setup.balanced == "load" and req.mode != "leaders":
             _load_status(plan, solver, model,
-                         _network_out_proof(cluster, assignment, targets, model, plan, budget.remaining()))
+                         _network_out_proof(cluster, assignment, targets, model, plan, budget.remaining()), budget.work)
     solver["budget"] = budget.to_dict()
     if budget.cut_short:
         _mark_cut_short(plan, solver, budget)

@@ -25,7 +25,8 @@ leaders over the plan's replica sets, even a fractional one, meeting every band,
 leader gate passes), or neither.
 
 Per family it prints a markdown table (clusters, each verdict, the ``neither`` seeds, median / max plan seconds and
-bytes-to-bound, the worst deviations), then a row per cluster not met (every cluster with ``--rows all``).
+bytes-to-bound, the worst deviations, the seeds the programs' work limit ended: ``budget.Work``), then a row per
+cluster not met (every cluster with ``--rows all``).
 
     .venv/bin/python bench/bench_fuzz.py                              # 200 small, 20 medium
     .venv/bin/python bench/bench_fuzz.py --family small --count 5
@@ -57,7 +58,7 @@ BANDS: dict[str, dict[str, float]] = {
 FIELDS = ["family", "seed", "brokers", "new", "replicas", "topics", "racks", "rf", "mode", "rates", "balance",
           "strategy", "fallback", "seconds", "status", "disk_before", "disk", "nw_in", "nw_out", "counts_before",
           "replicas_dev", "leaders_dev", "bytes_to_bound", "missed", "proof", "verdict", "nw_out_verdict",
-          "counts_unproven", "error"]
+          "counts_unproven", "work_stopped_in", "error"]
 NW_OUT_BAND = 10.0  # percent: network out's band (reported apart, on every family: the issue asks it where feasible)
 
 
@@ -104,7 +105,8 @@ def run_one(family: str, seed: int, time_limit: float | None) -> dict[str, Any]:
                replicas_dev=dev["replicas_after"], leaders_dev=dev["leaders_after"],
                disk_before=(dims.get("disk") or {}).get("max_deviation_pct_before"),
                counts_before=max(dev["replicas_before"], dev["leaders_before"]),
-               bytes_to_bound=load.get("bytes_to_bound"))
+               bytes_to_bound=load.get("bytes_to_bound"),
+               work_stopped_in=((plan.solver.get("budget") or {}).get("work") or {}).get("stopped_in"))
     missed = []
     for name in ("disk", "nw_in", "nw_out"):
         row[name], why = _dimension(dims, name)
@@ -250,6 +252,8 @@ def _summary(family: str, rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"network out within {NW_OUT_BAND:g} %: met {len(nw_out['met'])}, proven out of reach "
                      f"{len(nw_out['proven'])}, neither {len(nw_out['neither'])} (seeds: "
                      f"{', '.join(nw_out['neither']) or 'none'})")
+    worked = [str(r["seed"]) for r in rows if r.get("work_stopped_in")]
+    lines.append(f"ended by the programs' work limit (seeds): {', '.join(worked) or 'none'}")
     errors = [str(r["seed"]) for r in rows if r["verdict"] in ("error", "crash")]
     if errors:
         lines.append(f"error or crash (seeds): {', '.join(errors)}")
@@ -264,6 +268,8 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         brokers = f"{r['brokers'] - r['new']}+{r['new']}" if r["new"] else str(r["brokers"])
         note = r.get("error") or ("load plan fell back to counts" if r.get("fallback") else "")
+        if r.get("work_stopped_in"):
+            note = f"{note}; " * bool(note) + f"work limit reached in {r['work_stopped_in']}"
         lines.append(
             f"| {r['seed']} | {brokers} | {r['replicas']} | {r['topics']} | {r['racks']} | {r['rf']} | {r['mode']} "
             f"| {r['rates']} | {r.get('balance') or '-'} | {r['seconds']:.1f} | {r.get('status') or '-'} "

@@ -156,6 +156,9 @@ def run_one(case: str) -> dict:
     note += f"; limit {budget.get('limit'):g} s" + (" (default)" if not plan.params.get("time_limit_given") else "")
     cut = [p for p, rec in (budget.get("phases") or {}).items() if rec.get("cut_short")]
     note += f"; CUT SHORT in {', '.join(cut)}" if cut else "; not cut"
+    work = budget.get("work") or {}
+    if work.get("stopped_in"):  # the programs' work limit (``budget.Work``) left a program unrun: no clock did
+        note += f"; work limit ({work['limit']:,} LP iterations) reached in {work['stopped_in']}"
     lead = plan.solver.get("leaders") or {}
     if lead.get("groups"):  # the exact leader flow: where the time of a cluster that moves little goes
         note += f"; leader flow {lead.get('seconds', 0):.1f} s over {lead['groups']} group(s)"

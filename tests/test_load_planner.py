@@ -305,6 +305,38 @@ def test_each_program_of_the_ladder_has_its_own_safety_net(monkeypatch: pytest.M
     assert plan.solver.cut_short == (), plan.solver.status
 
 
+def test_the_exact_ladder_ends_by_the_plans_work_limit_not_a_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster above, whose ladder proves its first steps infeasible and goes on widening, with each program
+    charged 60 % of the plan's work limit: the ladder stops after its first step, as a second like it would pass the
+    limit, and no program follows it in the phase (neither a widened step nor the weighted program, of the ladder's
+    size); the work limit says it ended the phase and no phase is cut by its clock. The ladder asked only its phase's
+    clock between steps, so a step past the work limit was started and cut by that clock, and the plan depended on
+    the load (fuzz small seed 167: three hashes, 1.08-1.28x the bytes bound, in three runs on one quiet machine)."""
+    from rebalancer.plan import place_load as planner
+
+    real = planner.lp_load
+    phases: list[str | None] = []
+
+    def heavy(*args: Any, **kwargs: Any) -> Any:
+        work = kwargs["work"]
+        phases.append(work.phase)
+        changed, stats = real(*args, **kwargs)
+        work.last = int(0.6 * work.limit)  # as if this one program had taken 60 % of it
+        work.spent += work.last
+        return changed, stats
+
+    monkeypatch.setattr(planner, "lp_load", heavy)
+    cluster = build_scenario("new-brokers", ScenarioParams(partitions=48))
+    new = sorted(cluster.meta["new_brokers"])
+    plan = make_plan(cluster, "add-brokers", brokers=new)
+    steps = plan.solver["bands_proof"]["steps"]
+    assert len(steps) == 1 and steps[0]["outcome"] == "infeasible", steps
+    assert phases.count("lp") == 1, phases
+    record = plan.solver["budget"]
+    assert record["work"]["stopped_in"] == "lp" and record["expired_in"] is None, record
+    _assert_valid(cluster, plan, "add-brokers", new)
+
+
 def test_a_program_its_safety_net_stopped_says_so_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where a program's wall clock stops it before its node limit, the placement depends on how busy the machine
     was: the plan says so (the phase cut short, in its status and its approval request), and stays valid."""

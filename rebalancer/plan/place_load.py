@@ -163,7 +163,9 @@ def _program_phase(req: PlanRequest, setup: PlanSetup, problem: LoadInput, by_in
 
         changed, lstats = (_exact_ladder(problem, clock, deadline, req.write_lp, by_sum is not None, solver, budget.work)
                            if req.cluster.replica_count <= LP_EXACT_MAX_REPLICAS else (None, None))
-        if (changed is None or _feasibility_first(solver)) and not deadline.expired():
+        # (its program is the ladder's size: expected to take what the ladder's last did)
+        if (changed is None or _feasibility_first(solver)) and not deadline.expired() and budget.work.allows(
+                budget.work.last if changed is None and lstats is not None else 0.0):
             # No step settled within its nodes: the weighted program, which brings the brokers as near their
             # bands as it can (the priorities' order), then the fewest bytes. Also where the ladder's placement
             # came from a search for any placement: greedy's start may lead to fewer bytes (fuzz small seed 125).
@@ -198,17 +200,23 @@ def _exact_ladder(problem: LoadInput, clock: Callable[[], float], deadline: Dead
     how near the fewest bytes it is); "Infeasible" proves that no placement does. Strictly inside every band first;
     then as the gates judge a broker the mode lets move one way only; then, where even that is proven impossible (by
     these programs, or at once by a sum: ``proven``, skipped), the load bands widened step by step: the first
-    placement found meets the counts' gates and the narrowest load band the ladder proves reachable. Records
+    placement found meets the counts' gates and the narrowest load band the ladder proves reachable. A step starts
+    only while the plan's work limit allows it (``budget.Work``: the same on any machine; the phase's deadline stays
+    as the safety net, said when it cuts: fuzz small seed 167's fourth step was cut by it). Records
     ``bands_proof`` and ``bytes_proof``; returns the placement found (None: none) and the last program's stats."""
     exact: dict[int, tuple[int, ...]] | None = None
     hstats: LoadProgramStats | None = None
     steps: list[dict[str, Any]] = []
+    spent = 0  # the last step's work
     for widen, lenient in BAND_STEPS:
         if proven and widen == 1.0:
             continue
-        if deadline.expired():
+        # the work decides, the same on any machine: a step is expected to take what the one before it took
+        if deadline.expired() or not work.allows(spent):
             break
+        before = work.spent
         exact, hstats, step = _ladder_step(problem, clock, widen, lenient, write_lp if not steps else None, work)
+        spent = work.spent - before
         steps.append(step)
         deadline.cut_short |= timed_out(hstats)
         if exact is not None or not infeasible(hstats):
@@ -232,7 +240,8 @@ def _ladder_step(problem: LoadInput, clock: Callable[[], float], widen: float, l
     end with neither a placement nor a proof, feasibility first: the same rows without an objective (HiGHS's search
     then looks for any placement, which it finds or proves impossible in far fewer nodes: fuzz small seed 111, 324
     replicas on 39 brokers, none in 500 nodes on bytes, one in 453 without), then the bytes from that placement.
-    Returns (the placement or None, the last program's stats, the step's record)."""
+    Each program after the first runs only while the plan's work limit allows it (``budget.Work``). Returns (the
+    placement or None, the last program's stats, the step's record)."""
     def solved(**kw: Any) -> tuple[dict[int, tuple[int, ...]] | None, LoadProgramStats]:
         return lp_load(problem, clock(), hard=True, widen=widen, lenient=lenient, node_limit=LP_NODE_LIMIT, work=work,
                        **kw)
@@ -241,14 +250,15 @@ def _ladder_step(problem: LoadInput, clock: Callable[[], float], widen: float, l
     seconds = hstats["seconds"] + hstats.get("build_seconds", 0.0)
     least = hstats.get("bytes_lower_bound")
     first: dict[str, Any] | None = None
-    if exact is None and hstats["outcome"] == "node_limit":
+    if exact is None and hstats["outcome"] == "node_limit" and work.allows():
         found, fstats = solved(feasibility=True)
         seconds += fstats["seconds"] + fstats.get("build_seconds", 0.0)
         first = {"outcome": fstats["outcome"], "seconds": round(fstats["seconds"], 3)}
         hstats = fstats
-        if found is not None:
-            exact, hstats = solved(warm_start=found)
-            exact = exact if exact is not None else found
+        exact = found
+        if found is not None and work.allows():  # spent: the placement found, its bytes as they are
+            better, hstats = solved(warm_start=found)
+            exact = better if better is not None else found
             seconds += hstats["seconds"] + hstats.get("build_seconds", 0.0)
             least = max(least or 0, hstats.get("bytes_lower_bound") or 0) or None
     step = {"widen": widen, "one_way_no_worse": lenient, "status": hstats["status"], "outcome": hstats["outcome"],

@@ -171,7 +171,8 @@ def test_a_large_program_is_charged_more_per_iteration_and_a_search_can_ask_for_
     """An iteration costs more on a larger program (the exact ladder of fuzz small seed 167: 10,064 variables, 2,600-
     3,100 a second, against 6,000-15,000 on neighbourhood programs of 500-2,000): past ``VARIABLES_PER_ITERATION``
     a program is charged its iterations x sqrt(variables / it); ``last`` is the last charge, and ``allows(expected)``
-    says no where a program expected to take that would pass the limit, naming the phase."""
+    says no where a program expected to take that would pass the limit (or the phase's ``share`` of it), naming the
+    phase."""
     import math
 
     from rebalancer.plan.budget import PROGRAM_ITERATIONS, VARIABLES_PER_ITERATION, Work
@@ -186,6 +187,11 @@ def test_a_large_program_is_charged_more_per_iteration_and_a_search_can_ask_for_
     work.phase = "lp"
     left = work.limit - work.spent
     assert work.allows(left - 1) and work.stopped_in is None
+    with work.share(0.1):  # a phase's share: 10 % of the limit more, no further
+        assert work.allows(0.1 * work.limit - 1) and not work.allows(0.1 * work.limit)
+        with work.share(1.0):  # a share never widens the one it is in
+            assert not work.allows(0.1 * work.limit)
+    assert work.cap == math.inf and work.allows(left - 1)
     assert not work.allows(left) and work.stopped_in == "lp"
 
 

@@ -113,13 +113,14 @@ class Work:
     on a large program, plus ``PROGRAM_ITERATIONS``), asked by ``allows`` before a program a search may leave unrun.
     Unlike a deadline it reads no clock: the same snapshot and options spend it the same way on any machine."""
 
-    __slots__ = ("limit", "spent", "programs", "last", "phase", "stopped_in")
+    __slots__ = ("limit", "spent", "programs", "last", "cap", "phase", "stopped_in")
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
         self.spent = 0
         self.programs = 0
         self.last = 0  # the last program's charge: what a search's next program of its kind is expected to take
+        self.cap = math.inf  # what a phase may spend up to (``share``), under the limit
         self.phase: str | None = None  # the budget's phase running (``Budget.phase`` sets it)
         self.stopped_in: str | None = None
 
@@ -141,10 +142,20 @@ class Work:
         passes ``last``: a program started just short of the limit would overrun it by a whole program, and
         a long one then ends by the phase's clock)? No records the phase running as where the work ran out (the
         first phase it said no in)."""
-        if self.spent + expected < self.limit:
+        if self.spent + expected < min(self.limit, self.cap):
             return True
         self.stopped_in = self.stopped_in or self.phase or "the plan stage"
         return False
+
+    @contextmanager
+    def share(self, fraction: float) -> Iterator[None]:
+        """Within: the programs may spend ``fraction`` of the limit more, no further (a phase's share of the work,
+        as it has a share of the time: work its clock could not finish on a machine half as fast is not started)."""
+        outer, self.cap = self.cap, min(self.cap, self.spent + fraction * self.limit)
+        try:
+            yield
+        finally:
+            self.cap = outer
 
     def to_dict(self) -> dict[str, Any]:
         return {"limit": None if math.isinf(self.limit) else int(self.limit), "spent": self.spent,

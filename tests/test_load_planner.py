@@ -1420,3 +1420,16 @@ def test_the_relaxation_trim_undoes_moves_the_bands_do_not_need() -> None:
     trimmed, record = trim_by_relaxation(inp, wasteful, 0.15, 30)
     assert record["kept"] and record["bytes_after"] == 0, record
     assert evaluate(inp, trimmed, gates=True) == (0.0, 0.0), trimmed
+
+
+def test_a_trim_is_judged_by_the_count_gate_when_its_loads_are_weighed_alone() -> None:
+    """``_trim_kept`` weighs a trim's loads without the planner's count bands (``loads_only``), but its counts by
+    their gate: three of eight brokers at 30 replicas against a median of 24 fail it, whichever way the loads are
+    weighed. The count term was taken from the problem with the count bands dropped, so it read 0 there, and a trim
+    that left counts outside their gate was kept wherever its loads and bytes stood no worse."""
+    from rebalancer.plan.place_load import _gate_key
+
+    _, _, inp = _split_counts(0.15)
+    whole = _gate_key(inp, {}, 0.15)
+    assert whole[0] > 0, whole
+    assert _gate_key(inp, {}, 0.15, loads_only=True)[0] == whole[0]

@@ -548,12 +548,13 @@ def _gate_key(problem: LoadInput, placement: Mapping[int, tuple[int, ...]],
     outside the gates' bands weighted by priority, bytes moved). The counts come first as in the program
     (``lp_load.GATE_WEIGHT``): the Wix gate is the one a plan may not trade away for disk. ``loads_only``: the
     second term without the count dimensions' bands (the planner's, which counts inside the gate may leave: the
-    first term is the gate itself)."""
+    first term is the gate itself, read from the whole problem)."""
+    counts = _counts_outside_gate_of(problem, placement, count_band)
     if loads_only and problem.gate_bands is not None:
         problem = dataclasses.replace(problem, gate_bands={d: b for d, b in problem.gate_bands.items()
                                                            if d not in COUNTS})
     load, moved = evaluate(problem, placement, gates=True)
-    return round(_counts_outside_gate_of(problem, placement, count_band), 9), round(load, 9), moved
+    return round(counts, 9), round(load, 9), moved
 
 
 def _counts_outside_gate_of(problem: LoadInput, placement: Mapping[int, tuple[int, ...]], count_band: float) -> float:

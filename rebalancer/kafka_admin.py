@@ -408,8 +408,17 @@ def admin_session(target: KafkaTarget, *, timeout: float = 10.0) -> Iterator[Any
 
 # -- reading a cluster ---------------------------------------------------------------------------------------------
 def metadata(admin: Any, topics: list[str] | None = None) -> dict[str, Any]:
-    """The Metadata response as a dict (brokers, controller_id, cluster_id, topics)."""
+    """The Metadata response as a dict (brokers, controller_id, cluster_id, topics).
+
+    A broker still starting (ZooKeeper mode, before the controller's first UpdateMetadata reached it) answers with
+    no brokers at all: that answer says nothing about the cluster, so it is raised as "not reachable right now" for
+    the caller to retry, as Kafka's own clients ignore it (read as it was, every broker looked down, and a throttle
+    release took an unread broker's rate for someone else's and left it)."""
+    import kafka.errors as ke
+
     found: dict[str, Any] = admin._manager.run(admin._get_cluster_metadata, topics)  # describe_* takes two calls
+    if not found.get("brokers"):
+        raise ke.KafkaConnectionError("a broker still starting answered Metadata with no brokers")
     return found
 
 

@@ -247,3 +247,34 @@ def test_throttles_read_for_named_entities_only_on_both_backends(tmp_path, zk, z
             assert {("brokers", "2"), ("topics", topics[1])} <= set(everything)
             assert b.throttle_configs(wanted) == expect == {k: v for k, v in everything.items() if k in wanted}
             assert b.throttle_configs([]) == {}
+
+
+def test_a_broker_still_starting_answers_no_brokers_and_release_still_removes_our_rate(tmp_path, make_sim,
+                                                                                     monkeypatch):
+    # A ZooKeeper-mode broker just restarted answers Metadata with no brokers until the controller's first
+    # UpdateMetadata reaches it. Read as it was, no broker's config was asked, and releasing took this run's rate
+    # on broker 2 for someone else's change: the ledger forgot it and the rate stayed (a CI run on real Kafka 3.9).
+    from rebalancer.execute import throttle as thr
+    from rebalancer.sim.kafka_listener import KafkaApis
+
+    sim, _, _ = prepared(tmp_path, make_sim, approve_it=False)
+    rate = {"leader.replication.throttled.rate": "2000000", "follower.replication.throttled.rate": "2000000"}
+    ledger = thr.Ledger(tmp_path / "throttles.json")
+    with admin_backend(sim) as backend:
+        thr.apply(backend, ledger, 2_000_000, ({2}, {}))
+        assert backend.throttle_configs([("brokers", "2")]) == {("brokers", "2"): rate}
+        answer, starting = KafkaApis.metadata, [3]
+
+        def metadata(self, request, version):
+            found = answer(self, request, version)
+            if starting[0] > 0:
+                starting[0] -= 1
+                return {**found, "brokers": []}
+            return found
+
+        monkeypatch.setattr(KafkaApis, "metadata", metadata)
+        assert thr.release(backend, ledger) == ["brokers/2"]
+        assert starting == [0]  # the empty answers came, and were asked again
+        monkeypatch.undo()
+        assert backend.throttle_configs([("brokers", "2")]) == {}
+    assert not thr.Ledger(tmp_path / "throttles.json")

@@ -23,6 +23,7 @@ from .. import kafka_admin as ka
 from ..errors import SourceError
 from ..kafka_names import LOCK_TOPIC, THROTTLE_BROKER_KEYS, THROTTLE_TOPIC_KEYS, kafka_uuid, uuid_of
 from ..model import Cluster, Partition, TopicPartition
+from ..retry import poll as poll_until
 from ..retry import retry_call
 from .backend import ConfigChange, Marker, MarkerExists, Observation
 
@@ -224,6 +225,7 @@ class AdminBackend:
         from kafka.admin import AlterConfigOp
 
         resources, names, brokers = [], [], []
+        expect: dict[tuple[str, str], tuple[dict[str, str], dict[str, str]]] = {}  # (set, deleted: value it had)
         for c in changes:
             current = self._config(c.entity_type, c.name) if c.seen is None else c.seen
             ops: dict[str, Any] = {k: (AlterConfigOp.SET, str(v)) for k, v in c.set_.items()
@@ -234,6 +236,8 @@ class AdminBackend:
                 names.append(f"{c.entity_type}/{c.name}")
                 if c.entity_type == "brokers":
                     brokers.append(int(c.name))
+                expect[(c.entity_type, c.name)] = ({k: str(v) for k, v in c.set_.items() if k in ops},
+                                                   {k: current[k] for k in ops if k not in c.set_})
         if not resources:
             return 0
         what = f"altering {names[0]}" + (f" and {len(names) - 1} other config(s)" if len(names) > 1 else "")
@@ -245,7 +249,33 @@ class AdminBackend:
                 if outcome != "OK":
                     raise SourceError(f"Kafka refused the config change on {kinds.get(rtype, rtype)}/{name}: "
                                       f"{outcome}")
+        self._until_shown(expect, brokers)
         return len(resources)
+
+    def _until_shown(self, expect: Mapping[tuple[str, str], tuple[Mapping[str, str], Mapping[str, str]]],
+                     brokers: Collection[int]) -> None:
+        """Wait until DescribeConfigs shows these changes (keys set to their values; keys deleted gone, or back to
+        another layer's value), so that the next read is of this change: a broker answers for its own config from
+        memory, updated a moment after the change is stored (ZooKeeper notification, KRaft metadata). Read before
+        that, a rate this run just deleted looks like someone else's, and the next batch's ledger records it as the
+        value to restore (a rollback put a deleted 2 MB/s throttle back that way, on real Kafka 3.9)."""
+        def late(now: Mapping[tuple[str, str], Mapping[str, str]]) -> list[str]:
+            out = []
+            for e, (set_, gone) in expect.items():
+                seen = now.get(e, {})
+                if any(seen.get(k) != v for k, v in set_.items()) or any(seen.get(k) == v for k, v in gone.items()):
+                    out.append(f"{e[0]}/{e[1]}")
+            return out
+
+        if not expect:
+            return
+        entities = sorted(expect)
+        now, done = poll_until(lambda: self._call("reading the config change back", lambda: self._describe(entities),
+                                                  brokers=brokers),
+                               lambda now: not late(now), timeout=self.patience, interval=0.1)
+        if not done:
+            raise ka.TransientKafkaError(f"Kafka at {self.display}: {', '.join(late(now))} still not showing the "
+                                         f"config change {self.patience:g} s after it was made")
 
     def unreachable_brokers(self, brokers: Iterable[int]) -> set[int]:
         """Brokers whose config cannot be read or changed now: kafka-python addresses each broker's own, so a dead

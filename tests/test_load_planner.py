@@ -1433,3 +1433,38 @@ def test_a_trim_is_judged_by_the_count_gate_when_its_loads_are_weighed_alone() -
     whole = _gate_key(inp, {}, 0.15)
     assert whole[0] > 0, whole
     assert _gate_key(inp, {}, 0.15, loads_only=True)[0] == whole[0]
+
+
+@pytest.mark.parametrize(("limit", "probe_outcome", "nodes"), [
+    (200_000, "node_limit", [25, 95]),      # 40k iterations in the probe's 25 nodes: 1,600 a node; 152.5k left
+    (10_000_000, "node_limit", [25, 500]),  # the work pays for every node: the node limit as before
+    (80_000, "node_limit", [25]),           # 32.5k left pays for 20 nodes, fewer than the probe ran: its answer
+    (200_000, "optimal", [25]),             # the program ended within the probe
+])
+def test_the_weighted_program_runs_the_nodes_the_work_left_pays_for(
+        limit: int, probe_outcome: str, nodes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weighted program's first 25 nodes measure what a node costs in LP iterations (the same on any machine);
+    it then runs again from the same start with as many nodes as the work left pays for, at most 500. Before, it
+    was given 500 nodes whatever the work left, and where those were out of reach its wall clock stopped it (fuzz
+    small seed 70: 102 nodes in 252 s; two runs, two plans)."""
+    from rebalancer.plan import place_load
+    from rebalancer.plan.budget import PROGRAM_ITERATIONS, Work
+
+    asked: list[int] = []
+
+    def solved(problem: Any, seconds: float, *, warm_start: Any, node_limit: int, work: Work) -> Any:
+        asked.append(node_limit)
+        assert warm_start == {3: (1, 2)}  # every run from the same start
+        first = node_limit == place_load.PROBE_NODES
+        stats = {"outcome": probe_outcome if first else "node_limit", "lp_iterations": 1_600 * node_limit,
+                 "nodes": node_limit, "variables": 1_000, "have_solution": True}
+        work.charge(stats)
+        return {3: (node_limit,)}, stats
+
+    monkeypatch.setattr(place_load, "lp_load", solved)
+    work = Work(limit)
+    placed, stats = place_load._weighted_program(None, lambda: 60.0, {3: (1, 2)}, work)
+    assert asked == nodes
+    assert placed == {3: (nodes[-1],)}
+    assert stats.get("node_limit") == (None if probe_outcome == "optimal" else nodes[-1])
+    assert work.spent == sum(1_600 * n + PROGRAM_ITERATIONS for n in nodes)

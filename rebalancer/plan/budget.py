@@ -129,13 +129,23 @@ class Work:
         """The work a quiet machine does in ``WORK_SHARE`` of ``seconds`` (inf: no limit)."""
         return cls(seconds * WORK_SHARE * ITERATIONS_PER_SECOND)
 
-    def charge(self, stats: Mapping[str, Any]) -> None:
-        """One program solved: its LP iterations (``highs.SolveResult``), scaled by its size past
-        ``VARIABLES_PER_ITERATION`` variables (``stats["variables"]``), and the fixed charge."""
+    @staticmethod
+    def iterations(stats: Mapping[str, Any]) -> int:
+        """A solved program's LP iterations (``highs.SolveResult``), scaled by its size past
+        ``VARIABLES_PER_ITERATION`` variables (``stats["variables"]``): what ``charge`` counts, less the fixed
+        charge."""
         scale = math.sqrt(max(1.0, (stats.get("variables") or 0) / VARIABLES_PER_ITERATION))
-        self.last = int((stats.get("lp_iterations") or 0) * scale) + PROGRAM_ITERATIONS
+        return int((stats.get("lp_iterations") or 0) * scale)
+
+    def charge(self, stats: Mapping[str, Any]) -> None:
+        """One program solved: its ``iterations`` and the fixed charge."""
+        self.last = self.iterations(stats) + PROGRAM_ITERATIONS
         self.spent += self.last
         self.programs += 1
+
+    def left(self) -> float:
+        """What the programs may still spend (the limit, or the phase's share when lower)."""
+        return max(0.0, min(self.limit, self.cap) - self.spent)
 
     def allows(self, expected: float = 0.0) -> bool:
         """Checkpoint: may another program run, one expected to take ``expected`` (a search whose programs are alike

@@ -44,6 +44,7 @@ class LoadProgramStats(highs.SolveResult):
     constraints: int
     build_seconds: NotRequired[float]
     bytes_lower_bound: NotRequired[int]
+    node_limit: NotRequired[int]  # the nodes it was allowed, where the work left chose them (``place_load``)
 
 M = 1000.0
 GAP = 0.002  # relative MIP gap at which HiGHS stops: 0.2 % of the objective, which the bands dominate

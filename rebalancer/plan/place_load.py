@@ -210,12 +210,11 @@ def _weighted_program(problem: LoadInput, clock: Callable[[], float], warm: dict
         return probe, pstats
     per_node = max(1.0, Work.iterations(pstats) / max(1, pstats["nodes"] or PROBE_NODES))
     nodes = min(LP_NODE_LIMIT, int(work.left() / per_node))
-    if nodes <= PROBE_NODES:  # the work left pays for no more nodes than the probe ran
-        return probe, {**pstats, "node_limit": PROBE_NODES}
-    placed, stats = lp_load(problem, clock(), warm_start=warm, node_limit=nodes, work=work)
-    if placed is None and probe is not None:
-        return probe, {**pstats, "node_limit": PROBE_NODES}
-    return placed, {**stats, "node_limit": nodes}
+    if nodes > PROBE_NODES:  # else the work left pays for no more nodes than the probe ran: its answer
+        placed, stats = lp_load(problem, clock(), warm_start=warm, node_limit=nodes, work=work)
+        if placed is not None or probe is None:
+            return placed, {**stats, "node_limit": nodes}
+    return probe, {**pstats, "node_limit": PROBE_NODES}
 
 
 def _greedy_repaired(req: PlanRequest, setup: PlanSetup, problem: LoadInput, placed: dict[int, tuple[int, ...]],

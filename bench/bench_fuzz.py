@@ -162,7 +162,8 @@ def run_one(family: str, seed: int, time_limit: float | None) -> dict[str, Any]:
 
 def proven_dimensions(proof: dict[str, Any] | None) -> set[str]:
     """The bands a plan's ``bands_proof`` puts out of reach, each only by a proof that covers it: a sum covers its
-    own dimension (disk); the linear relaxation the load bands together (counts aside); the exact ladder, which
+    own dimension (disk); a hot partition's brokers (``holder_proof``) and the linear relaxation the load bands
+    together (counts aside); the exact ladder, which
     holds the counts to their gates, the load bands together, and the counts too where no widening found a placement;
     ``counts`` (``sum_proofs.count_proof``: the mode or the racks) the counts. The bytes bound presumes the load
     bands met: a proof of them covers it. What ``counts_unproven`` reads (fuzz small seed 101 ends with counts 100 %
@@ -174,7 +175,9 @@ def proven_dimensions(proof: dict[str, Any] | None) -> set[str]:
         by_sum = proof.get("by_sum")
         if isinstance(by_sum, dict):
             covered.add(str(by_sum.get("dimension", "disk")))
-        if proof.get("by_relaxation"):
+        if isinstance(proof.get("by_holders"), dict):  # not the ladder's: its steps settled nothing
+            covered |= set(proof["by_holders"].get("dimensions") or ())
+        elif proof.get("by_relaxation"):
             covered |= {"disk", "nw_in"}
         elif any(st.get("widen") == 1.0 for st in proof.get("steps") or []):
             covered |= {"disk", "nw_in"} | (set() if proof.get("reachable_widen") else {"counts"})

@@ -29,6 +29,10 @@ STEP = {"widen": 1.0, "one_way_no_worse": False, "status": "Infeasible", "outcom
     # the exact ladder holds counts to their gates: nothing found at any widening covers them too
     ({"feasible": False, "steps": [STEP], "reachable_widen": None}, {"disk", "nw_in", "counts", "bytes"}),
     ({"feasible": False, "steps": [STEP, {**STEP, "widen": 1.5}], "reachable_widen": 1.5}, {"disk", "nw_in", "bytes"}),
+    # a hot partition's brokers: the load bands it names; the ladder's unsettled steps beside it prove nothing
+    ({"feasible": False, "steps": [{**STEP, "status": "Node limit reached", "outcome": "node_limit"}],
+      "reachable_widen": None, "by_holders": {"by": "holders", "dimensions": ["disk", "nw_in"]}},
+     {"disk", "nw_in", "bytes"}),
     # a sum skips the ladder's first steps: its widened steps prove nothing at the gates' bands
     ({"feasible": False, "steps": [{**STEP, "widen": 1.5}], "by_sum": SIZE, "reachable_widen": None}, {"disk", "bytes"}),
 ])

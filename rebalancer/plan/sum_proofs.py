@@ -44,6 +44,7 @@ from typing import Any
 
 from ..balance import count_allowance
 from ..load import Band
+from .holder_proof import explain_holders
 from .load_problem import LoadInput
 
 __all__ = ["sum_proof", "count_proof", "one_way", "explain", "explain_counts", "why_out_of_reach",
@@ -325,12 +326,14 @@ def explain(found: Mapping[str, Any]) -> str:
 
 
 def why_out_of_reach(proof: Mapping[str, Any]) -> str | None:
-    """The reason a plan's ``bands_proof`` gives for its bands being out of reach (a sum, or the exact program's
-    "Infeasible"), or None when it proved no such thing."""
+    """The reason a plan's ``bands_proof`` gives for its bands being out of reach (a sum, a hot partition's brokers,
+    or the exact program's "Infeasible"), or None when it proved no such thing."""
     if proof.get("feasible") is not False:
         return None
     if isinstance(proof.get("by_sum"), dict):
         return explain(proof["by_sum"])
+    if isinstance(proof.get("by_holders"), dict):
+        return explain_holders(proof["by_holders"])
     if proof.get("by_relaxation"):
         return ("the exact program's linear relaxation has no solution: no placement meets every disk and network-in "
                 "band at once, even with replicas split across brokers (racks, the change cap and the thresholds)")

@@ -71,9 +71,10 @@ def _holders_feasible(inp: LoadInput, p: int, keep: Sequence[int], dims: Sequenc
     cols: list[Any] = []
     vals: list[Any] = []
     high: list[float] = []
+    units_of = {d: np.asarray(inp.units[d], dtype=np.float64) for d in dims}
     for j, b in enumerate(keep):
         for d in dims:
-            units = np.asarray(inp.units[d], dtype=np.float64)
+            units = units_of[d]
             fixed = units[p] + float(((inp.fixed or {}).get(d) or {}).get(b, 0.0))
             for sign, bound, binds in ((1.0, gate[d][b].ceil - fixed, b in inp.givers),
                                        (-1.0, fixed - gate[d][b].floor, b in inp.receivers)):

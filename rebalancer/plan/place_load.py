@@ -558,11 +558,9 @@ def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, 
     stuck = one_way(problem)
     counts = count_proof(problem)
     proof = solver.get("bands_proof") or {"feasible": None, "steps": []}
-    if found is None and proof.get("feasible") is None:
-        held = holder_proof(problem)
-        if held is not None:
-            proof = {**proof, "feasible": False, "by_holders": {**held, "partition": name(held["partition"])}}
-            solver["bands_proof"] = proof
+    held = holder_proof(problem) if found is None and proof.get("feasible") is None else None
+    if held is not None:
+        proof = {**proof, "feasible": False, "by_holders": {**held, "partition": name(held["partition"])}}
     if stuck:  # no placement meets every band strictly
         proof = {**proof, "one_way": stuck, **({"strict": False} if proof.get("feasible") else {})}
     if found is not None:
@@ -570,7 +568,7 @@ def _prove_by_sums(problem: LoadInput, solver: dict[str, Any], found: dict[str, 
             **proof, "feasible": False, "by_sum": found}
     if counts is not None:
         proof = {**proof, "counts": counts}
-    if stuck or found is not None or counts is not None:
+    if stuck or found is not None or counts is not None or held is not None:
         solver["bands_proof"] = proof
 
 

@@ -46,7 +46,7 @@ from .errors import CapacityError, InputError
 from .formats import read_json
 from .model import INT32_MAX, Cluster, Partition, TopicPartition
 
-__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "beyond", "DEFAULT_RETENTION_MS",
+__all__ = ["Dimension", "DIMENSIONS", "PartitionLoad", "Band", "LoadModel", "accepted_range", "beyond", "beyond_columns", "DEFAULT_RETENTION_MS",
            "partition_loads", "dimension_loads", "largest_replica", "ReplicaTable", "replica_table", "read_capacity_file", "capacities", "load_bands", "load_model",
            "model_from_params", "read_history", "HISTORY_FILE", "CapacityError"]
 
@@ -488,6 +488,13 @@ def beyond(value: float, low: float, high: float) -> float:
     band distance every search weighs (``plan.load_greedy``, ``plan.leader_load``, ``plan.load_problem``,
     ``plan.split``) and the gates measure (``gate_excess_pct``): a plan and its gate cannot measure differently."""
     return value - high if value > high else low - value if value < low else 0.0
+
+
+def beyond_columns(values: Any, low: Any, high: Any) -> Any:
+    """``beyond`` over numpy columns (element by element, the same floating-point operations)."""
+    import numpy as np
+
+    return np.where(values > high, values - high, np.where(values < low, low - values, 0.0))
 
 
 def gate_excess_pct(after: float, before: float, target: float, band: float, *, not_worse: bool,

@@ -22,9 +22,10 @@ import bisect
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from operator import itemgetter
+from typing import Any, TypedDict
 
-from ..load import Band, beyond
+from ..load import Band, beyond, beyond_columns
 from .budget import CHECK_EVERY, Deadline
 from .load_greedy import SIZE_PULL, WINDOW
 from .load_problem import mean_target, violation_sides, violation_unit
@@ -138,6 +139,33 @@ class _Leadership:
         # what each broker leads of each topic: counted once, from the sets
         self.per_topic: dict[tuple[str, int], int] = ({(t, b): len(led) for (b, t), led in self.led_topic.items()}
                                                       if inp.topic_band else {})
+        self._columns(pos, np.cumsum(np.bincount(part, minlength=n)) if n else np.zeros(0, np.int64))
+
+    def _columns(self, flat_pos: Any, ends: Any) -> None:
+        """The state as numpy columns, for ``_whole_pool``: per partition its candidates (broker positions) and
+        units; per broker position its bands, zones, count band and, kept by ``move``, its loads and leader count;
+        per partition its leader's position."""
+        import numpy as np
+
+        inp, brokers, n = self.inp, self.brokers, len(self.leader)
+        self._ids_arr = np.asarray(brokers, dtype=np.int64)
+        self._pos = {b: k for k, b in enumerate(brokers)}
+        self._cand = flat_pos  # candidates' broker positions, partition by partition (``replica_columns``' order)
+        self._cand_len = np.diff(ends, prepend=0) if n else np.zeros(0, np.int64)
+        self._cand_start = ends - self._cand_len
+        self._lead_arr = np.fromiter((self._pos[b] for b in self.leader), np.int64, n)
+        self._units_arr = {d: np.asarray(inp.units[d], dtype=np.float64) for d in self.dims}
+        self._load_arr = {d: np.array([self.load[d][b] for b in brokers], dtype=np.float64) for d in self.dims}
+        self._count_arr = np.array([self.count[b] for b in brokers], dtype=np.int64)
+        big = np.iinfo(np.int64).max // 4
+        band = inp.count_band or {}
+        self._cfloor = np.array([band[b].floor if b in band else -big for b in brokers], dtype=np.int64)
+        self._cceil = np.array([band[b].ceil if b in band else big for b in brokers], dtype=np.int64)
+        self._band_arr = {d: tuple(np.array(v, dtype=np.float64) for v in (
+            [self.low[d][b] for b in brokers], [self.high[d][b] for b in brokers], [self.scale[d][b] for b in brokers],
+            [self.zone[d][b][0] if b in self.zone[d] else 0.0 for b in brokers],
+            [self.zone[d][b][1] if b in self.zone[d] else 0.0 for b in brokers]))
+            + (np.array([b in self.zone[d] for b in brokers], dtype=bool),) for d in self.dims}
 
     def lists(self, b: int) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
         """(the partitions b leads, those it could lead and does not), each sorted by (load, partition): built from
@@ -243,20 +271,67 @@ class _Leadership:
         best: tuple[float, int, int, int, int | None] | None = None
         near = self.window(pool, desired)
         # Near the desired size first; when nothing there may move (topic and count bands), every partition.
-        for cands in (near, [i for _, i in pool] if len(pool) > len(near) else []):
-            for i in cands:
-                for a, c in self.pairs(i, x, giving):
-                    if not self.topic_ok(i, a, c):
-                        continue
-                    dv = self.delta(i, a, c)
-                    if dv >= -1e-12:
-                        continue
-                    score = dv + pull * abs(units[i] - desired)
-                    if best is None or score < best[0]:
-                        best = (score, i, a, c, None)
-            if best is not None:
-                break
-        return None if best is None else best[1:]
+        for i in near:
+            for a, c in self.pairs(i, x, giving):
+                if not self.topic_ok(i, a, c):
+                    continue
+                dv = self.delta(i, a, c)
+                if dv >= -1e-12:
+                    continue
+                score = dv + pull * abs(units[i] - desired)
+                if best is None or score < best[0]:
+                    best = (score, i, a, c, None)
+        if best is not None:
+            return best[1:]
+        return self._whole_pool(x, giving, pool, desired, pull) if len(pool) > len(near) else None
+
+    def _whole_pool(self, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
+                    pull: float) -> tuple[int, int, int, int | None] | None:
+        """``_hand_over``'s reading of every partition in ``pool``, as numpy columns: the count bands
+        (``count_ok``), violation change (``delta``) and score in the same floating-point operations, then the
+        topic's band (``topic_ok``) in order of score, ties in the pool's order, so the same choice as a reading one
+        by one. That took 10 ms a step on a pool of 1,300 partitions, and 6,500 of 7,000 steps read one whole (fuzz
+        medium seed 15, 165k partitions: the hand-overs took 273 s)."""
+        import numpy as np
+
+        inp, count = self.inp, self._count_arr
+        part = np.fromiter(map(itemgetter(1), pool), np.int64, len(pool))
+        at = self._pos[x]
+        if giving:  # x hands over to each other candidate, in the candidates' order
+            lens = self._cand_len[part]
+            row = np.repeat(np.arange(len(part)), lens)
+            first = np.repeat(np.cumsum(lens) - lens, lens)
+            to = self._cand[self._cand_start[part][row] + np.arange(len(row)) - first]
+            keep = to != at
+            part, to = part[row][keep], to[keep]
+            frm = np.full(len(part), at)
+        else:  # the leader hands over to x
+            frm, to = self._lead_arr[part], np.full(len(part), at)
+        idx = np.flatnonzero(~(count[frm] - 1 < self._cfloor[frm]) & ~(count[to] + 1 > self._cceil[to]))  # count_ok
+        part, frm, to = part[idx], frm[idx], to[idx]
+        change = np.zeros(len(part))
+        for d in self.dims:
+            u = self._units_arr[d][part]
+            load = self._load_arr[d]
+            la, lc = load[frm], load[to]
+            change = change + np.where(u != 0, self._out(d, frm, la - u) - self._out(d, frm, la), 0.0)
+            change = change + np.where(u != 0, self._out(d, to, lc + u) - self._out(d, to, lc), 0.0)
+        better = np.flatnonzero(change < -1e-12)
+        score = change[better] + pull * np.abs(self._units_arr[self.main][part[better]] - desired)
+        # by score, ties in the pool's order: the first whose topic allows it is the first best
+        for k in better[np.argsort(score, kind="stable")].tolist():
+            i, a, c = int(part[k]), int(self._ids_arr[frm[k]]), int(self._ids_arr[to[k]])
+            if not inp.topic_band or self.topic_ok(i, a, c):
+                return i, a, c, None
+        return None
+
+    def _out(self, d: str, at: Any, v: Any) -> Any:
+        """``out`` over numpy columns: brokers at positions ``at`` with loads ``v``."""
+        import numpy as np
+
+        low, high, scale, z0, z1, has_zone = (a[at] for a in self._band_arr[d])
+        outside_zone = np.where(has_zone, ZONE_WEIGHT * beyond_columns(v, z0, z1) / scale, 0.0)
+        return outside_zone + beyond_columns(v, low, high) / scale
 
     def _swap(self, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
               pull: float) -> tuple[int, int, int, int | None] | None:
@@ -297,6 +372,11 @@ class _Leadership:
         self.leader[i] = c
         self.count[a] -= 1
         self.count[c] = self.count.get(c, 0) + 1
+        pa, pc = self._pos[a], self._pos[c]
+        self._lead_arr[i] = pc
+        self._count_arr[pa], self._count_arr[pc] = self.count[a], self.count[c]
+        for d in self.dims:
+            self._load_arr[d][pa], self._load_arr[d][pc] = self.load[d][a], self.load[d][c]
         if inp.topics:
             t = inp.topics[i]
             self.per_topic[(t, a)] = self.per_topic.get((t, a), 0) - 1

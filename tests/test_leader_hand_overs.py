@@ -1,6 +1,7 @@
 """The leader hand-overs read a broker's whole pool as numpy columns (``leader_load._Leadership._whole_pool``): the
-choice must be the one a reading partition by partition makes (same checks, same floating-point score, the first
-best in the pool's order), before and after moves (the columns ``move`` keeps)."""
+choice must be the one the reading partition by partition (``_one_by_one``, which reads the window near the size to
+shed) makes over the same pool (same checks, same floating-point score, the first best in the pool's order), before
+and after moves (the columns ``move`` keeps)."""
 
 from __future__ import annotations
 
@@ -9,24 +10,6 @@ from hypothesis import strategies as st
 
 from rebalancer.load import Band
 from rebalancer.plan.leader_load import LeaderLoadInput, _Leadership, leader_load
-
-
-def one_by_one(state: _Leadership, x: int, giving: bool, pool: list[tuple[float, int]], desired: float,
-               pull: float) -> tuple[int, int, int, None] | None:
-    """The reading partition by partition, as the hand-overs made it before the columns."""
-    units = state.inp.units[state.main]
-    best = None
-    for _, i in pool:
-        for a, c in state.pairs(i, x, giving):
-            if not state.topic_ok(i, a, c):
-                continue
-            dv = state.delta(i, a, c)
-            if dv >= -1e-12:
-                continue
-            score = dv + pull * abs(units[i] - desired)
-            if best is None or score < best[0]:
-                best = (score, i, a, c, None)
-    return None if best is None else best[1:]
 
 
 @st.composite
@@ -73,7 +56,7 @@ def test_the_whole_pool_read_as_columns_chooses_as_one_by_one(inp: LeaderLoadInp
             led, could = state.lists(x)
             for giving, pool in ((True, led), (False, could)):
                 got = state._whole_pool(x, giving, pool, desired, pull)
-                assert got == one_by_one(state, x, giving, pool, desired, pull)
+                assert got == state._one_by_one(x, giving, [i for _, i in pool], desired, pull)
                 chosen = chosen or got
         if chosen is None:
             break

@@ -139,9 +139,9 @@ class _Leadership:
         # what each broker leads of each topic: counted once, from the sets
         self.per_topic: dict[tuple[str, int], int] = ({(t, b): len(led) for (b, t), led in self.led_topic.items()}
                                                       if inp.topic_band else {})
-        self._columns(pos, np.cumsum(np.bincount(part, minlength=n)) if n else np.zeros(0, np.int64))
+        self._columns(pos, np.bincount(part, minlength=n))
 
-    def _columns(self, flat_pos: Any, ends: Any) -> None:
+    def _columns(self, flat_pos: Any, lens: Any) -> None:
         """The state as numpy columns, for ``_whole_pool``: per partition its candidates (broker positions) and
         units; per broker position its bands, zones, count band and, kept by ``move``, its loads and leader count;
         per partition its leader's position."""
@@ -151,8 +151,8 @@ class _Leadership:
         self._ids_arr = np.asarray(brokers, dtype=np.int64)
         self._pos = {b: k for k, b in enumerate(brokers)}
         self._cand = flat_pos  # candidates' broker positions, partition by partition (``replica_columns``' order)
-        self._cand_len = np.diff(ends, prepend=0) if n else np.zeros(0, np.int64)
-        self._cand_start = ends - self._cand_len
+        self._cand_len = lens  # candidates per partition
+        self._cand_start = np.cumsum(lens) - lens
         self._lead_arr = np.fromiter((self._pos[b] for b in self.leader), np.int64, n)
         self._units_arr = {d: np.asarray(inp.units[d], dtype=np.float64) for d in self.dims}
         self._load_arr = {d: np.array([self.load[d][b] for b in brokers], dtype=np.float64) for d in self.dims}

@@ -863,6 +863,7 @@ def test_greedy_moves_a_replica_it_added_on_under_the_change_cap(monkeypatch: py
     from rebalancer.plan.load_problem import evaluate
 
     cluster, mode, new = family("small", 15)
+    monkeypatch.setattr("rebalancer.plan.place_load.SAMPLE_ROUNDS", 0)  # the sampled trim off (see below)
     problem, (changed, stats), plan = _greedy_of(cluster, mode, new, monkeypatch)
     assert problem.max_changes == 1
     disk = {b: 0.0 for b in problem.rack}
@@ -875,7 +876,8 @@ def test_greedy_moves_a_replica_it_added_on_under_the_change_cap(monkeypatch: py
     assert outside == {}, (outside, stats)
     assert evaluate(problem, changed, gates=True)[0] < 1.0, stats
     # greedy's placement copies 1.15x the bytes bound; the exact program within the relaxation's support, then the
-    # neighbourhoods around the brokers receiving most, trim it, every band kept
+    # neighbourhoods around the brokers receiving most, trim it, every band kept (the sampled trim off: it would
+    # take the neighbourhoods' work, and it has its own test)
     trim = plan.solver["trim"]
     assert plan.solver["relaxation_trim"]["kept"] and trim["trimmed"] > 0 and trim["outside_bands"] == [], trim
     assert plan.summary["load"]["bytes_to_bound"] <= 1.10
@@ -900,6 +902,7 @@ def test_a_bytes_trimming_program_stops_at_its_own_small_node_limit(monkeypatch:
         return real(state, hood, deadline, node_limit)
 
     monkeypatch.setattr(hoods, "_round", spy)
+    monkeypatch.setattr("rebalancer.plan.place_load.SAMPLE_ROUNDS", 0)  # the sampled trim off: it has its own test
     cluster, mode, new = family("small", 15)
     plan = make_plan(cluster, mode, brokers=new or None)
     hood = plan.solver["trim"]  # the neighbourhoods' trimming, after the counts' repair and the relaxation's trim
@@ -1422,6 +1425,34 @@ def test_the_relaxation_trim_undoes_moves_the_bands_do_not_need() -> None:
     assert evaluate(inp, trimmed, gates=True) == (0.0, 0.0), trimmed
 
 
+def test_the_sampled_trim_cuts_moves_that_pass_through_a_broker() -> None:
+    """Ten brokers with the disk band 19-21: broker 9 holds 40 and broker 8 nothing, so two partitions of 10 must
+    go from 9 to 8 (20 copied). A placement that sends them through broker 5 and 6 instead (9's to 5 and 6, theirs
+    on to 8) copies 40 and meets every band. The sampled trim, six brokers drawn at a time by its seeded
+    generator, ends at the 20 that balance needs, every band kept; drawn again, the same placement."""
+    from rebalancer.load import Band
+    from rebalancer.plan.budget import Deadline
+    from rebalancer.plan.load_problem import LoadInput, evaluate
+    from rebalancer.plan.place_load import trim_by_samples
+
+    replicas = [(b,) for b in range(8) for _ in range(2)] + [(9,)] * 4
+    inp = LoadInput(replicas=replicas, topics=[f"t{i}" for i in range(len(replicas))],
+                    units={"disk": [10.0] * len(replicas)},
+                    bands={"disk": dict.fromkeys(range(10), Band(19, 21, 20.0))}, rack=dict.fromkeys(range(10)),
+                    receivers=frozenset(range(10)), givers=frozenset(range(10)), removed=frozenset(),
+                    keep_racks=False)
+    wasteful = {16: (5,), 17: (6,), 10: (8,), 12: (8,)}  # 9 -> 5 -> 8 and 9 -> 6 -> 8
+    assert evaluate(inp, wasteful, gates=True) == (0.0, 40.0)
+    trimmed, record = trim_by_samples(inp, wasteful, 0.15, 0.0, Deadline.never())
+    assert record["kept"] >= 1 and record["bytes_after"] == 20 and not record["cut_short"], record
+    assert evaluate(inp, trimmed, gates=True) == (0.0, 20.0), trimmed
+    assert sorted(trimmed.values()) == [(8,), (8,)], trimmed
+    assert trim_by_samples(inp, wasteful, 0.15, 0.0, Deadline.never())[0] == trimmed
+    # a placement outside a band is not the trim's to judge: nothing runs
+    _, record = trim_by_samples(inp, {16: (5,)}, 0.15, 0.0, Deadline.never())
+    assert record["status"] is None and record["rounds"] == 0, record
+
+
 @pytest.mark.parametrize(("hood_moves", "again"), [(True, True), (False, False)])
 def test_the_relaxation_trims_again_wherever_the_neighbourhoods_moved_the_placement(
         monkeypatch: pytest.MonkeyPatch, hood_moves: bool, again: bool) -> None:
@@ -1446,13 +1477,19 @@ def test_the_relaxation_trims_again_wherever_the_neighbourhoods_moved_the_placem
         # a shortcut: replica 5 goes to broker 0 instead of broker 1; no round kept
         return ({**placed, 5: (0,)} if hood_moves else dict(placed)), {"trimmed": 0, "shortcuts": int(hood_moves)}
 
+    def sample_trim(req, solver, problem, placed, budget, reserve, bytes_enough):  # type: ignore[no-untyped-def]
+        calls.append("sample_trim")
+        return placed
+
     monkeypatch.setattr(place_load, "_relaxation_trim", relaxation_trim)
+    monkeypatch.setattr(place_load, "_sample_trim", sample_trim)
     monkeypatch.setattr(place_load, "_neighbourhoods", neighbourhoods)
     monkeypatch.setattr(place_load, "bytes_bound", lambda *args, **kwargs: 1)
     req = SimpleNamespace(cluster=None, model=None)
     setup = SimpleNamespace(targets=None, solver={})
     place_load._trims(req, setup, inp, wasteful, Budget(600.0), 0.0)  # type: ignore[arg-type]
-    assert calls == (["relaxation_trim", "relaxation_trim_again"] if again else ["relaxation_trim"]), calls
+    assert calls == (["relaxation_trim", "sample_trim", "relaxation_trim_again"] if again
+                     else ["relaxation_trim", "sample_trim"]), calls
 
 
 def test_a_trim_is_judged_by_the_count_gate_when_its_loads_are_weighed_alone() -> None:

@@ -540,7 +540,7 @@ def trim_by_relaxation(problem: LoadInput, placed: dict[int, tuple[int, ...]], c
                                  lenient=True, allowed=allowed, node_limit=LP_NODE_LIMIT, gap=TRIM_GAP, work=work)
     cut = timed_out(stats)
     after = _gate_key(problem, changed, count_band) if changed is not None and not cut else None
-    kept = after is not None and after[:2] <= before[:2] and after[2] < before[2]
+    kept = _copies_less(before, after)
     record.update(status=stats["status"], variables=stats["variables"], kept=kept, cut_short=cut,
                   seconds=round(time.monotonic() - started, 3))
     if kept and changed is not None and after is not None:
@@ -593,7 +593,7 @@ def trim_by_samples(problem: LoadInput, placed: dict[int, tuple[int, ...]], coun
         cut = timed_out(stats)
         record["cut_short"] |= cut
         after = _gate_key(problem, changed, count_band) if changed is not None and not cut else None
-        if changed is not None and after is not None and after[:2] <= key[:2] and after[2] < key[2]:
+        if changed is not None and after is not None and _copies_less(key, after):
             placed, key = changed, after
             record["kept"] += 1
             misses = 0
@@ -603,6 +603,11 @@ def trim_by_samples(problem: LoadInput, placed: dict[int, tuple[int, ...]], coun
             break
     record.update(bytes_after=int(key[2]), seconds=round(time.monotonic() - started, 3))
     return placed, record
+
+
+def _copies_less(before: tuple[float, float, float], after: tuple[float, float, float] | None) -> bool:
+    """Whether a trim's placement is kept (``_gate_key``s): the gates stand as they did, or nearer, and it copies less."""
+    return after is not None and after[:2] <= before[:2] and after[2] < before[2]
 
 
 def _holding(problem: LoadInput, placed: Mapping[int, tuple[int, ...]]) -> LoadInput:

@@ -578,6 +578,7 @@ def trim_by_samples(problem: LoadInput, placed: dict[int, tuple[int, ...]], coun
     rng = random.Random(SAMPLE_SEED)
     record["status"] = "done"
     misses = 0
+    held = _holding(problem, placed)  # the rows the program holds the placement to: new only when a round is kept
     while record["rounds"] < SAMPLE_ROUNDS and misses < SAMPLE_PATIENCE and key[2] > bytes_enough:
         if work is not None and not work.allows():
             record["status"] = "Work limit reached"
@@ -588,7 +589,7 @@ def trim_by_samples(problem: LoadInput, placed: dict[int, tuple[int, ...]], coun
         drawn = frozenset(rng.sample(movers, min(SAMPLE_BROKERS, len(movers))))
         allowed = {i: (drawn if drawn.intersection(placed.get(i, reps), reps) else frozenset())
                    | frozenset(placed.get(i, reps)) for i, reps in enumerate(problem.replicas)}
-        changed, stats = lp_load(_holding(problem, placed), min(SOLVE_SECONDS, deadline.remaining()),
+        changed, stats = lp_load(held, min(SOLVE_SECONDS, deadline.remaining()),
                                  warm_start=placed, hard=True, lenient=True, allowed=allowed,
                                  node_limit=TRIM_NODE_LIMIT, gap=0.0, work=work)
         record["rounds"] += 1
@@ -597,6 +598,7 @@ def trim_by_samples(problem: LoadInput, placed: dict[int, tuple[int, ...]], coun
         after = _gate_key(problem, changed, count_band) if changed is not None and not cut else None
         if changed is not None and after is not None and _copies_less(key, after):
             placed, key = changed, after
+            held = _holding(problem, placed)
             record["kept"] += 1
             misses = 0
         else:

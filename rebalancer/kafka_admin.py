@@ -436,15 +436,44 @@ def metadata_seen_by(admin: Any, broker: int, topics: list[str] | None) -> dict[
     return dict(admin._manager.run(ask).to_dict())
 
 
+def describe_configs(admin: Any, resources: list[Any], config_filter: str = "modified", *,
+                     broker: int | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """DescribeConfigs of ``resources`` (kafka-python ``ConfigResource``s), as kafka-python's ``describe_configs``
+    answers (resource type -> name -> config -> entry), asked as it asks them (a broker's own config of that
+    broker, the rest of any one), or all of ``broker`` (its own view: ``configs_seen_by``). Unlike it, a resource
+    Kafka answers with an error raises that error (``kafka.errors``): kafka-python reads such a result as a
+    resource with no configs, and a throttle whose config could not be read would look removed. A topic that no
+    longer exists (deleted meanwhile) is the one error read as having no configs."""
+    import kafka.errors as ke
+    from kafka.admin import ConfigResourceType
+
+    async def ask() -> list[Any]:
+        if broker is not None:
+            groups: list[tuple[int | None, list[Any]]] = [(broker, resources)]
+        else:
+            by_broker, other = admin._group_config_resources(resources)
+            groups = [*by_broker.items(), *([(None, other)] if other else [])]
+        return [await admin._manager.send(admin._describe_configs_request(group, False), node_id=node)
+                for node, group in groups]
+
+    responses = admin._manager.run(ask) if resources else []
+    for response in responses:
+        for result in response.results:
+            gone = (result.error_code == ke.UnknownTopicOrPartitionError.errno
+                    and result.resource_type == ConfigResourceType.TOPIC.value)
+            if result.error_code and not gone:
+                raise ke.for_code(result.error_code)(
+                    f"describing the config of {ConfigResourceType(result.resource_type).name.lower()} "
+                    f"{result.resource_name!r}: {result.error_message or 'no message'}")
+    return dict(admin._describe_configs_process_responses(responses, config_filter))
+
+
 def configs_seen_by(admin: Any, broker: int, resources: list[Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """DescribeConfigs of ``resources`` (kafka-python ``ConfigResource``s) asked of one broker: its own view, which
     lags a change made elsewhere until its metadata (KRaft) or its ZooKeeper notification catches up. Broker
-    resources other than the broker itself are not allowed (a broker describes only its own config)."""
-    async def ask() -> Any:
-        request = admin._describe_configs_request(resources, False)
-        return await admin._manager.send(request, node_id=broker)
-
-    return dict(admin._describe_configs_process_responses([admin._manager.run(ask)], "modified"))
+    resources other than the broker itself are not allowed (a broker describes only its own config: Kafka's
+    error is raised, ``describe_configs``)."""
+    return describe_configs(admin, resources, broker=broker)
 
 
 def partitions_of(meta: Mapping[str, Any], ongoing: Mapping[TopicPartition, Mapping[str, list[int]]],
@@ -505,8 +534,8 @@ def topic_settings(admin: Any, topics: list[str]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {key: {} for key in TOPIC_SETTINGS}
     if not topics:
         return out
-    res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs=dict.fromkeys(TOPIC_SETTINGS))
-                                  for t in topics], config_filter="all")
+    res = describe_configs(admin, [ConfigResource(ConfigResourceType.TOPIC, t, configs=dict.fromkeys(TOPIC_SETTINGS))
+                                   for t in topics], config_filter="all")
     for by_name in res.values():
         for name, entries in by_name.items():
             for key in TOPIC_SETTINGS:

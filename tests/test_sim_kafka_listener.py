@@ -307,6 +307,30 @@ def test_config_resources_kafka_refuses(zk, make_sim, connect):
     assert results[1].configs == []  # nothing set cluster-wide
 
 
+def test_a_config_kafka_answers_with_an_error_is_raised_not_read_as_empty(zk, make_sim, connect):
+    """kafka-python reads a DescribeConfigs result that carries an error as a resource with no configs: a throttle
+    whose config could not be read would look removed. ``kafka_admin.describe_configs`` raises Kafka's error instead;
+    only a topic that no longer exists reads as having none."""
+    from rebalancer import kafka_admin as ka
+
+    sim = make_sim(six_brokers(Partition("t", 0, (0, 1), 0, (0, 1), 1)))
+    admin = connect(sim)
+    throttle(admin, 5 * MB, [1, 2], "t", "0:0", "0:1")
+    broker = ConfigResource(ConfigResourceType.BROKER, "2")
+    # kafka-python itself: broker 1 asked for broker 2's config answers error 42, read as "no configs"
+    request = admin._describe_configs_request([broker], False)
+    answer = admin._manager.run(lambda: admin._manager.send(request, node_id=1))
+    assert [r.error_code for r in answer.results] == [42]
+    assert admin._describe_configs_process_responses([answer], "modified") == {"broker": {"2": {}}}
+    with pytest.raises(ke.InvalidRequestError, match="broker '2'"):
+        ka.configs_seen_by(admin, 1, [broker])
+    assert ka.configs_seen_by(admin, 2, [broker])["broker"]["2"][LEADER_RATE]["value"] == str(5 * MB)
+    seen = ka.describe_configs(admin, [broker, ConfigResource(ConfigResourceType.TOPIC, "t"),
+                                       ConfigResource(ConfigResourceType.TOPIC, "gone")])
+    assert seen["broker"]["2"][FOLLOWER_RATE]["value"] == str(5 * MB)
+    assert seen["topic"]["t"][LEADER_REPLICAS]["value"] == "0:0" and seen["topic"]["gone"] == {}
+
+
 # -- reassignment ---------------------------------------------------------------------------------------------
 def test_reassignment_through_the_api_runs_to_completion_without_the_admin_znode(zk, make_sim, connect):
     sim = make_sim(six_brokers(Partition("t", 0, (0, 1, 2), 0, (0, 1, 2), 100 * MB),

@@ -198,10 +198,11 @@ class AdminBackend:
 
     def _describe(self, entities: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
         """Dynamic (modified) configs of many entities in one DescribeConfigs per broker plus one for all topics
-        (kafka-python's errors are raised, for ``_call`` to retry)."""
+        (``kafka_admin.describe_configs``: its errors, a resource's own included, are raised for ``_call`` to retry
+        or to turn into one line)."""
         if not entities:
             return {}
-        res = self.admin.describe_configs([self._resource(t, n, None) for t, n in entities], config_filter="modified")
+        res = ka.describe_configs(self.admin, [self._resource(t, n, None) for t, n in entities])
         kinds = {"broker": "brokers", "topic": "topics"}
         out: dict[tuple[str, str], dict[str, str]] = {}
         for rtype, by_name in res.items():

@@ -79,3 +79,10 @@ def test_hand_overs_find_what_lies_far_from_the_size_to_shed() -> None:
     changed, stats = leader_load(inp)
     assert changed == {i: 1 for i in range(30, 40)}
     assert stats["outside_bands"] == [0, 1, 2]  # the bands are out of reach: every move that helps is made
+
+
+def test_hand_overs_of_nothing_hand_over_nothing() -> None:
+    """An input with no broker and no partition: nothing to hand over, not a crash (the columns of each broker's
+    span were built for at least one broker)."""
+    changed, stats = leader_load(LeaderLoadInput([], [], {"nw_out": []}, {"nw_out": {}}, {}))
+    assert changed == {} and stats["moves"] == 0 and stats["outside_bands"] == []

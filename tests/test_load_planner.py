@@ -1552,3 +1552,14 @@ def test_the_weighted_program_runs_the_nodes_the_work_left_pays_for(
     assert placed == {3: (nodes[-1],)}
     assert stats.get("node_limit") == (None if probe_outcome == "optimal" else nodes[-1])
     assert work.spent == sum(1_600 * n + PROGRAM_ITERATIONS for n in nodes)
+
+
+def test_the_local_search_of_nothing_moves_nothing() -> None:
+    """An input with no broker and no partition: no move, not a crash (each broker's span of the columns was built
+    for at least one broker)."""
+    from rebalancer.plan.load_greedy import load_greedy
+    from rebalancer.plan.load_problem import LoadInput
+
+    changed, stats = load_greedy(LoadInput(replicas=[], topics=[], units={"replicas": []}, bands={"replicas": {}},
+                                           rack={}, receivers=frozenset(), givers=frozenset(), removed=frozenset()))
+    assert changed == {} and stats["moves"] == 0 and stats["outside_bands"] == []

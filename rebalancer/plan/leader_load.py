@@ -123,7 +123,7 @@ class _Leadership:
         order = np.lexsort((part, units[part], pos))  # by broker, then load, then partition
         self._sorted = part[order]
         ends = np.cumsum(np.bincount(pos, minlength=len(brokers))).tolist()
-        self._span = {b: (start, end) for b, start, end in zip(brokers, [0, *ends[:-1]], ends, strict=True)}
+        self._span = {b: (start, end) for b, start, end in zip(brokers, [0, *ends][:-1], ends, strict=True)}
         # the tuples hold the partitions' own load and index objects, as the loop's did (new ones per candidate
         # took ~130 MB more at 3M replicas)
         self._loads, self._ids = inp.units[self.main], list(range(n))

@@ -166,7 +166,7 @@ class _Placement:
         ends = np.cumsum(np.bincount(pos, minlength=ids.size)).tolist()
         held = part[order].tolist()
         self.holders: dict[int, list[int]] = {b: held[start:end] for b, start, end in
-                                              zip(brokers, [0, *ends[:-1]], ends, strict=True)}
+                                              zip(brokers, [0, *ends][:-1], ends, strict=True)}
         index = {t: k for k, t in enumerate(dict.fromkeys(inp.topics))}
         self.topic_of = [index[t] for t in inp.topics]  # per partition: its topic's number
         self.topics_n = len(index)

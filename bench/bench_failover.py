@@ -10,6 +10,9 @@ from their mean, percent) and the worst rack failure, and the partitions a rack 
     .venv/bin/python bench/bench_failover.py                    # every case (the 600k one takes a few minutes)
     .venv/bin/python bench/bench_failover.py --case new-brokers --case wix
 
+The floor beside each worst figure (``summary.failover.order_floor``, ``failover.order_floor``): how far an order of
+followers alone could bring that broker's failure, the leaders and replica sets as planned.
+
 Targets (issue 46): worst leader-count deviation after any one broker fails <= 10 %, leader load <= 15 %, with the
 same bytes moved and leader changes (+-1 %) as without, planning time within 20 %.
 """
@@ -63,6 +66,7 @@ def run_one(case: str, ordered: bool) -> dict:
             "order_seconds": fo.get("seconds", 0.0),
             "broker_leaders": after["worst_broker"]["leaders_dev_pct"],
             "broker_load": after["worst_broker"]["load_dev_pct"],
+            "floor": plan.summary["failover"].get("order_floor") or {},
             "rack_leaders": after["worst_rack"].get("leaders_dev_pct"),
             "rack_load": after["worst_rack"].get("load_dev_pct"),
             "rack_offline": after["worst_rack"].get("offline"),
@@ -79,7 +83,7 @@ def main() -> None:
         print(json.dumps(run_one(args.one[0], args.one[1] == "1")))
         return
     print("| case | order | plan s | peak MiB | bytes moved | leader changes | reordered (order only) | "
-          "1 broker down: leaders % | load % | 1 rack down: leaders % | load % | offline |")
+          "1 broker down: leaders % (floor) | load % (floor) | 1 rack down: leaders % | load % | offline |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in args.case or list(CASES):
         for ordered in (False, True):
@@ -91,10 +95,17 @@ def main() -> None:
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"| {case} | {'yes' if ordered else 'no'} | {r['seconds']} | {r['peak_mib']} | {r['bytes'] / 1e9:.1f} GB"
                   f" | {r['leader_changes']} | {r['reordered']} ({r['order_only']}) | {r['broker_leaders']:.1f}"
-                  f" | {r['broker_load']:.1f} | {r['rack_leaders']} | {r['rack_load']} | {r['rack_offline']} |",
-                  flush=True)
+                  f" ({_floor(r, 'leaders_dev_pct')}) | {r['broker_load']:.1f} ({_floor(r, 'load_dev_pct')})"
+                  f" | {r['rack_leaders']} | {r['rack_load']} | {r['rack_offline']} |", flush=True)
     print("load: each partition's network out as leader where the model has rates, else its bytes "
-          "(plan.summary.failover.weighted_by)")
+          "(plan.summary.failover.weighted_by); floor: the least the worst single failure's broker can be brought "
+          "to by an order of followers alone, leaders and replica sets as planned (summary.failover.order_floor: "
+          "counts exact, load a relaxation's floor)")
+
+
+def _floor(row: dict, fig: str) -> str:
+    value = (row.get("floor") or {}).get(fig)
+    return "-" if value is None else f"{value:.1f}"
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ never leaves a single failure worse; on a plan, the worst failure gets better.""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebalancer.plan.failover import failover_figures, failover_overload, order_followers
+from rebalancer.plan.failover import failover_figures, failover_overload, order_floor, order_followers
 from rebalancer.plan.planner import make_plan
 from rebalancer.plan.summary import format_plan_summary
 from rebalancer.sim.scenarios import ScenarioParams, build_scenario
@@ -110,6 +111,31 @@ def test_a_survivor_heavy_on_its_own_has_that_partition_of_slack() -> None:
     # broker 3 leads six more, second 4 again: its failure leaves 4 with 18 against a mean of 11.2 (band 14 + 1)
     heavier = failover_overload(replicas + [(3, 4, 0)] * 6, list(range(6)), 0.25, weights + [1.0] * 6)
     assert heavier[3] == pytest.approx(3 / 11.2 * 100, abs=0.01)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_the_order_floor_is_the_best_order_of_followers_tried_one_by_one(case: Any) -> None:
+    """``order_floor`` against every choice of the replica taking over each partition the failed broker leads: in
+    leader counts the least deviation any choice leaves, exactly; in leader load no choice below it."""
+    replicas, brokers, _, weights = case
+    ones = [1.0] * len(replicas)
+    for b in brokers:
+        mine = [i for i, reps in enumerate(replicas) if reps[0] == b and len(reps) > 1]
+        if math.prod(len(replicas[i]) - 1 for i in mine) > 4096:
+            continue
+        best = [math.inf, math.inf]
+        for seconds in itertools.product(*(replicas[i][1:] for i in mine)):
+            tried = list(replicas)
+            for i, c in zip(mine, seconds, strict=True):
+                tried[i] = (b, c, *(x for x in replicas[i][1:] if x != c))
+            counts, load, *_ = _simulated(tried, brokers, {b}, weights, ones)
+            best = [min(best[0], counts), min(best[1], load)]
+        assert order_floor(replicas, brokers, b) == pytest.approx(best[0], abs=0.011), b
+        assert order_floor(replicas, brokers, b, weights) <= best[1] + 0.011, b
+        # where no partition has a choice (one replica beside the leader), there is nothing to relax: the same
+        if all(len(replicas[i]) == 2 for i in mine):
+            assert order_floor(replicas, brokers, b, weights) == pytest.approx(best[1], abs=0.011), b
 
 
 @settings(max_examples=150, deadline=None)
@@ -216,6 +242,24 @@ def test_a_plan_ordered_for_failover_moves_the_same_and_fails_over_more_evenly(s
     text = format_plan_summary(ordered)
     assert "after one broker fails: leaders +-" in text and f"-> {worst['leaders_dev_pct']:.1f}%" in text
     assert f"followers reordered for failover: {reordered} partition(s)" in text
+    # the floor of the worst failure: the largest of every broker's order_floor, never above where the order left it
+    floor = ordered.summary["failover"]["order_floor"]
+    alive = sorted(ordered.summary["failover"]["after"]["brokers"])
+    for fig in ("leaders_dev_pct", "load_dev_pct"):
+        each = {x: order_floor(list(b.values()), alive, x, _weights(cluster) if fig == "load_dev_pct" else None)
+                for x in alive}
+        assert floor[fig] == max(v for v in each.values() if v is not None)
+        assert each[floor[f"{fig}_by"]] == floor[fig]
+        assert floor[fig] <= worst[fig]
+    if floor["load_dev_pct"] < worst["load_dev_pct"] - 0.01:
+        assert f"could reach no lower than leaders {floor['leaders_dev_pct']:.1f}%" in text
+
+
+def _weights(cluster: Any) -> list[float]:
+    from rebalancer.load import load_model
+    from rebalancer.plan.failover import leader_weights
+
+    return leader_weights(cluster, load_model(cluster))[0]
 
 
 def test_the_runbook_asks_the_cli_for_the_failover_order(tmp_path: Any) -> None:

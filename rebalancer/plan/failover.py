@@ -23,14 +23,19 @@ keeps every survivor within its worst too. A dry run first finds how far each fa
 order then changes past what the worst of them leaves (a plan reorders what the worst case needs, not more), and a
 plan made again on its own result reorders nothing. Leaders, replica sets and bytes moved never change; only the
 followers' order does (the second first, the others in their current order).
+
+``order_floor`` says how far any order can go: for one broker failing, the least deviation some choice of the
+replicas taking over its partitions leaves (counts exactly, load a floor), and ``order_floors`` the largest of
+them, the floor of the worst single failure, which every plan's summary records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
-__all__ = ["FailoverFigures", "failover_figures", "failover_overload", "order_followers", "leader_weights"]
+__all__ = ["FailoverFigures", "failover_figures", "failover_overload", "order_followers", "leader_weights",
+           "order_floor", "order_floors"]
 
 ORDER = "load"
 MOVES_PER_PARTITION = 2  # the local search's work limit per partition with a choice (a bound, not a clock)
@@ -211,6 +216,122 @@ def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int],
             continue
         high = math.ceil(mean * (1 + band) - 1e-9) + np.maximum(heaviest, heaviest_pair[i])[survivors]
         out[b] = round(max(0.0, float((after - high).max())) / mean * 100, 3)
+    return out
+
+
+def order_floor(replicas: Sequence[Sequence[int]], brokers: Sequence[int], failed: int,
+                weight: Sequence[float] | None = None) -> float | None:
+    """The least deviation any order of followers leaves when ``failed`` fails alone: the survivors' largest
+    |value - mean| / mean in percent, as ``failover_figures`` measures it, over every choice of the replica that takes
+    over each partition ``failed`` leads (any of its other replicas); the leaders and replica sets as given, so the
+    survivors' own leaderships and their mean are fixed. ``weight`` None: leader counts, exactly (the smallest
+    deviation some choice of whole leaders meets: a flow of whole units, ``leader_exact.band_relaxation``, whose
+    maximum is whole); else leader load, a floor (the same flow with a leadership split among its replicas, which no
+    whole choice beats), rounded down to 0.01 %. None where a partition ``failed`` leads has a replica on a broker
+    outside ``brokers`` (``failover_figures`` hands it to no survivor)."""
+    import math
+
+    from ..load import Band
+    from .leader_exact import band_relaxation
+
+    handed = _handed_over_to(replicas, set(brokers) - {failed}, failed, weight)
+    if handed is None:
+        return None
+    base, units, candidates = handed
+    mean = (sum(base.values()) + sum(units)) / len(base) if base else 0.0
+    if mean <= 0:
+        return 0.0
+    whole = weight is None
+    if not whole:  # loads in millionths of the mean: the flow's whole units (its bands' rounding) stay negligible
+        base = {b: x * 1e6 / mean for b, x in base.items()}
+        units, mean = [x * 1e6 / mean for x in units], 1e6
+
+    def reachable(delta: float) -> bool:
+        bands = {}
+        for b, x in base.items():
+            low, high = mean - delta - x, mean + delta - x
+            if high < -1e-9 * mean:  # a survivor already above: it loses no leadership
+                return False
+            bands[b] = (Band(math.ceil(low - 1e-9), math.floor(high + 1e-9), mean) if whole
+                        else Band(math.floor(low), math.ceil(high), mean))  # a relaxation: its band widened
+        return band_relaxation(units, candidates, bands, whole=whole) is True
+
+    takes = dict.fromkeys(base, 0.0)  # what each survivor could take at most: every partition it may lead
+    for x, options in zip(units, candidates, strict=True):
+        for b in set(options):
+            takes[b] += x
+    low = max((abs(x - mean) if not takes[b] else max(0.0, x - mean) for b, x in base.items()), default=0.0)
+    high = max(max(abs(x - mean), abs(x + takes[b] - mean)) for b, x in base.items())
+    return _least(reachable, low, high, mean, whole)
+
+
+def _handed_over_to(replicas: Sequence[Sequence[int]], alive: set[int], failed: int, weight: Sequence[float] | None
+                    ) -> tuple[dict[int, float], list[float], list[list[int]]] | None:
+    """``order_floor``'s input: the survivors' own leaderships (``alive``: broker -> count or load), and each partition
+    ``failed`` leads with a replica to hand it to, its weight and those replicas; weights over the heaviest (the same
+    deviations, and a scale that stays finite however light they are). None where such a replica is not alive."""
+    w = [1.0] * len(replicas) if weight is None else [float(x) for x in weight]
+    heaviest = max(w, default=0.0)
+    if heaviest > 0:
+        w = [x / heaviest for x in w]
+    base = dict.fromkeys(alive, 0.0)
+    units: list[float] = []
+    candidates: list[list[int]] = []
+    for i, reps in enumerate(replicas):
+        if reps and reps[0] in alive:
+            base[reps[0]] += w[i]
+        elif reps and reps[0] == failed and len(reps) > 1:
+            if not set(reps[1:]) <= alive:
+                return None
+            units.append(w[i])
+            candidates.append(list(reps[1:]))
+    return base, units, candidates
+
+
+def _least(reachable: Callable[[float], bool], low: float, high: float, mean: float, whole: bool) -> float:
+    """The least deviation ``reachable`` says some choice meets, between ``low`` and ``high`` (which it meets), in
+    percent of ``mean``: with whole counts the first of the values a count can stand off the mean (exact), else by
+    halving down to a 1e-5 of the mean, the largest known out of reach (a floor), rounded down to 0.01 %."""
+    import math
+
+    if whole:  # the deviations whole counts can have, from the least possible up
+        steps = sorted({abs(k - mean) for k in range(math.floor(mean - high), math.ceil(mean + high) + 1)
+                        if low - 1e-9 <= abs(k - mean) <= high + 1e-9})
+        lo, hi = 0, len(steps) - 1
+        while lo < hi:  # the first step reachable (the last one is: any choice stands within it)
+            mid = (lo + hi) // 2
+            if reachable(steps[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return round(steps[lo] / mean * 100, 2)
+    if reachable(low):
+        return math.floor(low / mean * 1e4 + 1e-6) / 100
+    while high - low > 1e-5 * mean:  # ``low`` out of reach, ``high`` within it
+        half = (low + high) / 2
+        low, high = (low, half) if reachable(half) else (half, high)
+    return math.floor(low / mean * 1e4 + 1e-6) / 100
+
+
+def order_floors(replicas: Sequence[Sequence[int]], brokers: Sequence[int], figures: FailoverFigures,
+                 weight: Sequence[float] | None = None) -> dict[str, Any]:
+    """How far an order of followers alone could bring the worst single-broker failure, the leaders and replica sets
+    as given, in counts and in load (``figures``: ``failover_figures`` of that order): the largest ``order_floor``
+    over the brokers, and whose failure that is (``<figure>_by``). No order's worst failure stands below it; where it
+    equals the worst figure, the order is as good as any. A broker's floor is at most its figure, so only the
+    brokers whose figure stands above the largest floor found so far are asked, the worst first."""
+    out: dict[str, Any] = {}
+    scenarios = figures["brokers"]
+    for fig, w in (("leaders_dev_pct", None), ("load_dev_pct", weight)):
+        best: tuple[float, int] | None = None
+        for b in sorted(scenarios, key=lambda b: (-float(scenarios[b][fig]), b)):  # type: ignore[literal-required]
+            if best is not None and float(scenarios[b][fig]) <= best[0]:  # type: ignore[literal-required]
+                break
+            floor = order_floor(replicas, brokers, b, w)
+            if floor is not None and (best is None or floor > best[0]):
+                best = (floor, b)
+        if best is not None:
+            out[fig], out[f"{fig}_by"] = best
     return out
 
 

@@ -461,18 +461,22 @@ def _median_rows(pg: _Program, gate: GateRows, count: Callable[[int], Any]) -> N
         pg.prob.addConstraint(high - count(b) <= allow, f"gate_{b}_low")
 
 
-def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]], bands: Mapping[int, Band]) -> bool | None:
+def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]], bands: Mapping[int, Band], *,
+                    whole: bool = False) -> bool | None:
     """Whether some choice of leaders puts every broker's leader load (``units``: each partition's when it leads)
     within its band (``bands``: the brokers that have one), even a choice that splits a partition's leadership among
     its ``candidates`` (the linear relaxation): False proves the bands out of reach for whole leaders too, whatever
     the leader pass does with these replica sets; True proves nothing of whole leaders; None: a partition has no
-    candidate.
+    candidate. ``whole``: the bands as they are where nothing is rounded (loads of whole units, a quantum of 1): the
+    answer is then exact for whole leaders too, as a flow of whole units has a whole maximum (leader counts:
+    ``failover.order_floor``).
 
     The relaxation is a flow: each partition sends its load to its candidates, each broker passes on between its
     band's floor and ceiling; feasible when a maximum flow (scipy's Dinic, in C) saturates the lower bounds, after
     the usual reduction of lower bounds to a second source and sink. Its capacities are whole multiples of a quantum
-    (scipy's flow reads 32-bit integers); each broker's band is widened by one quantum per partition it may lead,
-    more than the rounding can add, so the rounded flow is itself a relaxation and its "no" a proof."""
+    (scipy's flow reads 32-bit integers); where that rounds a load, each broker's band is widened by one quantum per
+    partition it may lead, more than the rounding can add, so the rounded flow is itself a relaxation and its "no" a
+    proof."""
     import numpy as np
     from scipy.sparse import csr_array
     from scipy.sparse.csgraph import maximum_flow
@@ -495,16 +499,18 @@ def band_relaxation(units: Sequence[float], candidates: Sequence[Sequence[int]],
     x = np.asarray(units, dtype=float)
     quantum = max(1.0, 8 * float(x.sum() + ceil.sum() + may_lead.sum()) / 2**31)  # the whole flow below 2**28
     load = np.rint(x / quantum).astype(np.int64)
+    if whole and quantum == 1.0 and np.array_equal(load, x):  # nothing rounded: the bands as they are
+        may_lead = np.zeros_like(may_lead)
     low = np.maximum(0, np.floor(floor / quantum).astype(np.int64) - may_lead)
     high = np.ceil(ceil / quantum).astype(np.int64) + may_lead
-    whole, floors = int(load.sum()), int(low.sum())
+    total, floors = int(load.sum()), int(low.sum())
     broker_nodes = n + np.arange(len(ids), dtype=np.int64)
     tail = np.concatenate([np.full(n, s2), part, broker_nodes, broker_nodes, [s, s2, t]])
     head = np.concatenate([np.arange(n), head, np.full(len(ids), t), np.full(len(ids), t2), [t2, t, s]])
-    cap = np.concatenate([load, load[part], high - low, low, [whole, floors, whole + floors]])
+    cap = np.concatenate([load, load[part], high - low, low, [total, floors, total + floors]])
     graph = csr_array((cap.astype(np.int32), (tail, head)), shape=(t2 + 1, t2 + 1))
     graph.sum_duplicates()
-    return bool(maximum_flow(graph, s2, t2).flow_value == whole + floors)
+    return bool(maximum_flow(graph, s2, t2).flow_value == total + floors)
 
 
 def topic_violation(leader: Sequence[int], topics: Sequence[str], candidates: Sequence[tuple[int, ...]],

@@ -54,7 +54,7 @@ from ..strategies import BALANCES, STRATEGIES, STRATEGY_REGISTRY, resolve_schedu
 from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import ITERATIONS_PER_SECOND, WORK_SHARE, Budget, Work, default_time_limit
-from .failover import failover_figures, leader_weights, order_followers
+from .failover import failover_figures, leader_weights, order_floors, order_followers
 from .leader_exact import BAND_MAX_PARTITIONS, GateRows, band_leaders, band_relaxation
 from .leader_load import LeaderLoadInput
 from .leader_pass import leader_items, place_leaders
@@ -442,15 +442,17 @@ def _order_for_failover(cluster: Cluster, assignment: dict[Key, tuple[int, ...]]
 def _failover_summary(cluster: Cluster, assignment: Mapping[Key, tuple[int, ...]], targets: Targets,
                       weights: list[float], weighted_by: str) -> dict[str, Any]:
     """plan.json's ``summary.failover``: every single broker's and rack's failure, before the plan and after it
-    (``failover.failover_figures``), over the brokers the plan keeps."""
+    (``failover.failover_figures``), over the brokers the plan keeps; and ``order_floor``, how far the worst single
+    failure after it could be evened by an order of followers alone (``failover.order_floors``)."""
     rack = {b.id: b.rack for b in cluster.brokers}
     alive = sorted(targets.eligible)
     topic_min = cluster.meta.get("topic_min_insync_replicas") or {}
     min_isr = [int(topic_min.get(p.topic, 1)) for p in cluster.partitions]
     before = failover_figures([p.replicas for p in cluster.partitions], alive, rack, weights, weighted_by, min_isr)
-    after = failover_figures([assignment.get(p.tp, p.replicas) for p in cluster.partitions], alive, rack, weights,
-                             weighted_by, min_isr)
+    final = [assignment.get(p.tp, p.replicas) for p in cluster.partitions]
+    after = failover_figures(final, alive, rack, weights, weighted_by, min_isr)
     return {"weighted_by": weighted_by, "before": before, "after": after,
+            "order_floor": order_floors(final, alive, after, weights),
             "min_insync_replicas_known": bool(topic_min)}
 
 

@@ -63,6 +63,19 @@ def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
     return [f"  execution {describe(execution)}"]
 
 
+def _floor_text(floor: Mapping[str, Any] | None, after: Mapping[str, Any]) -> str:
+    """How far an order of followers alone could even the worst single failure (``failover.order_floors``), where
+    that is below where it stands: "; no order of followers below leaders 9.4%, load 13.7%"."""
+    if not floor:
+        return ""
+    parts = [f"{what} {floor[fig]:.1f}%" for fig, what in (("leaders_dev_pct", "leaders"), ("load_dev_pct", "load"))
+             if isinstance(floor.get(fig), (int, float))]
+    if not parts or all(isinstance(floor.get(f), (int, float)) and floor[f] >= after[f] - 0.01
+                        for f in ("leaders_dev_pct", "load_dev_pct") if f in floor):
+        return ""
+    return f"; an order of followers could reach no lower than {', '.join(parts)}"
+
+
 def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any]) -> list[str]:
     """The worst single-broker and single-rack failure, before the plan and after it (``plan.failover``)."""
     if not failover:
@@ -80,7 +93,8 @@ def _failover_lines(failover: Mapping[str, Any] | None, solver: Mapping[str, Any
                      + (f", {after['under_min_isr']} under min.insync.replicas (was {before.get('under_min_isr', 0)})"
                         if after.get("under_min_isr") or before.get("under_min_isr") else "")
                      + ("; --repair-racks spreads them" if key == "worst_rack" and after.get("under_min_isr")
-                        and "rack_repair" not in solver else ""))
+                        and "rack_repair" not in solver else "")
+                     + (_floor_text(failover.get("order_floor"), after) if key == "worst_broker" else ""))
     if "rack_repair" in solver:
         r = solver["rack_repair"]
         lines.append(f"  racks: {r['uneven_before']} partition(s) leaned on one rack; {r['repaired']} spread evenly "

@@ -24,6 +24,12 @@ order then changes past what the worst of them leaves (a plan reorders what the 
 plan made again on its own result reorders nothing. Leaders, replica sets and bytes moved never change; only the
 followers' order does (the second first, the others in their current order).
 
+Where the search stops, the worst failure may still stand above what an order reaches (``order_floor``: the
+simulator's wix scenario, leader counts 7.25 % where 5.43 % is reachable): moving one partition at a time cannot
+get there. So the broker whose failure is worst then gets its partitions' seconds chosen all at once by a small 0/1
+program (``_exact_worst``), counts first, then load, none of that failure's or its rack's figures further off than
+they stand; then the next worst, until the worst cannot be lowered, and the search runs again on the result.
+
 ``order_floor`` says how far any order can go: for one broker failing, the least deviation some choice of the
 replicas taking over its partitions leaves (counts exactly, load a floor), and ``order_floors`` the largest of
 them, the floor of the worst single failure, which every plan's summary records.
@@ -31,6 +37,7 @@ them, the floor of the worst single failure, which every plan's summary records.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -365,7 +372,7 @@ def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
     out: dict[int, tuple[int, ...]] = {}
     kept: dict[int, tuple[_Spread, tuple[float, float]]] = {}
     for _ in range(ORDER_ROUNDS):
-        step = _order_once(current, brokers, weight, rack, kept)
+        step = _order_once(current, brokers, weight, rack, kept) or _exact_worst(current, brokers, weight, rack)
         if not step:
             break
         for i, reps in step.items():
@@ -435,6 +442,214 @@ def _order_once(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], wei
         if len(reps) > 1 and reps[1] != c:
             out[i] = (reps[0], c, *(x for x in reps[1:] if x != c))
     return out
+
+
+EXACT_NODES = 200      # a failure's program stops at this many branch-and-bound nodes: work, the same on any machine
+EXACT_SECONDS = 20.0   # its wall-clock safety net; a program it cut is not used (the cut depends on the machine)
+EXACT_ROUNDS = 64      # failures' programs per call at most
+
+
+def _exact_worst(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int], weight: Sequence[float] | None,
+                 rack: Mapping[int, str | None] | None) -> dict[int, tuple[int, ...]]:
+    """The worst single failure's order made exact, where the local search left it above what an order reaches:
+    counts, then load, the broker whose failure is worst in that figure has the second of each partition it leads
+    chosen by a small 0/1 program (``_failure_program``) that brings that figure as low as its choices allow while
+    no other figure of that failure, nor of its rack's failure, ends further off than it stands (not asked where the
+    figure stands at its ``order_floor`` already). Kept only where it lowers the figure; then the next worst, until
+    the worst cannot be lowered (``EXACT_ROUNDS`` programs at most).
+    Only that broker's partitions change, and only their second replica (outside its rack, as the search's), so every
+    other single failure stands as it was. New orders (partition index -> replicas), as ``_order_once``'s."""
+    import numpy as np
+
+    alive = sorted(set(brokers))
+    if len(alive) < 3 or not replicas:
+        return {}
+    table = _Failures(replicas, alive, weight, rack)
+    figures = {b: (f["leaders_dev_pct"], f["load_dev_pct"])
+               for b, f in failover_figures(replicas, alive, rack or {}, weight)["brokers"].items()}
+    tried: set[tuple[int, int]] = set()
+    out: dict[int, tuple[int, ...]] = {}
+    for _ in range(EXACT_ROUNDS):
+        step: dict[int, tuple[int, ...]] = {}
+        for phase in (0, 1):
+            b = max(alive, key=lambda x: (figures[x][phase], -x))
+            if (phase, b) in tried or not figures[b][phase]:
+                continue
+            tried.add((phase, b))
+            floor = order_floor(table.replicas, alive, b, None if phase == 0 else weight)
+            if floor is not None and floor >= figures[b][phase] - 0.005:  # as low as any order makes it
+                continue
+            step = _failure_program(table, b, phase)
+            if step:
+                break
+        if not step:
+            break
+        for i, reps in step.items():
+            table.reorder(i, reps)
+            out[i] = reps
+        figures[b] = table.figures({b})
+    return {i: reps for i, reps in out.items() if not np.array_equal(reps, replicas[i])}
+
+
+class _Failures:
+    """The orders as a ``_replica_matrix``, read for what a failure hands to whom: per failure (a set of brokers
+    down), each partition's new leader (its first replica up), and the survivors' leader counts and load."""
+
+    def __init__(self, replicas: Sequence[tuple[int, ...]], alive: Sequence[int], weight: Sequence[float] | None,
+                 rack: Mapping[int, str | None] | None) -> None:
+        import numpy as np
+
+        self.replicas = list(replicas)
+        self.ids, self.reps = _replica_matrix(replicas, alive)
+        self.index = {b: i for i, b in enumerate(self.ids)}
+        self.w = np.ones(len(replicas)) if weight is None else np.asarray(weight, dtype=np.float64)
+        self.up = np.zeros(len(self.ids), dtype=bool)
+        self.up[[self.index[b] for b in alive]] = True
+        self.alive = list(alive)
+        self.rack = dict(rack) if rack and all(rack.get(b) is not None for b in alive) else None
+
+    def takers(self, down: set[int]) -> Any:
+        """Each partition's leader once ``down`` fails (an index into ``ids``; -1 where none of its replicas is up)."""
+        import numpy as np
+
+        dead = ~self.up.copy()
+        dead[[self.index[b] for b in down]] = True
+        valid = self.reps >= 0
+        live = valid & ~dead[np.where(valid, self.reps, 0)]
+        first = np.argmax(live, axis=1)
+        return np.where(live.any(axis=1), self.reps[np.arange(len(self.reps)), first], -1)
+
+    def shares(self, down: set[int], skip: Any = None) -> tuple[Any, Any, Any]:
+        """(survivors' mask, leader counts, leader load) once ``down`` fails; ``skip``: partitions left out."""
+        import numpy as np
+
+        lead = self.takers(down)
+        keep = lead >= 0
+        if skip is not None:
+            keep[skip] = False
+        survivors = self.up.copy()
+        survivors[[self.index[b] for b in down]] = False
+        n = len(self.ids)
+        return (survivors, np.bincount(lead[keep], minlength=n).astype(np.float64),
+                np.bincount(lead[keep], weights=self.w[keep], minlength=n))
+
+    def figures(self, down: set[int]) -> tuple[float, float]:
+        """The survivors' largest deviation from their mean in counts and in load (``failover_figures``'s)."""
+        survivors, counts, load = self.shares(down)
+        return _dev(counts, survivors), _dev(load, survivors)
+
+    def reorder(self, i: int, reps: tuple[int, ...]) -> None:
+        self.replicas[i] = reps
+        self.reps[i, :len(reps)] = [self.index[b] for b in reps]
+
+
+def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tuple[int, ...]]:
+    """New orders of the partitions ``failed`` leads (a second among their followers outside its rack) that bring its
+    failure's largest deviation in counts (``phase`` 0) or load (1) lower than it stands, with the other figure of
+    that failure, and both of its rack's failure (every broker of the rack down; where every broker has a rack), no
+    survivor further off than the worst stands now; empty where none does or the program stops without one.
+
+    The program: ``y[p, c]`` = follower c takes over partition p (one each); per survivor its leaders and leader load
+    once ``failed`` is down (its own, plus what the partitions fixed hand it, plus the ``y`` it takes) and, for the
+    rack, once the rack is down; ``d`` = the phase's largest deviation, minimised. scipy's HiGHS (``milp``) with a
+    node limit (``EXACT_NODES``), in this process: a few hundred columns, a program too small for HiGHS's sub-MIPs
+    that overrun (``highs``)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    racks = table.rack
+    down_rack = {b for b in table.alive if racks[b] == racks[failed]} if racks else {failed}
+    choice: dict[int, list[int]] = {}  # partition -> its followers that may take over
+    for i in np.flatnonzero(table.reps[:, 0] == table.index[failed]).tolist():
+        reps = table.replicas[i]
+        options = [c for c in reps[1:] if c not in down_rack and c in table.index and table.up[table.index[c]]]
+        if len(options) > 1:
+            choice[i] = options
+    if not choice:
+        return {}
+    cols = [(i, c) for i, options in sorted(choice.items()) for c in options]
+    rows = _Rows(len(cols) + 1)  # the last column: d
+    at = 0
+    for options in choice.values():
+        rows.add([(at + k, 1.0) for k in range(len(options))], 1.0, 1.0)
+        at += len(options)
+    skip = np.asarray(sorted(choice), dtype=np.int64)
+    for down in [{failed}] + ([down_rack] if down_rack != {failed} else []):
+        _failure_rows(rows, table, down, skip, cols, phase if down == {failed} else None)
+    cost = np.zeros(rows.width)
+    cost[-1] = 1.0
+    started = time.monotonic()
+    res = milp(cost, constraints=LinearConstraint(rows.matrix(), rows.low, rows.high),
+               integrality=np.r_[np.ones(len(cols)), 0.0], bounds=Bounds(0.0, np.r_[np.ones(len(cols)), np.inf]),
+               options={"node_limit": EXACT_NODES, "time_limit": EXACT_SECONDS})
+    if res.x is None or time.monotonic() - started >= EXACT_SECONDS:
+        return {}
+    out: dict[int, tuple[int, ...]] = {}
+    for j, (i, c) in enumerate(cols):
+        if res.x[j] > 0.5 and table.replicas[i][1] != c:
+            out[i] = (failed, c, *(x for x in table.replicas[i][1:] if x != c))
+    if not out:
+        return {}
+    was = table.figures({failed})[phase]
+    undo = {i: table.replicas[i] for i in out}
+    for i, reps in out.items():
+        table.reorder(i, reps)
+    now = table.figures({failed})[phase]
+    for i, reps in undo.items():  # the caller applies what is kept
+        table.reorder(i, reps)
+    return out if now < was - 0.005 else {}
+
+
+class _Rows:
+    """A sparse program's rows as they are added: ``low <= row . x <= high``."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.row: list[int] = []
+        self.col: list[int] = []
+        self.val: list[float] = []
+        self.low: list[float] = []
+        self.high: list[float] = []
+
+    def add(self, entries: Sequence[tuple[int, float]], low: float, high: float) -> None:
+        for j, v in entries:
+            self.row.append(len(self.low))
+            self.col.append(j)
+            self.val.append(v)
+        self.low.append(low)
+        self.high.append(high)
+
+    def matrix(self) -> Any:
+        from scipy.sparse import coo_array
+
+        return coo_array((self.val, (self.row, self.col)), shape=(len(self.low), self.width)).tocsr()
+
+
+def _failure_rows(rows: _Rows, table: _Failures, down: set[int], skip: Any, cols: Sequence[tuple[int, int]],
+                  minimised: int | None) -> None:
+    """``_failure_program``'s rows of the failure of ``down``: per survivor, in counts and in load (over their
+    means), |its own + what the fixed partitions hand it + the ``y`` it takes - 1| within the worst deviation the
+    failure has now, or, for the figure ``minimised``, within ``d``."""
+    import math
+
+    survivors, now_n, now_w = table.shares(down)
+    _, base_n, base_w = table.shares(down, skip)
+    for dim, now, base in ((0, now_n, base_n), (1, now_w, base_w)):
+        live = now[survivors]
+        mean = float(live.mean()) if live.size else 0.0
+        if mean <= 0:
+            continue
+        worst = float(abs(live / mean - 1.0).max())
+        takes: dict[int, list[tuple[int, float]]] = {}
+        for j, (i, c) in enumerate(cols):
+            takes.setdefault(table.index[c], []).append((j, (1.0 if dim == 0 else float(table.w[i])) / mean))
+        for k in survivors.nonzero()[0].tolist():
+            b0 = float(base[k]) / mean
+            if dim == minimised:  # |share - 1| <= d
+                rows.add([*takes.get(k, []), (rows.width - 1, -1.0)], -math.inf, 1.0 - b0)
+                rows.add([*takes.get(k, []), (rows.width - 1, 1.0)], 1.0 - b0, math.inf)
+            else:  # no survivor further off than the worst stands now
+                rows.add(takes.get(k, []), 1.0 - worst - 1e-9 - b0, 1.0 + worst + 1e-9 - b0)
 
 
 def _start_worst(replicas: Sequence[tuple[int, ...]], alive: set[int], w: Sequence[float],

@@ -766,8 +766,13 @@ def _failover_view(plan: Mapping[str, Any] | None, charts: Mapping[str, Path], w
                for r in sorted(racks_after, key=str)])
     isr = Markup("each topic's min.insync.replicas as the snapshot read it" if failover.get("min_insync_replicas_known")
                  else "min.insync.replicas 1 assumed: the snapshot read no topic's")
+    floor = _obj(failover.get("order_floor"))
+    worst_after = _obj(after.get("worst_broker"))
+    floor_view = {k: {"floor": _dec(floor.get(f"{k}_dev_pct"), 1), "by": _text(floor.get(f"{k}_dev_pct_by")),
+                      "now": _dec(worst_after.get(f"{k}_dev_pct"), 1)}
+                  for k in ("leaders", "load") if isinstance(floor.get(f"{k}_dev_pct"), (int, float))}
     return {"weighted": failover.get("weighted_by", "load"), "rows": rows, "isr": isr, "worst": min(worst, len(ranked)),
-            "chart": _png(charts["failover"]) if "failover" in charts else None}
+            "chart": _png(charts["failover"]) if "failover" in charts else None, "floor": floor_view}
 
 
 CSS = """

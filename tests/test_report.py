@@ -325,6 +325,12 @@ def test_the_report_says_what_a_broker_or_rack_failure_does(planned_run: Path) -
     for rack in failover["after"]["racks"]:
         assert f"<th>rack {rack}</th>" in section
     assert section.count("<tr><th>broker ") == 5 and "before" in section and "after" in section
+    # how far an order of followers alone could go (``order_floor``), beside where the plan's worst stands
+    floor = failover["order_floor"]
+    line = section[section.index('<p id="failover-floor">'):]
+    assert (f"below leaders {floor['leaders_dev_pct']:.1f}% (broker {floor['leaders_dev_pct_by']}; the plan's worst: "
+            f"{worst['leaders_dev_pct']:.1f}%)") in line
+    assert f"leader {failover['weighted_by']} {floor['load_dev_pct']:.1f}% (broker {floor['load_dev_pct_by']};" in line
     # every broker's failure as a chart above the table
     assert section.index('<figure id="failover-chart"><img src="data:image/png;base64,') < section.index("<table")
     assert (planned_run / "report" / "failover.png").read_bytes()[:8] == PNG_MAGIC

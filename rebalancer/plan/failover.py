@@ -165,14 +165,9 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
                              "offline": int(holds[i, 1]), "single_replica": int(holds[i, 2]) if width >= 2 else 0,
                              "under_min_isr": int(tight[i])}
     names = sorted({str(rack[b]) for b in brokers if rack.get(b) is not None})
-    valid = reps >= 0
     for name in names:
         down = np.array([rack.get(b) == name for b in ids], dtype=bool)
-        lost = valid & down[np.where(valid, reps, 0)]
-        left = valid & ~lost
-        remaining = left.sum(axis=1)
-        first = np.argmax(left, axis=1)
-        new_leader = np.where(remaining > 0, reps[np.arange(parts), first], -1)
+        new_leader, remaining = _first_up(reps, down)
         ok = new_leader >= 0
         alive = alive_all & ~down
         out["racks"][name] = {
@@ -183,6 +178,18 @@ def failover_figures(replicas: Sequence[Sequence[int]], brokers: Sequence[int], 
     out["worst_broker"] = _worst(out["brokers"])
     out["worst_rack"] = _worst(out["racks"])
     return out
+
+
+def _first_up(reps: Any, down: Any) -> tuple[Any, Any]:
+    """Per partition of a ``_replica_matrix``, with the brokers in the mask ``down`` failed: its new leader (the first
+    replica up, an index into the ids; -1 where none is) and how many of its replicas are up."""
+    import numpy as np
+
+    valid = reps >= 0
+    left = valid & ~down[np.where(valid, reps, 0)]
+    remaining = left.sum(axis=1)
+    first = np.argmax(left, axis=1)
+    return np.where(remaining > 0, reps[np.arange(len(reps)), first], -1), remaining
 
 
 def failover_overload(replicas: Sequence[Sequence[int]], brokers: Sequence[int], band: float,
@@ -510,14 +517,10 @@ class _Failures:
 
     def takers(self, down: set[int]) -> Any:
         """Each partition's leader once ``down`` fails (an index into ``ids``; -1 where none of its replicas is up)."""
-        import numpy as np
 
-        dead = ~self.up.copy()
+        dead = ~self.up
         dead[[self.index[b] for b in down]] = True
-        valid = self.reps >= 0
-        live = valid & ~dead[np.where(valid, self.reps, 0)]
-        first = np.argmax(live, axis=1)
-        return np.where(live.any(axis=1), self.reps[np.arange(len(self.reps)), first], -1)
+        return _first_up(self.reps, dead)[0]
 
     def shares(self, down: set[int], skip: Any = None) -> tuple[Any, Any, Any]:
         """(survivors' mask, leader counts, leader load) once ``down`` fails; ``skip``: partitions left out."""
@@ -552,8 +555,9 @@ def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tup
     The program: ``y[p, c]`` = follower c takes over partition p (one each); per survivor its leaders and leader load
     once ``failed`` is down (its own, plus what the partitions fixed hand it, plus the ``y`` it takes) and, for the
     rack, once the rack is down; ``d`` = the phase's largest deviation, minimised. scipy's HiGHS (``milp``) with a
-    node limit (``EXACT_NODES``), in this process: a few hundred columns, a program too small for HiGHS's sub-MIPs
-    that overrun (``highs``)."""
+    node limit (``EXACT_NODES``), in this process, not ``highs.solve``'s child (a fresh interpreter per program would
+    cost more than the program: at most ~1,300 columns on the 600k-replica bench case); its wall clock is checked
+    only by HiGHS itself, whose overruns (``highs``) are not excluded here."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
 

@@ -65,7 +65,7 @@ def _execution_lines(execution: dict[str, Any] | None) -> list[str]:
 
 def _floor_text(floor: Mapping[str, Any] | None, after: Mapping[str, Any]) -> str:
     """How far an order of followers alone could even the worst single failure (``failover.order_floors``), where
-    that is below where it stands: "; no order of followers below leaders 9.4%, load 13.7%"."""
+    that is below where it stands: "; an order of followers could reach no lower than leaders 9.4%, load 13.7%"."""
     if not floor:
         return ""
     parts = [f"{what} {floor[fig]:.1f}%" for fig, what in (("leaders_dev_pct", "leaders"), ("load_dev_pct", "load"))

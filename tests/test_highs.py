@@ -4,6 +4,7 @@ time limit, because HiGHS overruns it (the load program's case: tests/test_load_
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -42,3 +43,49 @@ def test_the_count_programs_solver_is_killed_at_its_limit(monkeypatch: pytest.Mo
     assert outcome == "time_limit", status
     assert highs.timed_out({"outcome": outcome})
     assert all(v.varValue == 0.0 for v in program.prob.variables())
+
+
+def _knapsack() -> tuple[Any, dict[str, Any]]:
+    """max 5a + 4b + 3c with 2a + 3b + c <= 5, a, b, c in {0, 1}: a and b (9), as scipy's own ``milp`` says."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint
+
+    return np.array([-5.0, -4.0, -3.0]), {"constraints": LinearConstraint(np.array([[2.0, 3.0, 1.0]]), -np.inf, 5.0),
+                                          "integrality": np.ones(3), "bounds": Bounds(0.0, 1.0)}
+
+
+def test_the_milp_worker_solves_program_after_program_in_one_child() -> None:
+    import numpy as np
+    from scipy.optimize import milp
+
+    cost, kw = _knapsack()
+    worker = highs.MilpWorker()
+    try:
+        first = worker.solve(cost, time_limit=30.0, **kw)
+        child = worker._proc
+        second = worker.solve(-cost, time_limit=30.0, options={"node_limit": 10}, **kw)
+        assert worker._proc is child and child is not None and child.poll() is None  # the same child, still up
+    finally:
+        worker.close()
+    assert first is not None and second is not None
+    assert first["status"] == 0 and np.array_equal(first["x"].round(), milp(cost, **kw).x.round())
+    assert first["x"].round().tolist() == [1.0, 1.0, 0.0]
+    assert second["x"].round().tolist() == [0.0, 0.0, 0.0]  # minimising the positive cost: nothing
+    assert child.wait(timeout=10) == 0  # closing its stdin ended it
+
+
+def test_the_milp_workers_child_is_killed_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``solve``'s: with no grace and a limit shorter than the child takes to start, the kill is certain; the
+    solve returns at once with nothing, and the next one starts a child again."""
+    monkeypatch.setattr(highs, "KILL_GRACE", 0.0)
+    cost, kw = _knapsack()
+    worker = highs.MilpWorker()
+    started = time.monotonic()
+    assert worker.solve(cost, time_limit=0.01, **kw) is None
+    assert time.monotonic() - started < 2.0 and worker._proc is None
+    monkeypatch.setattr(highs, "KILL_GRACE", 2.0)
+    try:
+        again = worker.solve(cost, time_limit=30.0, **kw)
+    finally:
+        worker.close()
+    assert again is not None and again["x"].round().tolist() == [1.0, 1.0, 0.0]

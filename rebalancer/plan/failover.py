@@ -37,9 +37,10 @@ them, the floor of the worst single failure, which every plan's summary records.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
+
+from .highs import milp_worker
 
 __all__ = ["FailoverFigures", "failover_figures", "failover_overload", "order_followers", "leader_weights",
            "order_floor", "order_floors"]
@@ -555,11 +556,11 @@ def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tup
     The program: ``y[p, c]`` = follower c takes over partition p (one each); per survivor its leaders and leader load
     once ``failed`` is down (its own, plus what the partitions fixed hand it, plus the ``y`` it takes) and, for the
     rack, once the rack is down; ``d`` = the phase's largest deviation, minimised. scipy's HiGHS (``milp``) with a
-    node limit (``EXACT_NODES``), in this process, not ``highs.solve``'s child (a fresh interpreter per program would
-    cost more than the program: at most ~1,300 columns on the 600k-replica bench case); its wall clock is checked
-    only by HiGHS itself, whose overruns (``highs``) are not excluded here."""
+    node limit (``EXACT_NODES``), in the process's ``highs.milp_worker()`` child (killed past its time limit, as
+    every program of the plan stage is; one child for many programs, each small: at most ~1,300 columns on the
+    600k-replica bench case)."""
     import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.optimize import Bounds, LinearConstraint
 
     racks = table.rack
     down_rack = {b for b in table.alive if racks[b] == racks[failed]} if racks else {failed}
@@ -582,15 +583,15 @@ def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tup
         _failure_rows(rows, table, down, skip, cols, phase if down == {failed} else None)
     cost = np.zeros(rows.width)
     cost[-1] = 1.0
-    started = time.monotonic()
-    res = milp(cost, constraints=LinearConstraint(rows.matrix(), rows.low, rows.high),
-               integrality=np.r_[np.ones(len(cols)), 0.0], bounds=Bounds(0.0, np.r_[np.ones(len(cols)), np.inf]),
-               options={"node_limit": EXACT_NODES, "time_limit": EXACT_SECONDS})
-    if res.x is None or time.monotonic() - started >= EXACT_SECONDS:
+    res = milp_worker().solve(cost, constraints=LinearConstraint(rows.matrix(), rows.low, rows.high),
+                              integrality=np.r_[np.ones(len(cols)), 0.0],
+                              bounds=Bounds(0.0, np.r_[np.ones(len(cols)), np.inf]),
+                              options={"node_limit": EXACT_NODES}, time_limit=EXACT_SECONDS)
+    if res is None or res["x"] is None or res["seconds"] >= EXACT_SECONDS:  # killed, none, or cut by the clock
         return {}
     out: dict[int, tuple[int, ...]] = {}
     for j, (i, c) in enumerate(cols):
-        if res.x[j] > 0.5 and table.replicas[i][1] != c:
+        if res["x"][j] > 0.5 and table.replicas[i][1] != c:
             out[i] = (failed, c, *(x for x in table.replicas[i][1:] if x != c))
     if not out:
         return {}

@@ -1,6 +1,7 @@
-"""HiGHS through PuLP for every 0/1 program of the plan stage (the count program ``lp``, the load program
-``lp_load``, the exact leader program ``leader_exact``): the solver with warm starts, its status read back, and the
-solve in a child process that is killed past its time limit.
+"""HiGHS for every 0/1 program of the plan stage: through PuLP for the count program ``lp``, the load program
+``lp_load`` and the exact leader program ``leader_exact`` (the solver with warm starts, its status read back, and the
+solve in a child process that is killed past its time limit), and through scipy's ``milp`` for the failover order's
+small programs (``MilpWorker``: one such child kept for many programs, killed as well).
 
 HiGHS does not check its time limit everywhere (its MIP search can run on for minutes past it after a sub-MIP:
 ERGO-Code/HiGHS#885, #2226, still open in 1.15), so ``solve`` runs the program in a child process (``python -m
@@ -17,8 +18,11 @@ on any machine, busy or not; the time limit is then only the safety net, and the
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
+import select
+import struct
 import subprocess
 import sys
 import tempfile
@@ -29,7 +33,7 @@ from typing import Any, Literal, TypedDict
 
 from .targets import PlanError
 
-__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "Outcome", "SolveResult", "solver", "status_of", "solve", "timed_out", "infeasible",
+__all__ = ["KILL_GRACE", "EXTRACT_SHARE", "MilpWorker", "milp_worker", "Outcome", "SolveResult", "solver", "status_of", "solve", "timed_out", "infeasible",
            "write_lp"]
 
 # How a solve ended, read from the solver's own status code (never from its prose): ``optimal`` (proven, within the
@@ -199,13 +203,10 @@ def solve(prob: Any, time_limit: float, *, warm: bool, gap: float | None = None,
     limit = max(0.1, time_limit)
     ends = started + limit * (1.0 - EXTRACT_SHARE)  # CLOCK_MONOTONIC: one clock for the whole machine
     payload = pickle.dumps((prob, limit, warm, ends, gap, dict(options or {})), protocol=pickle.HIGHEST_PROTOCOL)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     result: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="rebalancer-lp-") as tmp:
         out = Path(tmp) / "result.pickle"
-        proc = subprocess.Popen([sys.executable, "-m", "rebalancer.plan.highs", str(out)], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        proc = _child(str(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         killed = False
         try:
             _, err = proc.communicate(payload, timeout=max(0.1, started + limit + KILL_GRACE - time.monotonic()))
@@ -246,5 +247,141 @@ def infeasible(stats: Mapping[str, Any]) -> bool:
     return stats.get("outcome") == "infeasible"
 
 
+def _child(arg: str, **pipes: Any) -> subprocess.Popen[bytes]:
+    """``python -m rebalancer.plan.highs ARG``, this package first on its path: a fresh interpreter (module doc)."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.Popen([sys.executable, "-m", "rebalancer.plan.highs", arg], stdin=subprocess.PIPE, env=env,
+                            **pipes)
+
+
+_FRAME = struct.Struct(">Q")  # a message's length before it, on the worker's pipes
+
+
+def _write_frame(stream: Any, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_FRAME.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_frame(stream: Any) -> Any:
+    """One message from a blocking stream; None at its end."""
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    return pickle.loads(stream.read(_FRAME.unpack(head)[0]))
+
+
+def _milp_main() -> None:
+    """``python -m rebalancer.plan.highs --milp``: scipy ``milp`` on each (arguments, keywords) message read from
+    stdin, its result ({"x", "status", "message", "seconds"}) written to stdout, until stdin ends."""
+    from scipy.optimize import milp
+
+    while (request := _read_frame(sys.stdin.buffer)) is not None:
+        args, kwargs = request
+        started = time.monotonic()
+        try:
+            res = milp(*args, **kwargs)
+            reply: dict[str, Any] = {"x": res.x, "status": int(res.status), "message": str(res.message),
+                                     "seconds": time.monotonic() - started}
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        _write_frame(sys.stdout.buffer, reply)
+
+
+class MilpWorker:
+    """A child process that solves scipy ``milp`` programs one after another and is killed when one runs
+    ``KILL_GRACE`` seconds past its time limit (HiGHS's overruns, module doc): ``solve`` as ``milp`` is called, with
+    ``time_limit`` given apart. One interpreter for many small programs (a fresh one, about a second, costs more
+    than each program): started at the first ``solve``, again after a kill or in a forked process; stopped by
+    ``close``. ``milp_worker()`` is this process's."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid = os.getpid()
+
+    def solve(self, *args: Any, time_limit: float, options: Mapping[str, Any] | None = None,
+              **kwargs: Any) -> dict[str, Any] | None:
+        """``milp(*args, options={**options, "time_limit": time_limit}, **kwargs)`` in the child: {"x" (None without
+        a solution), "status" (scipy's: 0 optimal, 1 a work or time limit, 2 infeasible, ...), "message",
+        "seconds" (the solver's own)}; None where the child was killed past the limit or died. A program the
+        solver rejects raises ``PlanError``."""
+        if self._pid != os.getpid():  # a forked copy: the child's pipes are its parent's
+            self._proc, self._pid = None, os.getpid()
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = _child("--milp", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        deadline = time.monotonic() + max(0.0, time_limit) + KILL_GRACE
+        try:
+            _write_frame(proc.stdin, (args, {**kwargs, "options": {**(options or {}), "time_limit": time_limit}}))
+            reply = self._read_until(proc, deadline)
+        except (BrokenPipeError, EOFError, pickle.UnpicklingError):
+            reply = None
+        if reply is None:
+            self.close(kill=True)
+            return None
+        if "error" in reply:
+            raise PlanError(f"the 0/1 program's solver failed: {reply['error']}")
+        return reply
+
+    @staticmethod
+    def _read_until(proc: subprocess.Popen[bytes], deadline: float) -> dict[str, Any] | None:
+        """The child's next message, or None where it does not come whole by ``deadline``."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        data = b""
+        need = _FRAME.size
+        header = True
+        while len(data) < need:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(fd, need - len(data))
+            if not chunk:
+                return None
+            data += chunk
+            if header and len(data) == need:
+                need += _FRAME.unpack(data)[0]
+                header = False
+        reply: dict[str, Any] = pickle.loads(data[_FRAME.size:])
+        return reply
+
+    def close(self, kill: bool = False) -> None:
+        """The child stopped: its stdin closed, so it ends after what it is solving (killed where it has not ended
+        ``KILL_GRACE`` seconds later, or at once with ``kill``)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if kill:
+            proc.kill()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_WORKER: MilpWorker | None = None
+
+
+def milp_worker() -> MilpWorker:
+    """This process's ``MilpWorker`` (its child stopped when the process exits)."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = MilpWorker()
+        atexit.register(_WORKER.close)
+    return _WORKER
+
+
 if __name__ == "__main__":
-    _child_main(sys.argv[1])
+    if sys.argv[1] == "--milp":
+        _milp_main()
+    else:
+        _child_main(sys.argv[1])

@@ -135,36 +135,50 @@ def greedy_balance(inp: GreedyInput,
                                      stuck_brokers=stats["stuck_brokers"], cut_short=stats["cut_short"])
 
 
-def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> _Moves:  # noqa: C901
+def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> _Moves:
     """Phase 1 empties every giver down to its ceiling, phase 2 fills every receiver up to its floor (see the module
     doc); moves ``state`` in place."""
-    assign, count, on, topic_count = state.assign, state.count, state.on, state.topic_count
-    cursor, changes, disk_used, net_used = state.cursor, state.changes, state.disk_used, state.net_used
-    rates = inp.rates or {}
+    search = _Search(state, inp, deadline)
+    search.empty_givers()
+    search.fill_receivers()
+    return _Moves(moves=search.moves, stuck_brokers=sorted(search.stuck), cut_short=search.cut_short)
 
-    def room(k: Key, receiver: int) -> bool:
-        if inp.disk and receiver in inp.disk and disk_used[receiver] + inp.sizes.get(k, 0) > inp.disk[receiver]:
+
+class _Search:
+    """``solve``'s moves on ``state``: the checks a move must pass, the choice of the next one, the two phases."""
+
+    def __init__(self, state: GreedyState, inp: GreedyInput, deadline: Deadline) -> None:
+        self.state, self.inp, self.deadline = state, inp, deadline
+        self.rates = inp.rates or {}
+        self.moves = 0
+        self.steps = 0
+        self.cut_short = False
+        self.stuck: set[int] = set()
+
+    def room(self, k: Key, receiver: int) -> bool:
+        """Whether ``receiver`` has disk (and network) capacity for ``k``, where capacities are known."""
+        inp, st = self.inp, self.state
+        if inp.disk and receiver in inp.disk and st.disk_used[receiver] + inp.sizes.get(k, 0) > inp.disk[receiver]:
             return False
-        if inp.network and receiver in inp.network and net_used[receiver] + rates.get(k, 0.0) > inp.network[receiver]:
+        return not (inp.network and receiver in inp.network
+                    and st.net_used[receiver] + self.rates.get(k, 0.0) > inp.network[receiver])
+
+    def rack_ok(self, k: Key, giver: int, receiver: int) -> bool:
+        reps = self.state.assign[k]
+        if receiver in reps or not self.room(k, receiver):
             return False
-        return True
+        return not self.inp.keep_racks or keeps_racks(self.inp.rack, reps, giver, receiver)
 
-    def target_ceil(b: int) -> int:
-        return _target_ceil(inp, b)
+    def usable(self, k: Key, giver: int) -> bool:
+        return giver in self.state.assign[k] and self.state.changes.get(k, 0) < self.inp.max_changes
 
-    def rack_ok(k: Key, giver: int, receiver: int) -> bool:
-        reps = assign[k]
-        if receiver in reps or not room(k, receiver):
-            return False
-        return not inp.keep_racks or keeps_racks(inp.rack, reps, giver, receiver)
-
-    def usable(k: Key, giver: int) -> bool:
-        return giver in assign[k] and changes.get(k, 0) < inp.max_changes
-
-    def pick(giver: int, receivers_sorted: Sequence[int]) -> tuple[Key, int] | None:
-        """Best (partition, receiver) for a move off ``giver``, among its next ``scan`` usable partitions."""
-        keys = on[giver]
-        while cursor[giver] < len(keys) and not usable(keys[cursor[giver]], giver):
+    def pick(self, giver: int, receivers_sorted: Sequence[int]) -> tuple[Key, int] | None:
+        """Best (partition, receiver) for a move off ``giver``, among its next ``scan`` usable partitions: the
+        partition's first receiver (in the order given) that keeps its racks, ranked by per-topic balance, then
+        followers before leaders, then fewer bytes."""
+        st, inp = self.state, self.inp
+        keys, cursor = st.on[giver], st.cursor
+        while cursor[giver] < len(keys) and not self.usable(keys[cursor[giver]], giver):
             cursor[giver] += 1  # moved away or already changed: never usable again
         best: tuple[tuple[int, int, int], Key, int] | None = None
         examined = 0
@@ -172,92 +186,89 @@ def solve(state: GreedyState, inp: GreedyInput, deadline: Deadline) -> _Moves:  
             if examined >= inp.scan:
                 break
             k = keys[i]
-            if not usable(k, giver):
+            if not self.usable(k, giver):
                 continue
             examined += 1
-            for r in receivers_sorted:
-                if rack_ok(k, giver, r):
-                    score = (
-                        -(topic_count.get((giver, k[0]), 0) - topic_count.get((r, k[0]), 0)),
-                        1 if assign[k][0] == giver else 0,
-                        inp.sizes.get(k, 0) if inp.prefer_small else 0,
-                    )
-                    if best is None or score < best[0]:
-                        best = (score, k, r)
-                    break
+            r = next((r for r in receivers_sorted if self.rack_ok(k, giver, r)), None)
+            if r is None:
+                continue
+            score = (-(st.topic_count.get((giver, k[0]), 0) - st.topic_count.get((r, k[0]), 0)),
+                     1 if st.assign[k][0] == giver else 0,
+                     inp.sizes.get(k, 0) if inp.prefer_small else 0)
+            if best is None or score < best[0]:
+                best = (score, k, r)
         return None if best is None else (best[1], best[2])
 
-    def move(k: Key, giver: int, receiver: int) -> None:
-        reps = assign[k]
+    def move(self, k: Key, giver: int, receiver: int) -> None:
+        st, size, rate = self.state, self.inp.sizes.get(k, 0), self.rates.get(k, 0.0)
+        reps = st.assign[k]
         reps[reps.index(giver)] = receiver
-        count[giver] -= 1
-        count[receiver] += 1
-        disk_used[giver] -= inp.sizes.get(k, 0)
-        disk_used[receiver] += inp.sizes.get(k, 0)
-        net_used[giver] -= rates.get(k, 0.0)
-        net_used[receiver] += rates.get(k, 0.0)
-        on[receiver].append(k)
-        topic_count[(giver, k[0])] -= 1
-        topic_count[(receiver, k[0])] = topic_count.get((receiver, k[0]), 0) + 1
-        changes[k] = changes.get(k, 0) + 1
+        st.count[giver] -= 1
+        st.count[receiver] += 1
+        st.disk_used[giver] -= size
+        st.disk_used[receiver] += size
+        st.net_used[giver] -= rate
+        st.net_used[receiver] += rate
+        st.on[receiver].append(k)
+        st.topic_count[(giver, k[0])] -= 1
+        st.topic_count[(receiver, k[0])] = st.topic_count.get((receiver, k[0]), 0) + 1
+        st.changes[k] = st.changes.get(k, 0) + 1
+        self.moves += 1
 
-    moves = 0
-    steps = 0
-    cut_short = False
-    stuck: set[int] = set()
-
-    def stop() -> bool:
+    def stop(self) -> bool:
         """The checkpoint: every ``CHECK_EVERY`` steps (the first included), ask the deadline."""
-        nonlocal steps, cut_short
-        steps += 1
-        if steps % CHECK_EVERY == 1 and deadline.expired():
-            cut_short = True
-        return cut_short
+        self.steps += 1
+        if self.steps % CHECK_EVERY == 1 and self.deadline.expired():
+            self.cut_short = True
+        return self.cut_short
 
-    # Phase 1: no giver above its ceiling.
-    heap = [(-(count[b] - target_ceil(b)), b) for b in inp.givers if count.get(b, 0) > target_ceil(b)]
-    heapq.heapify(heap)
-    while heap and not stop():
-        _, g = heapq.heappop(heap)
-        if count[g] <= target_ceil(g):
-            continue
-        below_floor = sorted((r for r in inp.receivers if r != g and count[r] < inp.floor and r not in inp.removed), key=count.__getitem__)
-        below_ceil = sorted((r for r in inp.receivers if r != g and count[r] < inp.ceil and r not in inp.removed), key=count.__getitem__)
-        choice = pick(g, below_floor) if below_floor else None
-        if choice is None:
-            choice = pick(g, below_ceil)
-        if choice is None and g in inp.removed:
-            # Emptying a removed broker comes first: any receiver that keeps the racks will do, above its ceiling
-            # if it must (the balance gates then show the cost).
-            anyone = sorted((r for r in inp.receivers if r != g and r not in inp.removed), key=count.__getitem__)
-            choice = pick(g, anyone)
-        if choice is None:
-            stuck.add(g)
-            continue
-        move(choice[0], g, choice[1])
-        moves += 1
-        if count[g] > target_ceil(g):
-            heapq.heappush(heap, (-(count[g] - target_ceil(g)), g))
-    # Phase 2: no receiver below its floor.
-    heap = [(count[r], r) for r in inp.receivers if count.get(r, 0) < inp.floor and r not in inp.removed]
-    heapq.heapify(heap)
-    while heap and not stop():
-        _, r = heapq.heappop(heap)
-        if count[r] >= inp.floor:
-            continue
-        givers = sorted((g for g in inp.givers if g != r and count[g] > (0 if g in inp.removed else inp.floor)),
-                        key=lambda g: -count[g])
-        done = False
-        for g in givers:
-            choice = pick(g, [r])
-            if choice is not None:
-                move(choice[0], g, r)
-                moves += 1
-                done = True
-                break
-        if not done:
-            stuck.add(r)
-            continue
-        if count[r] < inp.floor:
-            heapq.heappush(heap, (count[r], r))
-    return _Moves(moves=moves, stuck_brokers=sorted(stuck), cut_short=cut_short)
+    def _receivers(self, g: int, below: int | None) -> list[int]:
+        """The receivers other than ``g`` (not removed) with fewer than ``below`` replicas (any: None), emptiest
+        first."""
+        count = self.state.count
+        return sorted((r for r in self.inp.receivers
+                       if r != g and r not in self.inp.removed and (below is None or count[r] < below)),
+                      key=count.__getitem__)
+
+    def empty_givers(self) -> None:
+        """Phase 1: no giver above its ceiling."""
+        inp, count = self.inp, self.state.count
+        heap = [(-(count[b] - _target_ceil(inp, b)), b) for b in inp.givers if count.get(b, 0) > _target_ceil(inp, b)]
+        heapq.heapify(heap)
+        while heap and not self.stop():
+            _, g = heapq.heappop(heap)
+            if count[g] <= _target_ceil(inp, g):
+                continue
+            below_floor = self._receivers(g, inp.floor)
+            choice = self.pick(g, below_floor) if below_floor else None
+            if choice is None:
+                choice = self.pick(g, self._receivers(g, inp.ceil))
+            if choice is None and g in inp.removed:
+                # Emptying a removed broker comes first: any receiver that keeps the racks will do, above its
+                # ceiling if it must (the balance gates then show the cost).
+                choice = self.pick(g, self._receivers(g, None))
+            if choice is None:
+                self.stuck.add(g)
+                continue
+            self.move(choice[0], g, choice[1])
+            if count[g] > _target_ceil(inp, g):
+                heapq.heappush(heap, (-(count[g] - _target_ceil(inp, g)), g))
+
+    def fill_receivers(self) -> None:
+        """Phase 2: no receiver below its floor, each filled from the fullest giver that has a partition for it."""
+        inp, count = self.inp, self.state.count
+        heap = [(count[r], r) for r in inp.receivers if count.get(r, 0) < inp.floor and r not in inp.removed]
+        heapq.heapify(heap)
+        while heap and not self.stop():
+            _, r = heapq.heappop(heap)
+            if count[r] >= inp.floor:
+                continue
+            givers = sorted((g for g in inp.givers if g != r and count[g] > (0 if g in inp.removed else inp.floor)),
+                            key=lambda g: -count[g])
+            found = next(((g, c[0]) for g in givers if (c := self.pick(g, [r])) is not None), None)
+            if found is None:
+                self.stuck.add(r)
+                continue
+            self.move(found[1], found[0], r)
+            if count[r] < inp.floor:
+                heapq.heappush(heap, (count[r], r))

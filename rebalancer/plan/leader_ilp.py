@@ -3,7 +3,8 @@
 Same lexicographic objective as ``leaders.balance_leaders`` with ``priority="changes"``, solved in stages so no
 big weights are needed: (1) the per-topic band violation, (2) the cluster tolerance-band violation, (3) the leader
 changes, (4) the cluster band violation, each minimised with the earlier ones fixed at their optimum. Slower than the flow; exact when every stage
-reaches optimality.
+reaches optimality. Each stage solves through ``highs.solve`` (a child process killed past its time limit), as every
+program of the plan stage does.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import highs
 from .leaders import LeaderItem, tolerance_band, topic_bands
 from .targets import band
 
@@ -57,9 +59,9 @@ def leader_ilp(items: Sequence[LeaderItem], cluster_brokers: frozenset[int],
     results = []
     for stage, expr in enumerate((pulp.lpSum(topic_terms), pulp.lpSum(wide_terms), changes, pulp.lpSum(cluster_terms))):
         prob.setObjective(expr)
-        prob.solve(pulp.HiGHS(msg=False, timeLimit=time_limit))
-        if pulp.LpStatus[prob.status] != "Optimal":
-            raise RuntimeError(f"leader ILP stage {stage + 1}: {pulp.LpStatus[prob.status]}")
+        result = highs.solve(prob, time_limit, warm=False)
+        if result["outcome"] != "optimal":
+            raise RuntimeError(f"leader ILP stage {stage + 1}: {result['status']}")
         value = int(round(pulp.value(expr) or 0))
         results.append(value)
         prob += expr <= value, f"stage_{stage}"

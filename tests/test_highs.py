@@ -89,3 +89,37 @@ def test_the_milp_workers_child_is_killed_at_its_limit(monkeypatch: pytest.Monke
     finally:
         worker.close()
     assert again is not None and again["x"].round().tolist() == [1.0, 1.0, 0.0]
+
+
+def test_a_forked_process_starts_its_own_milp_child_and_leaves_its_parents_alone() -> None:
+    """A fork shares the worker's pipes and its child's pid: the fork starts a child of its own, and stopping the
+    worker there (even killing) does not stop the parent's."""
+    import os
+
+    cost, kw = _knapsack()
+    worker = highs.MilpWorker()
+    try:
+        assert worker.solve(cost, time_limit=30.0, **kw) is not None
+        parents = worker._proc
+        assert parents is not None
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the fork: stop the worker (as after a kill), solve, report whether its child was its own
+            ok = False
+            try:
+                worker.close(kill=True)
+                answer = worker.solve(cost, time_limit=30.0, **kw)
+                ok = answer is not None and worker._proc is not parents
+                worker.close()
+            finally:
+                os.write(write, b"1" if ok else b"0")
+                os._exit(0)
+        os.close(write)
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+        os.close(read)
+        assert worker._proc is parents and parents.poll() is None
+        again = worker.solve(cost, time_limit=30.0, **kw)
+        assert again is not None and worker._proc is parents
+    finally:
+        worker.close()

@@ -351,7 +351,7 @@ class MilpWorker:
         """The child stopped: its stdin closed, so it ends after what it is solving (killed where it has not ended
         ``KILL_GRACE`` seconds later, or at once with ``kill``)."""
         proc, self._proc = self._proc, None
-        if proc is None:
+        if proc is None or self._pid != os.getpid():  # a forked copy's: the child is its parent's to stop
             return
         if kill:
             proc.kill()

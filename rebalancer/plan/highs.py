@@ -289,11 +289,25 @@ def _milp_main() -> None:
         _write_frame(sys.stdout.buffer, reply)
 
 
+def _read_exactly(fd: int, n: int, deadline: float) -> bytes | None:
+    """``n`` bytes from ``fd``, or None where they do not all come by ``deadline`` (or the stream ends first)."""
+    data = b""
+    while len(data) < n:
+        wait = deadline - time.monotonic()
+        if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+            return None
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
 class MilpWorker:
     """A child process that solves scipy ``milp`` programs one after another and is killed when one runs
     ``KILL_GRACE`` seconds past its time limit (HiGHS's overruns, module doc): ``solve`` as ``milp`` is called, with
-    ``time_limit`` given apart. One interpreter for many small programs (a fresh one, about a second, costs more
-    than each program): started at the first ``solve``, again after a kill or in a forked process; stopped by
+    ``time_limit`` given apart. One interpreter for many small programs (a fresh one, about half a second, costs
+    more than each program): started at the first ``solve``, again after a kill or in a forked process; stopped by
     ``close``. ``milp_worker()`` is this process's."""
 
     def __init__(self) -> None:
@@ -330,21 +344,11 @@ class MilpWorker:
         """The child's next message, or None where it does not come whole by ``deadline``."""
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
-        data = b""
-        need = _FRAME.size
-        header = True
-        while len(data) < need:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                return None
-            chunk = os.read(fd, need - len(data))
-            if not chunk:
-                return None
-            data += chunk
-            if header and len(data) == need:
-                need += _FRAME.unpack(data)[0]
-                header = False
-        reply: dict[str, Any] = pickle.loads(data[_FRAME.size:])
+        head = _read_exactly(fd, _FRAME.size, deadline)
+        body = None if head is None else _read_exactly(fd, _FRAME.unpack(head)[0], deadline)
+        if body is None:
+            return None
+        reply: dict[str, Any] = pickle.loads(body)
         return reply
 
     def close(self, kill: bool = False) -> None:

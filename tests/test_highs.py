@@ -61,8 +61,9 @@ def test_the_milp_worker_solves_program_after_program_in_one_child() -> None:
     cost, kw = _knapsack()
     worker = highs.MilpWorker()
     try:
+        child = worker.start()  # started ahead, as the failover order does before its local search
+        assert worker.start() is child and child.poll() is None
         first = worker.solve(cost, time_limit=30.0, **kw)
-        child = worker._proc
         second = worker.solve(-cost, time_limit=30.0, options={"node_limit": 10}, **kw)
         assert worker._proc is child and child is not None and child.poll() is None  # the same child, still up
     finally:

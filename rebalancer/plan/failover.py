@@ -376,6 +376,8 @@ def order_followers(replicas: Sequence[tuple[int, ...]], brokers: Sequence[int],
     The search runs again on its own result until a round changes nothing (``ORDER_ROUNDS`` at most): a round's
     dry run starts from where the previous round left every failure, so it can find more; each round takes no
     failure further off than it found it, and a plan made again on the result reorders nothing."""
+    if len(set(brokers)) >= 3 and replicas:
+        milp_worker().start()  # the exact step's child: its start overlaps the local search that comes first
     current = list(replicas)
     out: dict[int, tuple[int, ...]] = {}
     kept: dict[int, tuple[_Spread, tuple[float, float]]] = {}

@@ -307,12 +307,21 @@ class MilpWorker:
     """A child process that solves scipy ``milp`` programs one after another and is killed when one runs
     ``KILL_GRACE`` seconds past its time limit (HiGHS's overruns, module doc): ``solve`` as ``milp`` is called, with
     ``time_limit`` given apart. One interpreter for many small programs (a fresh one, about half a second, costs
-    more than each program): started at the first ``solve``, again after a kill or in a forked process; stopped by
-    ``close``. ``milp_worker()`` is this process's."""
+    more than each program): started by ``start`` or the first ``solve``, again after a kill or in a forked process;
+    stopped by ``close``. ``milp_worker()`` is this process's."""
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid = os.getpid()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """The child, started now where none is running, so a caller that will solve soon can have its interpreter
+        start (mostly importing scipy.optimize) while it works on something else."""
+        if self._pid != os.getpid():  # a forked copy: the child's pipes are its parent's
+            self._proc, self._pid = None, os.getpid()
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = _child("--milp", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        return self._proc
 
     def solve(self, *args: Any, time_limit: float, options: Mapping[str, Any] | None = None,
               **kwargs: Any) -> dict[str, Any] | None:
@@ -320,11 +329,7 @@ class MilpWorker:
         a solution), "status" (scipy's: 0 optimal, 1 a work or time limit, 2 infeasible, ...), "message",
         "seconds" (the solver's own)}; None where the child was killed past the limit or died. A program the
         solver rejects raises ``PlanError``."""
-        if self._pid != os.getpid():  # a forked copy: the child's pipes are its parent's
-            self._proc, self._pid = None, os.getpid()
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = _child("--milp", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        proc = self._proc
+        proc = self.start()
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + max(0.0, time_limit) + KILL_GRACE
         try:

@@ -55,6 +55,7 @@ from ..urls import source_scheme
 from .bounds import BOUND_DEFINITIONS, replica_move_bound
 from .budget import ITERATIONS_PER_SECOND, WORK_SHARE, Budget, Work, default_time_limit
 from .failover import failover_figures, leader_weights, order_floors, order_followers
+from .highs import milp_worker
 from .leader_exact import BAND_MAX_PARTITIONS, GateRows, band_leaders, band_relaxation
 from .leader_load import LeaderLoadInput
 from .leader_pass import leader_items, place_leaders
@@ -257,6 +258,8 @@ def make_plan(
                           limit_given=time_limit is not None, groups=groups, master=opts.master,
                           failover_order=opts.failover_order, failover_when_balanced=opts.failover_when_balanced,
                           repair_racks=opts.repair_racks)
+    if opts.failover_order and cluster.partitions:
+        milp_worker().start()  # the order's exact step solves in this child: its interpreter starts as the plan places
     with budget.phase("targets"):
         setup = _setup(request, brokers)
         request, repair = _repair_racks(request, setup)

@@ -562,7 +562,6 @@ def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tup
     every program of the plan stage is; one child for many programs, each small: at most ~1,300 columns on the
     600k-replica bench case)."""
     import numpy as np
-    from scipy.optimize import Bounds, LinearConstraint
 
     racks = table.rack
     down_rack = {b for b in table.alive if racks[b] == racks[failed]} if racks else {failed}
@@ -585,9 +584,11 @@ def _failure_program(table: _Failures, failed: int, phase: int) -> dict[int, tup
         _failure_rows(rows, table, down, skip, cols, phase if down == {failed} else None)
     cost = np.zeros(rows.width)
     cost[-1] = 1.0
-    res = milp_worker().solve(cost, constraints=LinearConstraint(rows.matrix(), rows.low, rows.high),
+    # constraints and bounds as the tuples ``milp`` converts itself: this process then never imports scipy.optimize
+    # (0.4 s, which the planning time of a small cluster would pay; the child imported it as it started)
+    res = milp_worker().solve(cost, constraints=(rows.matrix(), rows.low, rows.high),
                               integrality=np.r_[np.ones(len(cols)), 0.0],
-                              bounds=Bounds(0.0, np.r_[np.ones(len(cols)), np.inf]),
+                              bounds=(0.0, np.r_[np.ones(len(cols)), np.inf]),
                               options={"node_limit": EXACT_NODES}, time_limit=EXACT_SECONDS)
     if res is None or res["x"] is None or res["seconds"] >= EXACT_SECONDS:  # killed, none, or cut by the clock
         return {}

@@ -258,8 +258,6 @@ def make_plan(
                           limit_given=time_limit is not None, groups=groups, master=opts.master,
                           failover_order=opts.failover_order, failover_when_balanced=opts.failover_when_balanced,
                           repair_racks=opts.repair_racks)
-    if opts.failover_order and cluster.partitions:
-        milp_worker().start()  # the order's exact step solves in this child: its interpreter starts as the plan places
     with budget.phase("targets"):
         setup = _setup(request, brokers)
         request, repair = _repair_racks(request, setup)
@@ -338,7 +336,11 @@ def _merge_repair(repair: RackRepair, req: PlanRequest, setup: PlanSetup, placem
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
     (``rebalancer.strategies``). On load, nowhere new where every broker already lies inside what the gates accept
-    (``settled``): the placement's margins say where a plan goes once it must move, not whether it must."""
+    (``settled``): the placement's margins say where a plan goes once it must move, not whether it must. Where the
+    failover order is asked, its exact step's child (``highs.milp_worker``) starts first: its interpreter's start
+    overlaps the placement."""
+    if req.failover_order and req.cluster.partitions:
+        milp_worker().start()
     if req.mode != "leaders" and setup.balanced == "load":
         why = outside_gates(req.cluster, setup.targets, req.model, on_load=True)
         setup.solver["placement_needed"] = why or SETTLED

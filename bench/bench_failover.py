@@ -100,7 +100,7 @@ def main() -> None:
     print("load: each partition's network out as leader where the model has rates, else its bytes "
           "(plan.summary.failover.weighted_by); floor: the least the worst single failure's broker can be brought "
           "to by an order of followers alone, leaders and replica sets as planned (summary.failover.order_floor: "
-          "counts exact, load a relaxation's floor)")
+          "counts exact, load what the 0/1 program of whole choices proves)")
 
 
 def _floor(row: dict, fig: str) -> str:

@@ -116,8 +116,10 @@ def test_a_survivor_heavy_on_its_own_has_that_partition_of_slack() -> None:
 @settings(max_examples=150, deadline=None)
 @given(clusters())
 def test_the_order_floor_is_the_best_order_of_followers_tried_one_by_one(case: Any) -> None:
-    """``order_floor`` against every choice of the replica taking over each partition the failed broker leads: in
-    leader counts the least deviation any choice leaves, exactly; in leader load no choice below it."""
+    """``order_floor`` against every choice of the replica taking over each partition the failed broker leads: the
+    least deviation any choice leaves, exactly, in leader counts (a flow of whole units) and in leader load (the 0/1
+    program of whole choices, whose dual bound meets the optimum on a few partitions; the split flow alone stood
+    below it, wix broker 20's failure: 12.2 % against 15.47 %)."""
     replicas, brokers, _, weights = case
     ones = [1.0] * len(replicas)
     for b in brokers:
@@ -132,10 +134,7 @@ def test_the_order_floor_is_the_best_order_of_followers_tried_one_by_one(case: A
             counts, load, *_ = _simulated(tried, brokers, {b}, weights, ones)
             best = [min(best[0], counts), min(best[1], load)]
         assert order_floor(replicas, brokers, b) == pytest.approx(best[0], abs=0.011), b
-        assert order_floor(replicas, brokers, b, weights) <= best[1] + 0.011, b
-        # where no partition has a choice (one replica beside the leader), there is nothing to relax: the same
-        if all(len(replicas[i]) == 2 for i in mine):
-            assert order_floor(replicas, brokers, b, weights) == pytest.approx(best[1], abs=0.011), b
+        assert order_floor(replicas, brokers, b, weights) == pytest.approx(best[1], abs=0.011), b
 
 
 @settings(max_examples=150, deadline=None)

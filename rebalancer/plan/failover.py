@@ -31,8 +31,9 @@ program (``_exact_worst``), counts first, then load, none of that failure's or i
 they stand; then the next worst, until the worst cannot be lowered, and the search runs again on the result.
 
 ``order_floor`` says how far any order can go: for one broker failing, the least deviation some choice of the
-replicas taking over its partitions leaves (counts exactly, load a floor), and ``order_floors`` the largest of
-them, the floor of the worst single failure, which every plan's summary records.
+replicas taking over its partitions leaves (counts exactly; load as a small 0/1 program of those choices proves
+it, exactly where its nodes close the gap), and ``order_floors`` the largest of them, the floor of the worst
+single failure, which every plan's summary records.
 """
 
 from __future__ import annotations
@@ -242,8 +243,9 @@ def order_floor(replicas: Sequence[Sequence[int]], brokers: Sequence[int], faile
     survivors' own leaderships and their mean are fixed. ``weight`` None: leader counts, exactly (the smallest
     deviation some choice of whole leaders meets: a flow of whole units, ``leader_exact.band_relaxation``, whose
     maximum is whole); else leader load, a floor (the same flow with a leadership split among its replicas, which no
-    whole choice beats), rounded down to 0.01 %. None where a partition ``failed`` leads has a replica on a broker
-    outside ``brokers`` (``failover_figures`` hands it to no survivor)."""
+    whole choice beats), raised to what the 0/1 program of whole choices proves (``_whole_floor``), rounded down to
+    0.01 %. None where a partition ``failed`` leads has a replica on a broker outside ``brokers``
+    (``failover_figures`` hands it to no survivor)."""
     import math
 
     from ..load import Band
@@ -277,7 +279,47 @@ def order_floor(replicas: Sequence[Sequence[int]], brokers: Sequence[int], faile
             takes[b] += x
     low = max((abs(x - mean) if not takes[b] else max(0.0, x - mean) for b, x in base.items()), default=0.0)
     high = max(max(abs(x - mean), abs(x + takes[b] - mean)) for b, x in base.items())
-    return _least(reachable, low, high, mean, whole)
+    floor = _least(reachable, low, high, mean, whole)
+    if whole or all(len(set(options)) < 2 for options in candidates):  # exact already: nothing is split
+        return floor
+    return max(floor, _whole_floor(base, units, candidates, mean))
+
+
+def _whole_floor(base: Mapping[int, float], units: Sequence[float], candidates: Sequence[Sequence[int]],
+                 mean: float) -> float:
+    """``order_floor``'s load floor with every leadership whole: the least largest deviation (percent, rounded
+    down to 0.01 %) the 0/1 program of the choices proves, ``y[p, c]`` = survivor c takes partition p (one each),
+    ``|base_c + sum_p units_p y[p, c] - mean| <= d x mean`` for every survivor, ``d`` minimised. Its dual bound (the
+    optimum, where ``EXACT_NODES`` nodes close the gap) is a floor however the search ends; 0 where the child gave
+    none or its clock cut it (the split floor then stands, the same on any machine). The simulator's wix scenario: broker 20's failure, 12.2 % split, 15.47 %
+    whole, which its order has."""
+    import math
+
+    import numpy as np
+
+    cols = [(k, c) for k, options in enumerate(candidates) for c in sorted(set(options))]
+    rows = _Rows(len(cols) + 1)  # the last column: d
+    at = 0
+    for options in candidates:
+        n = len(set(options))
+        rows.add([(at + j, 1.0) for j in range(n)], 1.0, 1.0)
+        at += n
+    takes: dict[int, list[tuple[int, float]]] = {}
+    for j, (k, c) in enumerate(cols):
+        takes.setdefault(c, []).append((j, units[k] / mean))
+    for c, x in base.items():  # |x / mean + takes - 1| <= d
+        rows.add([*takes.get(c, []), (rows.width - 1, -1.0)], -math.inf, 1.0 - x / mean)
+        rows.add([*takes.get(c, []), (rows.width - 1, 1.0)], 1.0 - x / mean, math.inf)
+    cost = np.zeros(rows.width)
+    cost[-1] = 1.0
+    res = milp_worker().solve(cost, constraints=(rows.matrix(), rows.low, rows.high),
+                              integrality=np.r_[np.ones(len(cols)), 0.0],
+                              bounds=(0.0, np.r_[np.ones(len(cols)), np.inf]),
+                              options={"node_limit": EXACT_NODES, "mip_rel_gap": 0.0}, time_limit=EXACT_SECONDS)
+    dual = None if res is None or res["seconds"] >= EXACT_SECONDS else res.get("dual_bound")  # a cut: the machine's
+    if dual is None or not math.isfinite(dual):
+        return 0.0
+    return math.floor(max(0.0, float(dual)) * 1e4 + 1e-6) / 100
 
 
 def _handed_over_to(replicas: Sequence[Sequence[int]], alive: set[int], failed: int, weight: Sequence[float] | None

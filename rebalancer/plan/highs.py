@@ -274,7 +274,7 @@ def _read_frame(stream: Any) -> Any:
 
 def _milp_main() -> None:
     """``python -m rebalancer.plan.highs --milp``: scipy ``milp`` on each (arguments, keywords) message read from
-    stdin, its result ({"x", "status", "message", "seconds"}) written to stdout, until stdin ends."""
+    stdin, its result ({"x", "status", "message", "dual_bound", "seconds"}) written to stdout, until stdin ends."""
     from scipy.optimize import milp
 
     while (request := _read_frame(sys.stdin.buffer)) is not None:
@@ -282,7 +282,9 @@ def _milp_main() -> None:
         started = time.monotonic()
         try:
             res = milp(*args, **kwargs)
+            dual = getattr(res, "mip_dual_bound", None)
             reply: dict[str, Any] = {"x": res.x, "status": int(res.status), "message": str(res.message),
+                                     "dual_bound": None if dual is None else float(dual),
                                      "seconds": time.monotonic() - started}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             reply = {"error": f"{type(exc).__name__}: {exc}"}
@@ -327,8 +329,8 @@ class MilpWorker:
               **kwargs: Any) -> dict[str, Any] | None:
         """``milp(*args, options={**options, "time_limit": time_limit}, **kwargs)`` in the child: {"x" (None without
         a solution), "status" (scipy's: 0 optimal, 1 a work or time limit, 2 infeasible, ...), "message",
-        "seconds" (the solver's own)}; None where the child was killed past the limit or died. A program the
-        solver rejects raises ``PlanError``."""
+        "dual_bound" (HiGHS's proof: no solution's objective is lower), "seconds" (the solver's own)}; None where
+        the child was killed past the limit or died. A program the solver rejects raises ``PlanError``."""
         proc = self.start()
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + max(0.0, time_limit) + KILL_GRACE

@@ -336,10 +336,11 @@ def _merge_repair(repair: RackRepair, req: PlanRequest, setup: PlanSetup, placem
 def _placement(req: PlanRequest, setup: PlanSetup, budget: Budget, reserve: float) -> Placement:
     """Where the replicas go (in leaders mode: who leads): the step of the strategy asked for, from the registry
     (``rebalancer.strategies``). On load, nowhere new where every broker already lies inside what the gates accept
-    (``settled``): the placement's margins say where a plan goes once it must move, not whether it must. Where the
-    failover order is asked, its exact step's child (``highs.milp_worker``) starts first: its interpreter's start
-    overlaps the placement."""
-    if req.failover_order and req.cluster.partitions:
+    (``settled``): the placement's margins say where a plan goes once it must move, not whether it must. Where a
+    partition has two followers or more, the failover programs' child (``highs.milp_worker``: the order's exact
+    step, and the summary's load floor of every plan, ``failover.order_floor``) starts first: its interpreter's
+    start overlaps the placement (0.4 s a plan of the simulator's scenarios paid at the end otherwise)."""
+    if any(len(p.replicas) > 2 for p in req.cluster.partitions):
         milp_worker().start()
     if req.mode != "leaders" and setup.balanced == "load":
         why = outside_gates(req.cluster, setup.targets, req.model, on_load=True)

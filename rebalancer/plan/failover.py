@@ -291,25 +291,23 @@ def _whole_floor(base: Mapping[int, float], units: Sequence[float], candidates: 
     down to 0.01 %) the 0/1 program of the choices proves, ``y[p, c]`` = survivor c takes partition p (one each),
     ``|base_c + sum_p units_p y[p, c] - mean| <= d x mean`` for every survivor, ``d`` minimised. Its dual bound (the
     optimum, where ``EXACT_NODES`` nodes close the gap) is a floor however the search ends; 0 where the child gave
-    none or its clock cut it (the split floor then stands, the same on any machine). The simulator's wix scenario: broker 20's failure, 12.2 % split, 15.47 %
-    whole, which its order has."""
+    none or its clock cut it (the split floor then stands, the same on any machine). The simulator's wix scenario:
+    broker 20's failure, 12.2 % split, 15.47 % whole, which its order has."""
     import math
 
     import numpy as np
 
     cols = [(k, c) for k, options in enumerate(candidates) for c in sorted(set(options))]
     rows = _Rows(len(cols) + 1)  # the last column: d
-    at = 0
-    for options in candidates:
-        n = len(set(options))
-        rows.add([(at + j, 1.0) for j in range(n)], 1.0, 1.0)
-        at += n
+    each: dict[int, list[tuple[int, float]]] = {}
     takes: dict[int, list[tuple[int, float]]] = {}
     for j, (k, c) in enumerate(cols):
+        each.setdefault(k, []).append((j, 1.0))
         takes.setdefault(c, []).append((j, units[k] / mean))
-    for c, x in base.items():  # |x / mean + takes - 1| <= d
-        rows.add([*takes.get(c, []), (rows.width - 1, -1.0)], -math.inf, 1.0 - x / mean)
-        rows.add([*takes.get(c, []), (rows.width - 1, 1.0)], 1.0 - x / mean, math.inf)
+    for entries in each.values():
+        rows.add(entries, 1.0, 1.0)
+    for c, x in base.items():
+        _within_d(rows, takes.get(c, []), x / mean)
     cost = np.zeros(rows.width)
     cost[-1] = 1.0
     res = milp_worker().solve(cost, constraints=(rows.matrix(), rows.low, rows.high),
@@ -680,7 +678,6 @@ def _failure_rows(rows: _Rows, table: _Failures, down: set[int], skip: Any, cols
     """``_failure_program``'s rows of the failure of ``down``: per survivor, in counts and in load (over their
     means), |its own + what the fixed partitions hand it + the ``y`` it takes - 1| within the worst deviation the
     failure has now, or, for the figure ``minimised``, within ``d``."""
-    import math
 
     survivors, now_n, now_w = table.shares(down)
     _, base_n, base_w = table.shares(down, skip)
@@ -695,11 +692,19 @@ def _failure_rows(rows: _Rows, table: _Failures, down: set[int], skip: Any, cols
             takes.setdefault(table.index[c], []).append((j, (1.0 if dim == 0 else float(table.w[i])) / mean))
         for k in survivors.nonzero()[0].tolist():
             b0 = float(base[k]) / mean
-            if dim == minimised:  # |share - 1| <= d
-                rows.add([*takes.get(k, []), (rows.width - 1, -1.0)], -math.inf, 1.0 - b0)
-                rows.add([*takes.get(k, []), (rows.width - 1, 1.0)], 1.0 - b0, math.inf)
+            if dim == minimised:
+                _within_d(rows, takes.get(k, []), b0)
             else:  # no survivor further off than the worst stands now
                 rows.add(takes.get(k, []), 1.0 - worst - 1e-9 - b0, 1.0 + worst + 1e-9 - b0)
+
+
+def _within_d(rows: _Rows, takes: Sequence[tuple[int, float]], own: float) -> None:
+    """A survivor's two rows of a failure program whose last column is ``d``: |own + what it takes - 1| <= d (its
+    share over the survivors' mean)."""
+    import math
+
+    rows.add([*takes, (rows.width - 1, -1.0)], -math.inf, 1.0 - own)
+    rows.add([*takes, (rows.width - 1, 1.0)], 1.0 - own, math.inf)
 
 
 def _start_worst(replicas: Sequence[tuple[int, ...]], alive: set[int], w: Sequence[float],
